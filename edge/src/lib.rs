@@ -1,0 +1,1 @@
+//! bloomgate edge worker. Built out in its own issue.

@@ -1,0 +1,1 @@
+//! Shared helpers for bloomgate's end-to-end tests.
