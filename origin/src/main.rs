@@ -1,4 +1,5 @@
 //! `bloomgate-origin` command line.
+#![forbid(unsafe_code)]
 
 fn main() {
     eprintln!("bloomgate-origin: not built yet; see the origin issue");

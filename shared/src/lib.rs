@@ -1,1 +1,22 @@
-//! stub
+#![doc = include_str!("../README.md")]
+#![cfg_attr(not(feature = "std"), no_std)]
+
+extern crate alloc;
+
+pub mod block;
+pub mod filter;
+pub mod hash;
+pub mod key;
+pub mod manifest;
+mod memory;
+pub mod params;
+pub mod segment;
+
+pub use filter::BloomFilter;
+pub use hash::{hash_key, KeyHash};
+pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
+pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};
+pub use params::{Location, Params, ParamsError, SizingOptions};
+pub use segment::{
+    decode_segment, encode_segment, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment,
+};

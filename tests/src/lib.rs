@@ -1,1 +1,2 @@
 //! Shared helpers for bloomgate's end-to-end tests.
+#![forbid(unsafe_code)]

@@ -1,0 +1,235 @@
+//! The manifest: a small document describing one generation of a filter, which an edge reads to
+//! know the params, the key format, and the current version of every segment.
+//!
+//! Segment URLs carry the generation and the version, so each URL names bytes that never
+//! change: caches may keep them forever, and freshness is decided by the (short-lived)
+//! manifest alone.
+
+use crate::key::KeyFormat;
+use crate::params::Params;
+use crate::segment::SegmentHeader;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+/// Longest filter name: short, URL- and Redis-key-safe.
+pub const MAX_FILTER_NAME: usize = 64;
+
+/// One filter generation, as published to edges.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    /// Filter name.
+    pub filter: String,
+    /// How the filter's keys are written.
+    pub key_format: KeyFormat,
+    /// Generation whose bits these are.
+    pub generation: u64,
+    /// Parameters of that generation.
+    pub params: Params,
+    /// Current version of each segment, indexed by segment.
+    pub segment_versions: Vec<u64>,
+}
+
+/// Why a manifest is unusable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ManifestError {
+    /// The number of segment versions is not the params' segment count.
+    SegmentCountMismatch {
+        /// Count in the params.
+        params: u32,
+        /// Versions listed.
+        listed: usize,
+    },
+    /// The filter name is not acceptable.
+    BadFilterName(FilterNameError),
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ManifestError::SegmentCountMismatch { params, listed } => {
+                write!(
+                    f,
+                    "manifest lists {listed} segment versions for {params} segments"
+                )
+            }
+            ManifestError::BadFilterName(e) => write!(f, "manifest {e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ManifestError {}
+
+impl Manifest {
+    /// Checks the manifest is internally consistent.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        validate_filter_name(&self.filter).map_err(ManifestError::BadFilterName)?;
+        if self.segment_versions.len() != self.params.segment_count as usize {
+            return Err(ManifestError::SegmentCountMismatch {
+                params: self.params.segment_count,
+                listed: self.segment_versions.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The listed version of segment `index`, if it exists.
+    pub fn segment_version(&self, index: u32) -> Option<u64> {
+        self.segment_versions.get(index as usize).copied()
+    }
+
+    /// Path of segment `index` at its current version on the origin: immutable content, so any
+    /// cache may keep it for as long as it likes.
+    pub fn segment_path(&self, index: u32) -> Option<String> {
+        let version = self.segment_version(index)?;
+        Some(format!(
+            "/v1/filters/{}/segments/{}/{}?v={}",
+            self.filter, self.generation, index, version
+        ))
+    }
+
+    /// True when a decoded segment belongs to this manifest's filter generation and is at
+    /// least as new as the version listed (a reader must never answer from older bits).
+    pub fn accepts(&self, header: &SegmentHeader) -> bool {
+        header.params == self.params
+            && header.generation == self.generation
+            && self
+                .segment_version(header.index)
+                .is_some_and(|listed| header.version >= listed)
+    }
+}
+
+/// Why a filter name was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FilterNameError {
+    /// Empty or longer than [`MAX_FILTER_NAME`].
+    BadLength(usize),
+    /// A character outside `[a-z0-9_-]`.
+    BadCharacter(char),
+}
+
+impl fmt::Display for FilterNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterNameError::BadLength(n) => {
+                write!(
+                    f,
+                    "filter name must be 1 to {MAX_FILTER_NAME} characters, got {n}"
+                )
+            }
+            FilterNameError::BadCharacter(c) => write!(
+                f,
+                "filter name may use only lowercase letters, digits, '-' and '_', found {c:?}"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for FilterNameError {}
+
+/// Filter names appear in URLs, Redis keys and Cassandra rows: keep them to `[a-z0-9_-]{1,64}`.
+pub fn validate_filter_name(name: &str) -> Result<(), FilterNameError> {
+    if name.is_empty() || name.len() > MAX_FILTER_NAME {
+        return Err(FilterNameError::BadLength(name.len()));
+    }
+    match name
+        .chars()
+        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
+    {
+        Some(c) => Err(FilterNameError::BadCharacter(c)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    fn manifest() -> Manifest {
+        let params = Params::new(1, 6, 4, 3).unwrap();
+        Manifest {
+            filter: "hashes".into(),
+            key_format: KeyFormat::SHA256_HEX,
+            generation: 2,
+            params,
+            segment_versions: vec![5, 0, 9],
+        }
+    }
+
+    #[test]
+    fn json_round_trip_and_validation() {
+        let m = manifest();
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"key_format\":\"hex:64\""), "{json}");
+        let back: Manifest = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.validate(), Ok(()));
+        let short = Manifest {
+            segment_versions: vec![1],
+            ..m
+        };
+        assert!(short.validate().is_err());
+    }
+
+    #[test]
+    fn segment_paths_name_generation_and_version() {
+        assert_eq!(
+            manifest().segment_path(2).unwrap(),
+            "/v1/filters/hashes/segments/2/2?v=9"
+        );
+        assert_eq!(manifest().segment_path(3), None);
+    }
+
+    #[test]
+    fn accepts_only_same_generation_and_not_older() {
+        let m = manifest();
+        let header = SegmentHeader {
+            params: m.params,
+            generation: 2,
+            index: 2,
+            version: 9,
+            checksum: 0,
+        };
+        assert!(m.accepts(&header));
+        assert!(m.accepts(&SegmentHeader {
+            version: 10,
+            ..header
+        }));
+        assert!(!m.accepts(&SegmentHeader {
+            version: 8,
+            ..header
+        }));
+        assert!(!m.accepts(&SegmentHeader {
+            generation: 1,
+            ..header
+        }));
+        assert!(!m.accepts(&SegmentHeader { index: 3, ..header }));
+        let other = Params {
+            seed: 2,
+            ..m.params
+        };
+        assert!(!m.accepts(&SegmentHeader {
+            params: other,
+            ..header
+        }));
+    }
+
+    #[test]
+    fn filter_names() {
+        assert!(validate_filter_name("file-hashes_2").is_ok());
+        assert_eq!(validate_filter_name(""), Err(FilterNameError::BadLength(0)));
+        assert_eq!(
+            validate_filter_name("A"),
+            Err(FilterNameError::BadCharacter('A'))
+        );
+        assert_eq!(
+            validate_filter_name("a/b"),
+            Err(FilterNameError::BadCharacter('/'))
+        );
+        assert!(validate_filter_name(&"a".repeat(65)).is_err());
+    }
+}
