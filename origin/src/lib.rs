@@ -1,3 +1,183 @@
-//! bloomgate origin: answers lookups the edge cannot, owns the shared filter in Redis and
-//! the write path into Cassandra. Built out in its own issue.
+//! bloomgate origin: answers the lookups the edge cannot, owns the shared filter in Redis and
+//! the write path into Cassandra.
+//!
+//! # Layout
+//! - [`config`]: the TOML / environment / flag configuration and its limits.
+//! - [`gate`]: lookups and writes: filter first, key store on "maybe" or when the filter is
+//!   unavailable; the edge's manifest and segments.
+//! - [`store`]: the filter store (Redis, or in process) and key store (Cassandra, or redb).
+//! - [`routes`]: the HTTP API, one file per resource.
+//! - [`auth`]: writer tokens and the edge secret.
+//! - [`error`]: the one error type, rendered as problem+json.
+//! - [`metrics`]: Prometheus counters and the latency histogram.
+//! - [`load`]: the bulk loader behind `bloomgate-origin load`.
 #![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod gate;
+pub mod load;
+pub mod metrics;
+pub mod routes;
+pub mod store;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::DefaultBodyLimit;
+use axum::http::Request;
+use axum::{BoxError, Router};
+use config::Config;
+use error::AppError;
+use gate::{Gate, GateSettings};
+use routes::AppState;
+use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use store::cassandra::{CassandraKeyStore, CassandraSettings};
+use store::embedded::{MemoryFilterStore, RedbKeyStore};
+use store::redis::{RedisFilterStore, RedisSettings};
+use store::{FilterMeta, FilterStore, KeyStore};
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+use tower_http::trace::TraceLayer;
+
+/// Connects the stores named in `config` (or the embedded ones) and builds the app state.
+pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
+    config.validate()?;
+    error::set_retry_after(config.retry_after_secs);
+    let embedded_keys = if config.cassandra_nodes.is_empty() {
+        let path = config.data_dir.join("keys.redb");
+        tracing::info!(path = %path.display(), "no cassandra_nodes configured: keys in an embedded file");
+        Some(Arc::new(RedbKeyStore::open(&path)?))
+    } else {
+        None
+    };
+    let keys: Arc<dyn KeyStore> = match &embedded_keys {
+        Some(redb) => redb.clone(),
+        None => {
+            let settings = CassandraSettings {
+                nodes: config.cassandra_nodes.clone(),
+                keyspace: config.cassandra_keyspace.clone(),
+                replication: config.cassandra_replication.clone(),
+                consistency: config.consistency()?,
+                timeout: config.cassandra_timeout(),
+            };
+            Arc::new(CassandraKeyStore::connect(&settings).await?)
+        }
+    };
+    let filters: Arc<dyn FilterStore> = match &config.redis_url {
+        Some(url) => {
+            let redis = RedisFilterStore::connect(&RedisSettings {
+                url: url.clone(),
+                timeout: config.redis_timeout(),
+            })?;
+            redis.check_eviction_policy().await;
+            Arc::new(redis)
+        }
+        None => {
+            tracing::info!("no redis_url configured: the filter lives in this process");
+            let memory = Arc::new(MemoryFilterStore::default());
+            if let Some(redb) = &embedded_keys {
+                rebuild_memory_filters(&memory, redb).await?;
+            }
+            memory
+        }
+    };
+    let settings = GateSettings {
+        cache_ttl: std::time::Duration::from_millis(config.meta_cache_ms),
+        filter_enabled: config.filter_enabled,
+        max_batch: config.max_batch,
+    };
+    Ok(AppState {
+        gate: Arc::new(Gate::new(filters, keys, settings)),
+        config: Arc::new(config),
+    })
+}
+
+/// The in-process filter does not survive a restart: rebuild it from the key file, so the quick
+/// start keeps answering "no" from the filter after a restart.
+async fn rebuild_memory_filters(
+    memory: &MemoryFilterStore,
+    keys: &RedbKeyStore,
+) -> anyhow::Result<()> {
+    for def in keys.filters()? {
+        let options = bloomgate_filter::SizingOptions {
+            seed: rand::random(),
+            segment_bytes: def.segment_bytes,
+        };
+        let params =
+            bloomgate_filter::Params::for_capacity_with(def.capacity, def.fp_rate, options)?;
+        let meta = FilterMeta {
+            generation: gate::now_ms(),
+            params,
+        };
+        memory.create(&def.name, meta).await?;
+        let stored = keys.keys_of(&def.name)?;
+        let hashes = stored
+            .iter()
+            .map(|k| bloomgate_filter::hash_key(k, params.seed))
+            .collect();
+        memory.add(&def.name, meta, hashes).await?;
+        tracing::info!(filter = %def.name, keys = stored.len(), "rebuilt in-process filter from the key file");
+    }
+    Ok(())
+}
+
+/// The whole HTTP app: API routes behind the overload layers, ops routes beside them.
+pub fn app(state: AppState) -> Router {
+    let config = state.config.clone();
+    let metrics = state.gate.metrics.clone();
+    let api = Router::new()
+        .merge(routes::keys::router())
+        .merge(routes::filters::router())
+        .merge(routes::edge::router())
+        .with_state(state.clone())
+        .layer(DefaultBodyLimit::max(config.max_body_bytes()))
+        .layer(
+            // Outermost first: errors → load shed → concurrency limit → timeout → trace.
+            ServiceBuilder::new()
+                .layer(HandleErrorLayer::new(move |err: BoxError| {
+                    let metrics = metrics.clone();
+                    async move {
+                        if err.is::<tower::load_shed::error::Overloaded>() {
+                            metrics.overloaded.fetch_add(1, Relaxed);
+                            AppError::Overloaded
+                        } else if err.is::<tower::timeout::error::Elapsed>() {
+                            AppError::Timeout
+                        } else {
+                            AppError::BadRequest(format!("request failed: {err}"))
+                        }
+                    }
+                }))
+                .load_shed()
+                .concurrency_limit(config.max_in_flight)
+                .timeout(config.request_timeout())
+                .layer(
+                    TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                        let path = req
+                            .extensions()
+                            .get::<axum::extract::MatchedPath>()
+                            .map(|p| p.as_str().to_owned())
+                            .unwrap_or_default();
+                        tracing::debug_span!("request", method = %req.method(), path)
+                    }),
+                ),
+        );
+    Router::new()
+        .merge(api)
+        .merge(routes::ops::router().with_state(state))
+        .fallback(|| async {
+            AppError::NotFound("no such route; see the README's API section".into())
+        })
+}
+
+/// Serves until `shutdown` resolves, then finishes in-flight requests.
+pub async fn run(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,7 +1,196 @@
-//! `bloomgate-origin` command line.
+//! `bloomgate-origin` command line: parses arguments, starts tracing, and runs a command.
 #![forbid(unsafe_code)]
 
-fn main() {
-    eprintln!("bloomgate-origin: not built yet; see the origin issue");
-    std::process::exit(2);
+use anyhow::Context;
+use bloomgate_origin::config::Config;
+use bloomgate_origin::load::{load, LoadOptions};
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// bloomgate origin: a Bloom-filter gate in front of Cassandra.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the HTTP API.
+    Serve(Box<ServeArgs>),
+    /// Bulk-load keys (one per line) into a filter through a running origin's write API.
+    Load(LoadArgs),
+}
+
+/// Flags override `BLOOMGATE_*` variables, which override the config file.
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML config file.
+    #[arg(long, env = "BLOOMGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "BLOOMGATE_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Redis URL for the shared filter (unset: in-process filter).
+    #[arg(long, env = "BLOOMGATE_REDIS_URL")]
+    redis_url: Option<String>,
+    /// Redis per-call timeout, ms.
+    #[arg(long, env = "BLOOMGATE_REDIS_TIMEOUT_MS")]
+    redis_timeout_ms: Option<u64>,
+    /// Cassandra contact points, comma-separated host:port (unset: embedded key file).
+    #[arg(long, env = "BLOOMGATE_CASSANDRA_NODES", value_delimiter = ',')]
+    cassandra_nodes: Option<Vec<String>>,
+    /// Cassandra keyspace.
+    #[arg(long, env = "BLOOMGATE_CASSANDRA_KEYSPACE")]
+    cassandra_keyspace: Option<String>,
+    /// Cassandra consistency (one, local_one, quorum, local_quorum, each_quorum, all).
+    #[arg(long, env = "BLOOMGATE_CASSANDRA_CONSISTENCY")]
+    cassandra_consistency: Option<String>,
+    /// Cassandra per-request timeout, ms.
+    #[arg(long, env = "BLOOMGATE_CASSANDRA_TIMEOUT_MS")]
+    cassandra_timeout_ms: Option<u64>,
+    /// Directory of the embedded key file.
+    #[arg(long, env = "BLOOMGATE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Writer bearer tokens, comma-separated.
+    #[arg(long, env = "BLOOMGATE_WRITER_TOKENS", value_delimiter = ',')]
+    writer_tokens: Option<Vec<String>>,
+    /// Secret the edge presents to read segments.
+    #[arg(long, env = "BLOOMGATE_EDGE_SECRET")]
+    edge_secret: Option<String>,
+    /// Requests in flight before 429.
+    #[arg(long, env = "BLOOMGATE_MAX_IN_FLIGHT")]
+    max_in_flight: Option<usize>,
+    /// Request timeout, ms.
+    #[arg(long, env = "BLOOMGATE_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: Option<u64>,
+    /// Keys per batch request.
+    #[arg(long, env = "BLOOMGATE_MAX_BATCH")]
+    max_batch: Option<usize>,
+    /// Metadata cache time, ms.
+    #[arg(long, env = "BLOOMGATE_META_CACHE_MS")]
+    meta_cache_ms: Option<u64>,
+    /// Consult the filter (false: every lookup reads the database, the A/B baseline).
+    #[arg(long, env = "BLOOMGATE_FILTER_ENABLED")]
+    filter_enabled: Option<bool>,
+}
+
+impl ServeArgs {
+    fn into_config(self) -> anyhow::Result<Config> {
+        let mut c = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! apply {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { c.$field = v; })* };
+        }
+        apply!(
+            listen,
+            redis_timeout_ms,
+            cassandra_nodes,
+            cassandra_keyspace,
+            cassandra_consistency,
+            cassandra_timeout_ms,
+            data_dir,
+            writer_tokens,
+            max_in_flight,
+            request_timeout_ms,
+            max_batch,
+            meta_cache_ms,
+            filter_enabled
+        );
+        if self.redis_url.is_some() {
+            c.redis_url = self.redis_url;
+        }
+        if self.edge_secret.is_some() {
+            c.edge_secret = self.edge_secret;
+        }
+        c.redis_url = c.redis_url.filter(|u| !u.is_empty());
+        c.cassandra_nodes.retain(|n| !n.is_empty());
+        Ok(c)
+    }
+}
+
+#[derive(Args)]
+struct LoadArgs {
+    /// Filter to load into.
+    #[arg(long)]
+    filter: String,
+    /// File of keys, one per line; `-` for stdin.
+    file: PathBuf,
+    /// Origin base URL.
+    #[arg(
+        long,
+        env = "BLOOMGATE_ORIGIN_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    origin: String,
+    /// Writer token.
+    #[arg(long, env = "BLOOMGATE_WRITER_TOKEN")]
+    token: String,
+    /// Keys per request.
+    #[arg(long, default_value_t = 500)]
+    batch: usize,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Stop at the first bad line instead of reporting and skipping it.
+    #[arg(long)]
+    abort_on_bad_line: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => {
+            let config = (*args).into_config()?;
+            let listener = tokio::net::TcpListener::bind(config.listen)
+                .await
+                .with_context(|| format!("cannot listen on {}", config.listen))?;
+            tracing::info!(listen = %config.listen, "bloomgate-origin serving");
+            let state = bloomgate_origin::build_state(config).await?;
+            bloomgate_origin::run(listener, state, shutdown_signal()).await?;
+        }
+        Command::Load(args) => {
+            let options = LoadOptions {
+                origin: args.origin,
+                token: args.token,
+                filter: args.filter,
+                batch: args.batch,
+                concurrency: args.concurrency,
+                abort_on_bad_line: args.abort_on_bad_line,
+            };
+            let report = load(&args.file, &options).await?;
+            println!("{report}");
+            if report.failed_batches > 0 {
+                anyhow::bail!(
+                    "{} batches were not stored; rerun the load (writes are idempotent)",
+                    report.failed_batches
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
+    tracing::info!("shutting down: finishing requests in flight");
 }

@@ -68,8 +68,13 @@ impl BloomFilter {
     /// build a filter from many threads.
     #[inline]
     pub fn insert_shared(&self, key: &[u8]) {
-        let hash = hash_key(key, self.params.seed);
-        let block = self.params.locate(&hash).block as usize;
+        self.insert_hash_shared(&hash_key(key, self.params.seed));
+    }
+
+    /// [`insert_shared`](Self::insert_shared) for a key already hashed with this filter's seed.
+    #[inline]
+    pub fn insert_hash_shared(&self, hash: &KeyHash) {
+        let block = self.params.locate(hash).block as usize;
         self.blocks[block].set_shared(&probe_mask(hash.probe_bits, self.params.k));
     }
 

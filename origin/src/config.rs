@@ -1,0 +1,215 @@
+//! Configuration: a TOML file, then `BLOOMGATE_*` environment variables, then flags, each
+//! overriding the one before. Every limit lives here, none in the code.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The origin's whole configuration, with defaults for a laptop.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to serve HTTP on.
+    pub listen: SocketAddr,
+    /// Redis URL for the shared filter; unset = the filter lives in this process.
+    pub redis_url: Option<String>,
+    /// Per-call Redis timeout in ms; slower counts as "filter unavailable".
+    pub redis_timeout_ms: u64,
+    /// Cassandra contact points (`host:port`); empty = keys in an embedded file.
+    pub cassandra_nodes: Vec<String>,
+    /// Cassandra keyspace.
+    pub cassandra_keyspace: String,
+    /// Replication clause used when creating the keyspace.
+    pub cassandra_replication: String,
+    /// Consistency for reads and writes: `one`, `local_one`, `quorum`, `local_quorum`, `all`.
+    pub cassandra_consistency: String,
+    /// Per-request Cassandra timeout in ms.
+    pub cassandra_timeout_ms: u64,
+    /// Directory for the embedded key file (quick start only).
+    pub data_dir: PathBuf,
+    /// Bearer tokens accepted on the write API. Empty = writes refused.
+    pub writer_tokens: Vec<String>,
+    /// Secret the edge sends in `x-bloomgate-edge-secret` to read manifests and segments.
+    pub edge_secret: Option<String>,
+    /// Requests handled at once; above it the answer is 429.
+    pub max_in_flight: usize,
+    /// Whole-request timeout in ms.
+    pub request_timeout_ms: u64,
+    /// Keys per batch request.
+    pub max_batch: usize,
+    /// Bytes of a stored value.
+    pub max_value_bytes: usize,
+    /// How long a filter's metadata is cached in process, in ms.
+    pub meta_cache_ms: u64,
+    /// Seconds clients are told to wait in `Retry-After`.
+    pub retry_after_secs: u64,
+    /// Consult the filter at all. `false` sends every lookup to the key store: the A/B baseline.
+    pub filter_enabled: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            redis_url: None,
+            redis_timeout_ms: 50,
+            cassandra_nodes: Vec::new(),
+            cassandra_keyspace: "bloomgate".into(),
+            cassandra_replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            cassandra_consistency: "local_quorum".into(),
+            cassandra_timeout_ms: 2000,
+            data_dir: PathBuf::from(".state/origin"),
+            writer_tokens: Vec::new(),
+            edge_secret: None,
+            max_in_flight: 512,
+            request_timeout_ms: 5000,
+            max_batch: 1000,
+            max_value_bytes: 4096,
+            meta_cache_ms: 1000,
+            retry_after_secs: 1,
+            filter_enabled: true,
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {cause}")]
+    Read {
+        /// File path.
+        path: PathBuf,
+        /// Underlying error.
+        cause: std::io::Error,
+    },
+    /// The file is not valid TOML for this config.
+    #[error("config file {path} is invalid: {cause}")]
+    Parse {
+        /// File path.
+        path: PathBuf,
+        /// Parser message (names the field).
+        cause: String,
+    },
+    /// A value is out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads a TOML file (all fields optional).
+    pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+            path: path.into(),
+            cause,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            cause: e.to_string(),
+        })
+    }
+
+    /// Checks the values that would otherwise fail later, and obscurely.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("max_in_flight", self.max_in_flight as u64),
+            ("max_batch", self.max_batch as u64),
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("redis_timeout_ms", self.redis_timeout_ms),
+            ("cassandra_timeout_ms", self.cassandra_timeout_ms),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Invalid(format!(
+                "{name} must be greater than 0"
+            )));
+        }
+        self.consistency()?;
+        if self.writer_tokens.iter().any(|t| t.len() < 16) {
+            return Err(ConfigError::Invalid(
+                "writer tokens must be at least 16 characters".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The Cassandra consistency level named in the config.
+    pub fn consistency(&self) -> Result<scylla::statement::Consistency, ConfigError> {
+        use scylla::statement::Consistency::*;
+        Ok(match self.cassandra_consistency.to_ascii_lowercase().as_str() {
+            "one" => One,
+            "local_one" => LocalOne,
+            "quorum" => Quorum,
+            "local_quorum" => LocalQuorum,
+            "each_quorum" => EachQuorum,
+            "all" => All,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                    "cassandra_consistency {other:?} is not one of one, local_one, quorum, local_quorum, each_quorum, all"
+                )))
+            }
+        })
+    }
+
+    /// Redis timeout.
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+
+    /// Cassandra timeout.
+    pub fn cassandra_timeout(&self) -> Duration {
+        Duration::from_millis(self.cassandra_timeout_ms)
+    }
+
+    /// Whole-request timeout.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    /// Largest request body: a full batch of the longest keys, plus JSON overhead.
+    pub fn max_body_bytes(&self) -> usize {
+        (self.max_batch * (2 * bloomgate_filter::MAX_KEY_BYTES + 8)).max(self.max_value_bytes)
+            + 1024
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_values_override_defaults_and_unknown_keys_are_refused() {
+        let c: Config = toml::from_str("listen = \"0.0.0.0:9000\"\nmax_batch = 10\n").unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.max_batch, 10);
+        assert_eq!(c.redis_timeout_ms, 50);
+        let err = toml::from_str::<Config>("max_batchh = 10\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_batchh"), "{err}");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let c = Config {
+            max_in_flight: 0,
+            ..Config::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_in_flight"));
+        let c = Config {
+            cassandra_consistency: "most".into(),
+            ..Config::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("most"));
+        let c = Config {
+            writer_tokens: vec!["short".into()],
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+        assert!(Config::default().validate().is_ok());
+    }
+}

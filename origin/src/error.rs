@@ -1,0 +1,167 @@
+//! One error type for every handler, rendered as `application/problem+json` with a hint for the
+//! person reading it. Server-side causes are logged, never sent.
+
+use crate::store::{FilterUnavailable, KeyStoreError};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bloomgate_filter::{FilterNameError, KeyError, ParamsError};
+use serde_json::json;
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The key does not fit the filter's key format.
+    #[error("{0}")]
+    BadKey(#[from] KeyError),
+    /// The filter name is malformed.
+    #[error("{0}")]
+    BadFilterName(#[from] FilterNameError),
+    /// Filter parameters are out of range.
+    #[error("{0}")]
+    BadParams(#[from] ParamsError),
+    /// Any other malformed request (JSON, headers, path).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The named filter does not exist.
+    #[error("no filter named {0:?}")]
+    UnknownFilter(String),
+    /// A batch over the configured limit.
+    #[error("batch has {got} keys; at most {max} are accepted per request")]
+    BatchTooLarge {
+        /// Limit.
+        max: usize,
+        /// Received.
+        got: usize,
+    },
+    /// A value over the configured limit.
+    #[error("value is {got} bytes; at most {max} are accepted")]
+    ValueTooLarge {
+        /// Limit.
+        max: usize,
+        /// Received.
+        got: usize,
+    },
+    /// The request body is over the configured limit.
+    #[error("request body is too large")]
+    BodyTooLarge,
+    /// No credentials.
+    #[error("this endpoint needs a bearer token")]
+    Unauthorized,
+    /// Wrong credentials.
+    #[error("the token is not accepted for this endpoint")]
+    Forbidden,
+    /// A filter with that name exists with other settings.
+    #[error("{0}")]
+    Conflict(String),
+    /// The requested generation or segment does not exist (edge endpoints).
+    #[error("{0}")]
+    NotFound(String),
+    /// The filter could not take a write, so the write was not done.
+    #[error("filter unavailable for writes: {0}")]
+    FilterWrite(FilterUnavailable),
+    /// The filter could not serve segments or stats.
+    #[error("filter unavailable: {0}")]
+    FilterRead(FilterUnavailable),
+    /// The key store failed: the answer is unknown.
+    #[error("key store unavailable: {0}")]
+    KeyStore(#[from] KeyStoreError),
+    /// Above the in-flight cap.
+    #[error("overloaded")]
+    Overloaded,
+    /// The request ran past its timeout.
+    #[error("timed out")]
+    Timeout,
+}
+
+impl AppError {
+    fn parts(&self) -> (StatusCode, &'static str, String) {
+        use AppError::*;
+        match self {
+            BadKey(_) => (StatusCode::BAD_REQUEST, "Check the key against the filter's key_format (GET .../stats shows it).", self.to_string()),
+            BadFilterName(_) => (StatusCode::BAD_REQUEST, "Filter names are 1-64 characters of a-z, 0-9, '-' and '_'.", self.to_string()),
+            BadParams(_) => (StatusCode::BAD_REQUEST, "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.", self.to_string()),
+            BadRequest(_) => (StatusCode::BAD_REQUEST, "See the API section of the README for the request shape.", self.to_string()),
+            UnknownFilter(_) => (StatusCode::NOT_FOUND, "Create it with PUT /v1/filters/{filter} first, or check the name.", self.to_string()),
+            BatchTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "Split the batch into smaller requests.", self.to_string()),
+            ValueTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "Store large values elsewhere and keep a reference here.", self.to_string()),
+            BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Send smaller batches or values (see max_batch and max_value_bytes).", self.to_string()),
+            Unauthorized => (StatusCode::UNAUTHORIZED, "Send 'Authorization: Bearer <token>' with a writer token from the origin's config.", self.to_string()),
+            Forbidden => (StatusCode::FORBIDDEN, "Use a token listed in writer_tokens (or the edge secret for edge endpoints).", self.to_string()),
+            Conflict(_) => (StatusCode::CONFLICT, "Use another name, or the existing settings.", self.to_string()),
+            NotFound(_) => (StatusCode::NOT_FOUND, "Fetch the manifest again: it names the current generation and segments.", self.to_string()),
+            FilterWrite(_) => (StatusCode::SERVICE_UNAVAILABLE, "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.", "the filter could not record the key, so the write was not done".into()),
+            FilterRead(_) => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay; lookups still work meanwhile.", "the filter store (Redis) is unavailable".into()),
+            KeyStore(_) => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay. The answer is unknown, not 'absent'.", "the database did not answer".into()),
+            Overloaded => (StatusCode::TOO_MANY_REQUESTS, "Retry after the delay, or spread the load.", "too many requests in flight".into()),
+            Timeout => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay.", "the request took too long".into()),
+        }
+    }
+}
+
+/// Seconds to put in `Retry-After`; set once from config at start-up.
+static RETRY_AFTER_SECS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Sets the `Retry-After` value used by every 429/503.
+pub fn set_retry_after(secs: u64) {
+    RETRY_AFTER_SECS.store(secs.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, hint, detail) = self.parts();
+        if status.is_server_error() {
+            tracing::warn!(cause = %self, status = status.as_u16(), "request failed");
+        }
+        let body = json!({
+            "type": "about:blank",
+            "title": status.canonical_reason().unwrap_or("error"),
+            "status": status.as_u16(),
+            "detail": detail,
+            "hint": hint,
+        });
+        let mut response = (status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
+            let secs = RETRY_AFTER_SECS.load(std::sync::atomic::Ordering::Relaxed);
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_database_is_503_with_retry_after_and_no_internals() {
+        let response =
+            AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7 secret stack".into()))
+                .into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(response.headers().contains_key(header::RETRY_AFTER));
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "application/problem+json"
+        );
+        let detail = AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7".into()))
+            .parts()
+            .2;
+        assert!(!detail.contains("10.0.0.7"));
+    }
+
+    #[test]
+    fn bad_key_is_400_with_the_exact_reason() {
+        let err = AppError::BadKey(KeyError::WrongHexLength {
+            expected: 64,
+            got: 63,
+        });
+        let (status, _, detail) = err.parts();
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(detail, "key must be 64 hex digits, got 63");
+    }
+}

@@ -1,0 +1,539 @@
+//! The gate: lookups (filter first, key store on "maybe" or when the filter is unavailable),
+//! writes (filter first, then key store), and the edge's manifest and segments.
+//!
+//! The two rules that make it safe live in [`after_filter`] and [`Gate::insert_many`]:
+//! a filter that cannot answer is never read as "not seen", and no key is acknowledged unless
+//! the filter already holds its bits.
+
+use crate::error::AppError;
+use crate::metrics::Metrics;
+use crate::store::{FilterDef, FilterMeta, FilterStore, FilterUnavailable, KeyStore};
+use bloomgate_filter::{
+    encode_segment, hash_key, validate_filter_name, KeyHash, Manifest, Params, SizingOptions,
+};
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Lookups of one batch in flight at once against the stores.
+const BATCH_CONCURRENCY: usize = 64;
+
+/// Who gave the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnsweredBy {
+    /// The filter said "certainly not seen".
+    Filter,
+    /// The key store answered.
+    Database,
+}
+
+impl AnsweredBy {
+    /// Header and JSON label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnsweredBy::Filter => "filter",
+            AnsweredBy::Database => "database",
+        }
+    }
+}
+
+/// A lookup's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Whether the key is stored.
+    pub seen: bool,
+    /// Who answered.
+    pub answered_by: AnsweredBy,
+    /// The stored value, when seen.
+    pub value: Option<Vec<u8>>,
+}
+
+/// What to do after asking the filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFilter {
+    /// The filter said no: answer "not seen" without the key store.
+    AnswerNotSeen,
+    /// The filter said maybe: ask the key store (a "no" there is a false positive).
+    AskDatabaseAfterMaybe,
+    /// The filter could not answer: ask the key store, as if there were no filter.
+    AskDatabaseFilterUnavailable(&'static str),
+}
+
+/// The decision at the heart of the gate. Only a definite `Ok(false)` answers "not seen";
+/// every failure is a fall-through, never a "no".
+pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
+    match answer {
+        Ok(false) => AfterFilter::AnswerNotSeen,
+        Ok(true) => AfterFilter::AskDatabaseAfterMaybe,
+        Err(e) => AfterFilter::AskDatabaseFilterUnavailable(e.reason()),
+    }
+}
+
+/// A cached definition, or a cached "no such filter", with when it was read.
+type CachedDef = (Option<Arc<FilterDef>>, Instant);
+
+/// The gate's state: both stores, caches of definitions and metadata, and metrics.
+pub struct Gate {
+    filters: Arc<dyn FilterStore>,
+    keys: Arc<dyn KeyStore>,
+    /// Metrics, shared with the HTTP layer.
+    pub metrics: Arc<Metrics>,
+    defs: RwLock<HashMap<String, CachedDef>>,
+    metas: RwLock<HashMap<String, (FilterMeta, Instant)>>,
+    cache_ttl: Duration,
+    filter_enabled: bool,
+    max_batch: usize,
+}
+
+/// Settings of the gate.
+#[derive(Clone, Copy, Debug)]
+pub struct GateSettings {
+    /// How long metadata and unknown-filter answers are cached.
+    pub cache_ttl: Duration,
+    /// Consult the filter (false = baseline: every lookup reads the key store).
+    pub filter_enabled: bool,
+    /// Keys per batch.
+    pub max_batch: usize,
+}
+
+/// Definition of a filter to create, as sent by a writer.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateFilter {
+    /// Keys the filter is sized for.
+    pub capacity: u64,
+    /// Target false-positive rate at capacity.
+    pub fp_rate: f64,
+    /// Key format (default `hex:64`).
+    #[serde(default = "default_key_format")]
+    pub key_format: bloomgate_filter::KeyFormat,
+    /// Segment size in bytes (default 64 KiB).
+    #[serde(default = "default_segment_bytes")]
+    pub segment_bytes: u64,
+}
+
+fn default_key_format() -> bloomgate_filter::KeyFormat {
+    bloomgate_filter::KeyFormat::SHA256_HEX
+}
+
+fn default_segment_bytes() -> u64 {
+    bloomgate_filter::params::DEFAULT_SEGMENT_BYTES
+}
+
+/// Result of creating a filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Made now.
+    New,
+    /// Already existed with the same settings.
+    Existing,
+}
+
+impl Gate {
+    /// A gate over these stores.
+    pub fn new(
+        filters: Arc<dyn FilterStore>,
+        keys: Arc<dyn KeyStore>,
+        settings: GateSettings,
+    ) -> Gate {
+        Gate {
+            filters,
+            keys,
+            metrics: Arc::new(Metrics::default()),
+            defs: RwLock::default(),
+            metas: RwLock::default(),
+            cache_ttl: settings.cache_ttl,
+            filter_enabled: settings.filter_enabled,
+            max_batch: settings.max_batch,
+        }
+    }
+
+    /// The key store, for health checks.
+    pub fn key_store(&self) -> &Arc<dyn KeyStore> {
+        &self.keys
+    }
+
+    /// The filter store, for health checks.
+    pub fn filter_store(&self) -> &Arc<dyn FilterStore> {
+        &self.filters
+    }
+
+    /// A filter's definition; unknown filters are a 404, cached briefly so a stream of lookups
+    /// for a wrong name does not become a stream of database reads.
+    pub async fn def(&self, name: &str) -> Result<Arc<FilterDef>, AppError> {
+        validate_filter_name(name)?;
+        let cached = self
+            .defs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned();
+        match cached {
+            Some((Some(def), _)) => return Ok(def),
+            Some((None, at)) if at.elapsed() < self.cache_ttl => {
+                return Err(AppError::UnknownFilter(name.into()))
+            }
+            _ => {}
+        }
+        let def = self.keys.filter(name).await?.map(Arc::new);
+        self.defs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.into(), (def.clone(), Instant::now()));
+        def.ok_or_else(|| AppError::UnknownFilter(name.into()))
+    }
+
+    /// The active generation's metadata, cached for `cache_ttl`. A cached copy is safe for
+    /// reads: if its generation's segments vanish, reads of them fail as unavailable.
+    async fn meta(&self, name: &str) -> Result<FilterMeta, FilterUnavailable> {
+        let cached = self
+            .metas
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied();
+        if let Some((meta, at)) = cached {
+            if at.elapsed() < self.cache_ttl {
+                return Ok(meta);
+            }
+        }
+        let meta = self.filters.meta(name).await;
+        let mut metas = self.metas.write().unwrap_or_else(|e| e.into_inner());
+        match &meta {
+            Ok(m) => metas.insert(name.into(), (*m, Instant::now())),
+            Err(_) => metas.remove(name),
+        };
+        meta
+    }
+
+    async fn ask_filter(&self, name: &str, key: &[u8]) -> Result<bool, FilterUnavailable> {
+        let meta = self.meta(name).await?;
+        let hash = hash_key(key, meta.params.seed);
+        self.filters.may_contain(name, meta, hash).await
+    }
+
+    /// Looks up one key.
+    pub async fn lookup(&self, name: &str, raw_key: &[u8]) -> Result<Answer, AppError> {
+        let started = Instant::now();
+        let def = self.def(name).await?;
+        let key = def.key_format.normalize(raw_key)?;
+        let answer = self.lookup_normalized(name, &key).await;
+        self.metrics.lookup_latency.observe(started.elapsed());
+        answer
+    }
+
+    async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
+        let counters = self.metrics.filter(name);
+        let step = if self.filter_enabled {
+            after_filter(&self.ask_filter(name, key).await)
+        } else {
+            AfterFilter::AskDatabaseFilterUnavailable("disabled")
+        };
+        match step {
+            AfterFilter::AnswerNotSeen => {
+                counters.filter_negatives.fetch_add(1, Relaxed);
+                self.metrics.answered_by_filter.fetch_add(1, Relaxed);
+                return Ok(Answer {
+                    seen: false,
+                    answered_by: AnsweredBy::Filter,
+                    value: None,
+                });
+            }
+            AfterFilter::AskDatabaseAfterMaybe => {
+                counters.filter_maybes.fetch_add(1, Relaxed);
+            }
+            AfterFilter::AskDatabaseFilterUnavailable(reason) => self.metrics.fallthrough(reason),
+        }
+        self.metrics.database_reads.fetch_add(1, Relaxed);
+        let stored = self.keys.get(name, key).await.inspect_err(|_| {
+            self.metrics.database_errors.fetch_add(1, Relaxed);
+        })?;
+        self.metrics.answered_by_database.fetch_add(1, Relaxed);
+        if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
+            counters.false_positives.fetch_add(1, Relaxed);
+        }
+        Ok(Answer {
+            seen: stored.is_some(),
+            answered_by: AnsweredBy::Database,
+            value: stored,
+        })
+    }
+
+    /// Normalises a batch, refusing all of it if any key is bad (the error names the index).
+    fn normalize_batch(&self, def: &FilterDef, raw: &[String]) -> Result<Vec<Vec<u8>>, AppError> {
+        if raw.len() > self.max_batch {
+            return Err(AppError::BatchTooLarge {
+                max: self.max_batch,
+                got: raw.len(),
+            });
+        }
+        raw.iter()
+            .enumerate()
+            .map(|(i, k)| {
+                def.key_format
+                    .normalize(k.as_bytes())
+                    .map_err(|e| AppError::BadRequest(format!("keys[{i}]: {e}")))
+            })
+            .collect()
+    }
+
+    /// Looks up a batch; answers in request order.
+    pub async fn lookup_many(&self, name: &str, raw: &[String]) -> Result<Vec<Answer>, AppError> {
+        let def = self.def(name).await?;
+        let keys = self.normalize_batch(&def, raw)?;
+        // Futures collected first: a lazy `map` closure in the stream type trips the compiler's
+        // higher-ranked `Send` check in handlers.
+        let lookups: Vec<_> = keys
+            .iter()
+            .map(|k| self.lookup_normalized(name, k))
+            .collect();
+        futures::stream::iter(lookups)
+            .buffered(BATCH_CONCURRENCY)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Stores one key: filter first, then the key store.
+    pub async fn insert(&self, name: &str, raw_key: &[u8], value: &[u8]) -> Result<(), AppError> {
+        let def = self.def(name).await?;
+        let key = def.key_format.normalize(raw_key)?;
+        self.insert_many(name, vec![(key, value.to_vec())]).await
+    }
+
+    /// Stores a batch of raw keys with empty values, all or (on bad input) none.
+    pub async fn insert_batch(&self, name: &str, raw: &[String]) -> Result<usize, AppError> {
+        let def = self.def(name).await?;
+        let keys = self.normalize_batch(&def, raw)?;
+        let n = keys.len();
+        self.insert_many(name, keys.into_iter().map(|k| (k, Vec::new())).collect())
+            .await?;
+        Ok(n)
+    }
+
+    /// The write path. The filter add must succeed before anything reaches the key store: a
+    /// key in the key store but not in the filter would be answered "not seen". If the key
+    /// store then fails, the filter holds a key the store lacks: a harmless false positive, and
+    /// the caller's retry completes the write.
+    async fn insert_many(
+        &self,
+        name: &str,
+        entries: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<(), AppError> {
+        let meta = self.filters.meta(name).await.map_err(|e| {
+            self.metrics.write_filter_failures.fetch_add(1, Relaxed);
+            AppError::FilterWrite(e)
+        })?;
+        let hashes: Vec<KeyHash> = entries
+            .iter()
+            .map(|(k, _)| hash_key(k, meta.params.seed))
+            .collect();
+        self.filters.add(name, meta, hashes).await.map_err(|e| {
+            self.metrics.write_filter_failures.fetch_add(1, Relaxed);
+            AppError::FilterWrite(e)
+        })?;
+        let puts: Vec<_> = entries
+            .iter()
+            .map(|(k, v)| self.keys.put(name, k, v))
+            .collect();
+        let results: Vec<_> = futures::stream::iter(puts)
+            .buffer_unordered(BATCH_CONCURRENCY)
+            .collect()
+            .await;
+        if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
+            self.metrics.write_database_failures.fetch_add(1, Relaxed);
+            return Err(e.into());
+        }
+        self.metrics.writes.fetch_add(entries.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Deletes a key from the key store; its bits stay until the next rebuild.
+    pub async fn delete(&self, name: &str, raw_key: &[u8]) -> Result<bool, AppError> {
+        let def = self.def(name).await?;
+        let key = def.key_format.normalize(raw_key)?;
+        let existed = self.keys.delete(name, &key).await?;
+        if existed {
+            self.metrics.filter(name).deletes.fetch_add(1, Relaxed);
+        }
+        Ok(existed)
+    }
+
+    /// Creates a filter, or confirms an identical one exists.
+    pub async fn create_filter(
+        &self,
+        name: &str,
+        request: CreateFilter,
+    ) -> Result<Created, AppError> {
+        validate_filter_name(name)?;
+        let options = SizingOptions {
+            seed: rand::random(),
+            segment_bytes: request.segment_bytes,
+        };
+        let params = Params::for_capacity_with(request.capacity, request.fp_rate, options)?;
+        let wanted = FilterDef {
+            name: name.into(),
+            key_format: request.key_format,
+            capacity: request.capacity,
+            fp_rate: request.fp_rate,
+            segment_bytes: request.segment_bytes,
+        };
+        let (stored, created_now) = self.keys.create_filter(&wanted).await?;
+        if stored != wanted {
+            return Err(AppError::Conflict(format!(
+                "filter {name:?} exists with capacity {}, fp_rate {}, key_format {}, segment_bytes {}",
+                stored.capacity, stored.fp_rate, stored.key_format, stored.segment_bytes
+            )));
+        }
+        self.defs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        match self.filters.meta(name).await {
+            Ok(_) => Ok(Created::Existing),
+            Err(FilterUnavailable::MetaMissing) if created_now => {
+                // Only a filter with no keys yet may start from empty bits. The generation is
+                // the creation time in ms: never reused, so no edge can mistake old cached
+                // segments for this generation's.
+                let meta = FilterMeta { generation: now_ms(), params };
+                self.filters.create(name, meta).await.map_err(AppError::FilterWrite)?;
+                Ok(Created::New)
+            }
+            Err(FilterUnavailable::MetaMissing) => Err(AppError::FilterWrite(FilterUnavailable::Error(
+                "the filter exists but its bits are gone from the filter store; run `bloomgate-origin rebuild` to rebuild them from the database".into(),
+            ))),
+            Err(e) => Err(AppError::FilterWrite(e)),
+        }
+    }
+
+    /// The manifest the edge reads: params, key format and every segment's version.
+    pub async fn manifest(&self, name: &str) -> Result<Manifest, AppError> {
+        let def = self.def(name).await?;
+        let meta = self
+            .filters
+            .meta(name)
+            .await
+            .map_err(AppError::FilterRead)?;
+        let segment_versions = self
+            .filters
+            .segment_versions(name, meta)
+            .await
+            .map_err(AppError::FilterRead)?;
+        Ok(Manifest {
+            filter: name.into(),
+            key_format: def.key_format,
+            generation: meta.generation,
+            params: meta.params,
+            segment_versions,
+        })
+    }
+
+    /// One encoded segment of the active generation: (version, wire bytes).
+    pub async fn segment(
+        &self,
+        name: &str,
+        generation: u64,
+        index: u32,
+    ) -> Result<(u64, Vec<u8>), AppError> {
+        self.def(name).await?;
+        let meta = self
+            .filters
+            .meta(name)
+            .await
+            .map_err(AppError::FilterRead)?;
+        if meta.generation != generation || index >= meta.params.segment_count {
+            return Err(AppError::NotFound(format!(
+                "filter {name:?} has no segment {index} in generation {generation} (active generation {}, {} segments)",
+                meta.generation, meta.params.segment_count
+            )));
+        }
+        let bits = self
+            .filters
+            .segment(name, generation, index)
+            .await
+            .map_err(AppError::FilterRead)?;
+        let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
+            .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
+        Ok((bits.version, wire))
+    }
+
+    /// The `nodetool tablestats` of a filter.
+    pub async fn stats(&self, name: &str) -> Result<serde_json::Value, AppError> {
+        let def = self.def(name).await?;
+        let meta = self
+            .filters
+            .meta(name)
+            .await
+            .map_err(AppError::FilterRead)?;
+        let ones = self
+            .filters
+            .count_ones(name, meta)
+            .await
+            .map_err(AppError::FilterRead)?;
+        let memory = self
+            .filters
+            .memory_bytes(name, meta)
+            .await
+            .map_err(AppError::FilterRead)?;
+        let c = self.metrics.filter(name);
+        let (maybes, fps) = (
+            c.filter_maybes.load(Relaxed),
+            c.false_positives.load(Relaxed),
+        );
+        let estimated = meta.params.estimated_len(ones);
+        Ok(serde_json::json!({
+            "filter": name,
+            "key_format": def.key_format,
+            "capacity": def.capacity,
+            "target_fp_rate": def.fp_rate,
+            "generation": meta.generation,
+            "k": meta.params.k,
+            "segment_count": meta.params.segment_count,
+            "segment_bytes": meta.params.segment_bytes(),
+            "memory_bytes": memory,
+            "bits_set": ones,
+            "fill_ratio": ones as f64 / meta.params.total_bits() as f64,
+            "estimated_keys": if estimated.is_finite() { Some(estimated.round() as u64) } else { None },
+            "expected_fp_rate_at_capacity": meta.params.expected_fp_rate(def.capacity),
+            "expected_fp_rate_now": if estimated.is_finite() { Some(meta.params.expected_fp_rate(estimated as u64)) } else { None },
+            "lookups_answered_by_filter": c.filter_negatives.load(Relaxed),
+            "filter_maybes": maybes,
+            "observed_false_positives": fps,
+            "observed_false_positive_ratio": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
+            "deletes_since_build": c.deletes.load(Relaxed),
+        }))
+    }
+}
+
+/// Milliseconds since the Unix epoch: generation numbers, never reused across re-creations.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_definite_no_answers_not_seen() {
+        assert_eq!(after_filter(&Ok(false)), AfterFilter::AnswerNotSeen);
+        assert_eq!(after_filter(&Ok(true)), AfterFilter::AskDatabaseAfterMaybe);
+        for unavailable in [
+            FilterUnavailable::Timeout,
+            FilterUnavailable::Error("connection refused".into()),
+            FilterUnavailable::MetaMissing,
+            FilterUnavailable::SegmentMissing(3),
+        ] {
+            assert!(matches!(
+                after_filter(&Err(unavailable)),
+                AfterFilter::AskDatabaseFilterUnavailable(_)
+            ));
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! `/v1/filters/{filter}/keys/...` and `/lookups`: the public lookup API and the writers' API.
+
+use super::{path_key, ApiJson, ApiPath, AppState};
+use crate::auth::require_writer;
+use crate::error::AppError;
+use crate::gate::Answer;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Header naming who answered a lookup: `filter`, `database` (origin) or `edge`.
+pub const ANSWERED_BY_HEADER: &str = "x-bloomgate-answered-by";
+
+/// Routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/filters/{filter}/keys/{key}",
+            get(lookup).put(insert).delete(delete),
+        )
+        .route("/v1/filters/{filter}/lookups", post(lookup_batch))
+        .route("/v1/filters/{filter}/keys", post(insert_batch))
+}
+
+/// A batch of keys.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysBody {
+    keys: Vec<String>,
+}
+
+fn answer_json(filter: &str, key: &str, answer: &Answer) -> Value {
+    let mut body = json!({
+        "filter": filter,
+        "key": key,
+        "seen": answer.seen,
+        "answered_by": answer.answered_by.as_str(),
+    });
+    if let Some(value) = answer.value.as_deref().filter(|v| !v.is_empty()) {
+        body["value"] = match std::str::from_utf8(value) {
+            Ok(text) => json!(text),
+            Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(value) }),
+        };
+    }
+    body
+}
+
+async fn lookup(
+    State(s): State<AppState>,
+    ApiPath((filter, key)): ApiPath<(String, String)>,
+) -> Result<Response, AppError> {
+    let answer = s.gate.lookup(&filter, path_key(&key)?).await?;
+    let status = if answer.seen {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    let mut response = (status, Json(answer_json(&filter, &key, &answer))).into_response();
+    response.headers_mut().insert(
+        ANSWERED_BY_HEADER,
+        HeaderValue::from_static(answer.answered_by.as_str()),
+    );
+    Ok(response)
+}
+
+async fn lookup_batch(
+    State(s): State<AppState>,
+    ApiPath(filter): ApiPath<String>,
+    ApiJson(body): ApiJson<KeysBody>,
+) -> Result<Json<Value>, AppError> {
+    let answers = s.gate.lookup_many(&filter, &body.keys).await?;
+    let results: Vec<Value> = body
+        .keys
+        .iter()
+        .zip(&answers)
+        .map(|(k, a)| answer_json(&filter, k, a))
+        .collect();
+    Ok(Json(json!({ "filter": filter, "results": results })))
+}
+
+async fn insert(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    ApiPath((filter, key)): ApiPath<(String, String)>,
+    value: Bytes,
+) -> Result<Response, AppError> {
+    require_writer(&headers, &s.config.writer_tokens)?;
+    if value.len() > s.config.max_value_bytes {
+        return Err(AppError::ValueTooLarge {
+            max: s.config.max_value_bytes,
+            got: value.len(),
+        });
+    }
+    s.gate.insert(&filter, path_key(&key)?, &value).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "filter": filter, "key": key, "stored": true })),
+    )
+        .into_response())
+}
+
+async fn insert_batch(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    ApiPath(filter): ApiPath<String>,
+    ApiJson(body): ApiJson<KeysBody>,
+) -> Result<Json<Value>, AppError> {
+    require_writer(&headers, &s.config.writer_tokens)?;
+    let stored = s.gate.insert_batch(&filter, &body.keys).await?;
+    Ok(Json(json!({ "filter": filter, "stored": stored })))
+}
+
+async fn delete(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    ApiPath((filter, key)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, AppError> {
+    require_writer(&headers, &s.config.writer_tokens)?;
+    let existed = s.gate.delete(&filter, path_key(&key)?).await?;
+    Ok(Json(
+        json!({ "filter": filter, "key": key, "deleted": existed }),
+    ))
+}

@@ -1,0 +1,339 @@
+//! The quick-start backends: the filter in process and the keys in an embedded redb file, so
+//! `bloomgate-origin serve` answers with nothing else installed. Same traits, same guarantees
+//! (the filter is rebuilt from the key file at start-up), one process only.
+
+use super::{
+    FilterDef, FilterMeta, FilterStore, FilterUnavailable, KeyStore, KeyStoreError, SegmentBits,
+};
+use bloomgate_filter::{BloomFilter, KeyHash};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// One generation of an in-process filter.
+struct LocalFilter {
+    meta: FilterMeta,
+    bits: BloomFilter,
+    versions: Vec<AtomicU64>,
+}
+
+/// The filter held in this process's memory.
+#[derive(Default)]
+pub struct MemoryFilterStore {
+    filters: RwLock<HashMap<String, Arc<LocalFilter>>>,
+}
+
+impl MemoryFilterStore {
+    fn get(&self, filter: &str) -> Result<Arc<LocalFilter>, FilterUnavailable> {
+        let filters = self.filters.read().unwrap_or_else(|e| e.into_inner());
+        filters
+            .get(filter)
+            .cloned()
+            .ok_or(FilterUnavailable::MetaMissing)
+    }
+
+    fn get_generation(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> Result<Arc<LocalFilter>, FilterUnavailable> {
+        let local = self.get(filter)?;
+        if local.meta != meta {
+            return Err(FilterUnavailable::MetaMissing);
+        }
+        Ok(local)
+    }
+}
+
+impl FilterStore for MemoryFilterStore {
+    fn create(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let mut filters = self.filters.write().unwrap_or_else(|e| e.into_inner());
+        if filters.get(filter).is_none_or(|f| f.meta != meta) {
+            let versions = (0..meta.params.segment_count)
+                .map(|_| AtomicU64::new(0))
+                .collect();
+            let local = LocalFilter {
+                meta,
+                bits: BloomFilter::new(meta.params),
+                versions,
+            };
+            filters.insert(filter.to_owned(), Arc::new(local));
+        }
+        async { Ok(()) }.boxed()
+    }
+
+    fn meta(&self, filter: &str) -> BoxFuture<'_, Result<FilterMeta, FilterUnavailable>> {
+        let meta = self.get(filter).map(|f| f.meta);
+        async move { meta }.boxed()
+    }
+
+    fn may_contain(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hash: KeyHash,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+        let answer = self
+            .get_generation(filter, meta)
+            .map(|f| f.bits.may_contain_hash(&hash));
+        async move { answer }.boxed()
+    }
+
+    fn add(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hashes: Vec<KeyHash>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let result = self.get_generation(filter, meta).map(|f| {
+            for hash in &hashes {
+                f.bits.insert_hash_shared(hash);
+                f.versions[meta.params.locate(hash).segment as usize]
+                    .fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        async move { result }.boxed()
+    }
+
+    fn segment(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+    ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
+        let result = self.get(filter).and_then(|f| {
+            if f.meta.generation != generation || index >= f.meta.params.segment_count {
+                return Err(FilterUnavailable::SegmentMissing(index));
+            }
+            // Version first, then bits: the bits are at least as new as the label.
+            let version = f.versions[index as usize].load(Ordering::SeqCst);
+            Ok(SegmentBits {
+                version,
+                payload: f.bits.segment_payload(index),
+            })
+        });
+        async move { result }.boxed()
+    }
+
+    fn segment_versions(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
+        let result = self.get_generation(filter, meta).map(|f| {
+            f.versions
+                .iter()
+                .map(|v| v.load(Ordering::SeqCst))
+                .collect()
+        });
+        async move { result }.boxed()
+    }
+
+    fn count_ones(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        let result = self
+            .get_generation(filter, meta)
+            .map(|f| f.bits.count_ones());
+        async move { result }.boxed()
+    }
+
+    fn memory_bytes(
+        &self,
+        _filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
+        async move { Ok(Some(meta.params.total_bytes())) }.boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        async { Ok(()) }.boxed()
+    }
+}
+
+/// Keys by `filter \0 key`; filter definitions by name (JSON).
+const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
+const FILTERS: TableDefinition<&str, &str> = TableDefinition::new("filters");
+
+/// Keys in an embedded redb file.
+pub struct RedbKeyStore {
+    db: Arc<Database>,
+}
+
+fn row_key(filter: &str, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(filter.len() + 1 + key.len());
+    k.extend_from_slice(filter.as_bytes());
+    k.push(0);
+    k.extend_from_slice(key);
+    k
+}
+
+fn err(e: impl std::fmt::Display) -> KeyStoreError {
+    KeyStoreError::Error(e.to_string())
+}
+
+impl RedbKeyStore {
+    /// Opens (or creates) the key file.
+    pub fn open(path: &Path) -> Result<RedbKeyStore, KeyStoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let db = Database::create(path)
+            .map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
+        let tx = db.begin_write().map_err(err)?;
+        tx.open_table(KEYS).map_err(err)?;
+        tx.open_table(FILTERS).map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(RedbKeyStore { db: Arc::new(db) })
+    }
+
+    /// Every stored key of `filter`, for rebuilding the in-process filter at start-up.
+    pub fn keys_of(&self, filter: &str) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        let tx = self.db.begin_read().map_err(err)?;
+        let table = tx.open_table(KEYS).map_err(err)?;
+        let prefix = row_key(filter, b"");
+        let mut out = Vec::new();
+        for entry in table.range(prefix.as_slice()..).map_err(err)? {
+            let (k, _) = entry.map_err(err)?;
+            let Some(key) = k.value().strip_prefix(prefix.as_slice()) else {
+                break;
+            };
+            out.push(key.to_vec());
+        }
+        Ok(out)
+    }
+
+    /// Every filter definition.
+    pub fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+        let tx = self.db.begin_read().map_err(err)?;
+        let table = tx.open_table(FILTERS).map_err(err)?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(err)? {
+            let (_, v) = entry.map_err(err)?;
+            out.push(serde_json::from_str(v.value()).map_err(err)?);
+        }
+        Ok(out)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Database) -> Result<T, KeyStoreError> + Send + 'static,
+    ) -> Result<T, KeyStoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || work(&db))
+            .await
+            .map_err(err)?
+    }
+}
+
+impl KeyStore for RedbKeyStore {
+    fn get(
+        &self,
+        filter: &str,
+        key: &[u8],
+    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
+        let k = row_key(filter, key);
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(err)?;
+            let table = tx.open_table(KEYS).map_err(err)?;
+            Ok(table
+                .get(k.as_slice())
+                .map_err(err)?
+                .map(|v| v.value().to_vec()))
+        })
+        .boxed()
+    }
+
+    fn put(
+        &self,
+        filter: &str,
+        key: &[u8],
+        value: &[u8],
+    ) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+        let (k, v) = (row_key(filter, key), value.to_vec());
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(err)?;
+            tx.open_table(KEYS)
+                .map_err(err)?
+                .insert(k.as_slice(), v.as_slice())
+                .map_err(err)?;
+            tx.commit().map_err(err)
+        })
+        .boxed()
+    }
+
+    fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>> {
+        let k = row_key(filter, key);
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(err)?;
+            let existed = tx
+                .open_table(KEYS)
+                .map_err(err)?
+                .remove(k.as_slice())
+                .map_err(err)?
+                .is_some();
+            tx.commit().map_err(err)?;
+            Ok(existed)
+        })
+        .boxed()
+    }
+
+    fn create_filter(
+        &self,
+        def: &FilterDef,
+    ) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
+        let def = def.clone();
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(err)?;
+            let stored = {
+                let mut table = tx.open_table(FILTERS).map_err(err)?;
+                let existing = table
+                    .get(def.name.as_str())
+                    .map_err(err)?
+                    .map(|v| v.value().to_owned());
+                match existing {
+                    Some(json) => (serde_json::from_str(&json).map_err(err)?, false),
+                    None => {
+                        let json = serde_json::to_string(&def).map_err(err)?;
+                        table
+                            .insert(def.name.as_str(), json.as_str())
+                            .map_err(err)?;
+                        (def, true)
+                    }
+                }
+            };
+            tx.commit().map_err(err)?;
+            Ok(stored)
+        })
+        .boxed()
+    }
+
+    fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>> {
+        let name = name.to_owned();
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(err)?;
+            let table = tx.open_table(FILTERS).map_err(err)?;
+            let json = table
+                .get(name.as_str())
+                .map_err(err)?
+                .map(|v| v.value().to_owned());
+            json.map(|j| serde_json::from_str(&j).map_err(err))
+                .transpose()
+        })
+        .boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+        async { Ok(()) }.boxed()
+    }
+}

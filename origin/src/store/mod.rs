@@ -1,0 +1,169 @@
+//! The two backends behind small traits: the shared *filter* (Redis in production, in-process
+//! for the quick start) and the *key store*, the source of truth (Cassandra in production,
+//! redb for the quick start). All I/O to a system lives in that system's module.
+
+pub mod cassandra;
+pub mod embedded;
+pub mod redis;
+
+use bloomgate_filter::{KeyFormat, KeyHash, Params};
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// A filter's definition: what the operator asked for. Stored in the key store (the truth).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FilterDef {
+    /// Filter name (`[a-z0-9_-]{1,64}`).
+    pub name: String,
+    /// How keys are written.
+    pub key_format: KeyFormat,
+    /// Keys the filter is sized for.
+    pub capacity: u64,
+    /// Target false-positive rate at capacity.
+    pub fp_rate: f64,
+    /// Bytes per segment.
+    pub segment_bytes: u64,
+}
+
+/// The filter's live state in the filter store: which generation is active, with which params.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterMeta {
+    /// Active generation.
+    pub generation: u64,
+    /// Params of that generation.
+    pub params: Params,
+}
+
+/// Why the filter could not answer. Never means "not found": every one of these falls through
+/// to the key store. The label names the reason in metrics.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum FilterUnavailable {
+    /// The filter store did not answer within its timeout.
+    #[error("filter store timed out")]
+    Timeout,
+    /// The filter store could not be reached or returned an error.
+    #[error("filter store error: {0}")]
+    Error(String),
+    /// The metadata (generation marker) is absent: flushed, restarted empty, evicted.
+    #[error("filter metadata missing")]
+    MetaMissing,
+    /// The key's segment is absent or the wrong size.
+    #[error("filter segment {0} missing")]
+    SegmentMissing(u32),
+}
+
+impl FilterUnavailable {
+    /// Short label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            FilterUnavailable::Timeout => "timeout",
+            FilterUnavailable::Error(_) => "error",
+            FilterUnavailable::MetaMissing => "meta_missing",
+            FilterUnavailable::SegmentMissing(_) => "segment_missing",
+        }
+    }
+}
+
+/// A segment read for the edge: its version and payload, read atomically.
+#[derive(Clone, Debug)]
+pub struct SegmentBits {
+    /// Version of the bits.
+    pub version: u64,
+    /// Payload bytes.
+    pub payload: Vec<u8>,
+}
+
+/// The shared filter.
+pub trait FilterStore: Send + Sync + 'static {
+    /// Creates generation `meta.generation` with all segments zeroed and makes it active.
+    /// Idempotent for the same meta.
+    fn create(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// The active generation and its params.
+    fn meta(&self, filter: &str) -> BoxFuture<'_, Result<FilterMeta, FilterUnavailable>>;
+    /// Whether the key with this hash may be in the filter.
+    fn may_contain(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hash: KeyHash,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
+    /// Sets the keys' bits, each only if its segment exists, and bumps changed segments'
+    /// versions. Errs if any key could not be added: the caller must not acknowledge it.
+    fn add(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hashes: Vec<KeyHash>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// A segment's version and bits, read atomically.
+    fn segment(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+    ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>>;
+    /// Current versions of all segments of a generation.
+    fn segment_versions(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>>;
+    /// Number of set bits over the active generation (for stats).
+    fn count_ones(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    /// Bytes of memory the filter store reports for this filter, if it knows.
+    fn memory_bytes(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
+    /// Whether the store is reachable now.
+    fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+}
+
+/// The key store failed: the answer is unknown, so the caller gets a 503, never a "no".
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum KeyStoreError {
+    /// The store did not answer within its timeout.
+    #[error("key store timed out")]
+    Timeout,
+    /// Any other failure.
+    #[error("key store error: {0}")]
+    Error(String),
+}
+
+/// The source of truth for keys and filter definitions.
+pub trait KeyStore: Send + Sync + 'static {
+    /// Whether `key` is stored in `filter`, and its value.
+    fn get(
+        &self,
+        filter: &str,
+        key: &[u8],
+    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>>;
+    /// Stores `key` (idempotent; overwrites the value).
+    fn put(
+        &self,
+        filter: &str,
+        key: &[u8],
+        value: &[u8],
+    ) -> BoxFuture<'_, Result<(), KeyStoreError>>;
+    /// Removes `key`; true if it was there.
+    fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>>;
+    /// Stores a filter definition unless one exists. Returns the stored definition and whether
+    /// this call created it (only a brand-new filter may start from empty bits).
+    fn create_filter(
+        &self,
+        def: &FilterDef,
+    ) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>>;
+    /// A filter definition.
+    fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>>;
+    /// Whether the store is reachable now.
+    fn ping(&self) -> BoxFuture<'_, Result<(), KeyStoreError>>;
+}

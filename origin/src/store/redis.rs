@@ -1,0 +1,347 @@
+//! The shared filter in Redis: plain bitmaps, one string per segment, plus a version counter
+//! per segment and one metadata key per filter naming the active generation.
+//!
+//! Keys (hash tags keep a segment's bits and version in one Cluster slot, while different
+//! segments spread over slots):
+//!
+//! ```text
+//! bg:{<filter>}:meta                 JSON FilterMeta: active generation and its params
+//! bg:{<filter>:<gen>:<seg>}:bits     the segment's payload (bit p of the string = Redis bit p)
+//! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit
+//! ```
+//!
+//! The trap: `GETRANGE`/`GETBIT` on a missing key read as zeros, i.e. "certainly not seen".
+//! Every read here checks the key exists at its full size, and every add runs in a script that
+//! refuses to create a segment, so a flushed or evicted filter reads as *unavailable*.
+
+use super::{FilterMeta, FilterStore, FilterUnavailable, SegmentBits};
+use bloomgate_filter::block::{
+    bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES,
+};
+use bloomgate_filter::KeyHash;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+use tracing::{instrument, warn};
+
+/// Sets the given bits only if the segment and its version exist; bumps the version if any bit
+/// changed. Returns the version, or -1 when the segment is missing (never creates it).
+const ADD_SCRIPT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
+local changed = 0
+for i = 1, #ARGV do
+  if redis.call('SETBIT', KEYS[1], ARGV[i], 1) == 0 then changed = 1 end
+end
+if changed == 1 then return redis.call('INCR', KEYS[2]) end
+return tonumber(redis.call('GET', KEYS[2]))
+";
+
+/// Reads a segment's version and bits in one atomic step, so the bits are never older than
+/// the version they are labelled with.
+const READ_SEGMENT_SCRIPT: &str = r"
+return {redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
+";
+
+/// Creates a zeroed segment and its version unless they exist.
+const CREATE_SEGMENT_SCRIPT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SETRANGE', KEYS[1], tonumber(ARGV[1]) - 1, '\0')
+  redis.call('SET', KEYS[2], 0)
+end
+return redis.call('STRLEN', KEYS[1])
+";
+
+/// Connection settings.
+#[derive(Clone, Debug)]
+pub struct RedisSettings {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Per-call timeout: slower than this counts as unavailable.
+    pub timeout: Duration,
+}
+
+/// The filter in Redis.
+#[derive(Clone)]
+pub struct RedisFilterStore {
+    conn: ConnectionManager,
+    timeout: Duration,
+    add: Script,
+    read_segment: Script,
+    create_segment: Script,
+}
+
+fn meta_key(filter: &str) -> String {
+    format!("bg:{{{filter}}}:meta")
+}
+
+fn segment_keys(filter: &str, generation: u64, index: u32) -> (String, String) {
+    let tag = format!("bg:{{{filter}:{generation}:{index}}}");
+    (format!("{tag}:bits"), format!("{tag}:ver"))
+}
+
+impl RedisFilterStore {
+    /// Connects lazily: the origin starts (and answers from the key store) even while Redis is
+    /// down, and reconnects in the background.
+    pub fn connect(settings: &RedisSettings) -> Result<RedisFilterStore, redis::RedisError> {
+        let client = redis::Client::open(settings.url.as_str())?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(settings.timeout))
+            .set_connection_timeout(Some(settings.timeout.max(Duration::from_millis(250))))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(RedisFilterStore {
+            conn,
+            timeout: settings.timeout,
+            add: Script::new(ADD_SCRIPT),
+            read_segment: Script::new(READ_SEGMENT_SCRIPT),
+            create_segment: Script::new(CREATE_SEGMENT_SCRIPT),
+        })
+    }
+
+    /// Warns loudly when Redis may evict our keys. Eviction is survivable (missing keys fall
+    /// through) but silently turns the filter off until a rebuild.
+    pub async fn check_eviction_policy(&self) {
+        let policy: Result<Vec<String>, _> = self
+            .call(
+                redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("maxmemory-policy")
+                    .query_async(&mut self.conn.clone()),
+            )
+            .await;
+        match policy.as_deref() {
+            Ok([_, policy]) if policy.starts_with("allkeys-") => warn!(
+                policy = %policy,
+                "Redis maxmemory-policy can evict filter segments; lookups will fall through to Cassandra until a rebuild. Set maxmemory-policy noeviction."
+            ),
+            Ok(_) => {}
+            Err(err) => warn!(cause = %err, "could not read Redis maxmemory-policy"),
+        }
+    }
+
+    /// Runs a Redis call under the store's timeout, mapping failures to "unavailable".
+    async fn call<T>(
+        &self,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, FilterUnavailable> {
+        match tokio::time::timeout(self.timeout, fut).await {
+            Err(_) => Err(FilterUnavailable::Timeout),
+            Ok(Err(err)) if err.is_timeout() => Err(FilterUnavailable::Timeout),
+            Ok(Err(err)) => Err(FilterUnavailable::Error(err.to_string())),
+            Ok(Ok(value)) => Ok(value),
+        }
+    }
+}
+
+impl FilterStore for RedisFilterStore {
+    #[instrument(skip(self, meta))]
+    fn create(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            let size = meta.params.segment_bytes();
+            // Creating segments can take longer than one lookup's timeout: allow one per call.
+            for index in 0..meta.params.segment_count {
+                let (bits, ver) = segment_keys(&filter, meta.generation, index);
+                let mut conn = self.conn.clone();
+                let len: u64 =
+                    self.call(self.create_segment.key(&bits).key(&ver).arg(size).invoke_async(&mut conn)).await?;
+                if len != size {
+                    return Err(FilterUnavailable::Error(format!(
+                        "segment {bits} is {len} bytes, expected {size}: delete the filter's keys in Redis and recreate"
+                    )));
+                }
+            }
+            let json = serde_json::to_string(&meta).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
+            let mut conn = self.conn.clone();
+            self.call(conn.set::<_, _, ()>(meta_key(&filter), json)).await
+        }
+        .boxed()
+    }
+
+    fn meta(&self, filter: &str) -> BoxFuture<'_, Result<FilterMeta, FilterUnavailable>> {
+        let key = meta_key(filter);
+        async move {
+            let mut conn = self.conn.clone();
+            let json: Option<String> = self.call(conn.get(key)).await?;
+            let json = json.ok_or(FilterUnavailable::MetaMissing)?;
+            serde_json::from_str(&json)
+                .map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
+        }
+        .boxed()
+    }
+
+    fn may_contain(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hash: KeyHash,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+        let at = meta.params.locate(&hash);
+        let (bits, _) = segment_keys(filter, meta.generation, at.segment);
+        async move {
+            let start = at.byte_offset_in_segment() as isize;
+            let mut conn = self.conn.clone();
+            let block: Vec<u8> = self
+                .call(conn.getrange(bits, start, start + BLOCK_BYTES as isize - 1))
+                .await?;
+            // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
+            // is a missing segment, never "not seen".
+            let block: [u8; BLOCK_BYTES] = block
+                .try_into()
+                .map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
+            Ok(bytes_contain(
+                &block,
+                &probe_mask(hash.probe_bits, meta.params.k),
+            ))
+        }
+        .boxed()
+    }
+
+    fn add(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hashes: Vec<KeyHash>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            // One script call per touched segment, all in flight at once (the connection
+            // manager pipelines them).
+            let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+            for hash in &hashes {
+                let at = meta.params.locate(hash);
+                let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
+                let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
+                by_segment
+                    .entry(at.segment)
+                    .or_default()
+                    .extend(positions[..n].iter().map(|p| base + u64::from(*p)));
+            }
+            let calls = by_segment.into_iter().map(|(segment, offsets)| {
+                let (bits, ver) = segment_keys(&filter, meta.generation, segment);
+                async move {
+                    let mut invocation = self.add.key(&bits);
+                    invocation.key(&ver);
+                    for offset in &offsets {
+                        invocation.arg(*offset);
+                    }
+                    let mut conn = self.conn.clone();
+                    let version: i64 = self.call(invocation.invoke_async(&mut conn)).await?;
+                    if version < 0 {
+                        return Err(FilterUnavailable::SegmentMissing(segment));
+                    }
+                    Ok(())
+                }
+            });
+            futures::future::try_join_all(calls).await.map(|_| ())
+        }
+        .boxed()
+    }
+
+    fn segment(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+    ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
+        let (bits, ver) = segment_keys(filter, generation, index);
+        async move {
+            let mut conn = self.conn.clone();
+            let (version, payload): (Option<u64>, Option<Vec<u8>>) = self
+                .call(
+                    self.read_segment
+                        .key(&bits)
+                        .key(&ver)
+                        .invoke_async(&mut conn),
+                )
+                .await?;
+            match (version, payload) {
+                (Some(version), Some(payload)) => Ok(SegmentBits { version, payload }),
+                _ => Err(FilterUnavailable::SegmentMissing(index)),
+            }
+        }
+        .boxed()
+    }
+
+    fn segment_versions(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            let mut pipe = redis::pipe();
+            for index in 0..meta.params.segment_count {
+                pipe.get(segment_keys(&filter, meta.generation, index).1);
+            }
+            let mut conn = self.conn.clone();
+            let versions: Vec<Option<u64>> = self.call(pipe.query_async(&mut conn)).await?;
+            versions
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| v.ok_or(FilterUnavailable::SegmentMissing(i as u32)))
+                .collect()
+        }
+        .boxed()
+    }
+
+    fn count_ones(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            let mut pipe = redis::pipe();
+            for index in 0..meta.params.segment_count {
+                pipe.cmd("BITCOUNT")
+                    .arg(segment_keys(&filter, meta.generation, index).0);
+            }
+            let mut conn = self.conn.clone();
+            let counts: Vec<u64> = self.call(pipe.query_async(&mut conn)).await?;
+            Ok(counts.iter().sum())
+        }
+        .boxed()
+    }
+
+    fn memory_bytes(
+        &self,
+        _filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
+        async move { Ok(Some(meta.params.total_bytes())) }.boxed()
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        async move {
+            let mut conn = self.conn.clone();
+            self.call(redis::cmd("PING").query_async::<String>(&mut conn))
+                .await
+                .map(|_| ())
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segments_bits_and_version_share_a_cluster_slot_and_segments_differ() {
+        let (bits, ver) = segment_keys("hashes", 3, 17);
+        assert_eq!(bits, "bg:{hashes:3:17}:bits");
+        assert_eq!(ver, "bg:{hashes:3:17}:ver");
+        assert_ne!(segment_keys("hashes", 3, 18).0, bits);
+        assert_eq!(meta_key("hashes"), "bg:{hashes}:meta");
+    }
+}
