@@ -14,8 +14,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Redis URL for the shared filter; unset = the filter lives in this process.
     pub redis_url: Option<String>,
-    /// Per-call Redis timeout in ms; slower counts as "filter unavailable".
+    /// Per-call Redis timeout of lookups in ms; slower counts as "filter unavailable".
     pub redis_timeout_ms: u64,
+    /// Per-call Redis timeout of writes (adds) and segment reads in ms.
+    pub redis_write_timeout_ms: u64,
     /// Cassandra contact points (`host:port`); empty = keys in an embedded file.
     pub cassandra_nodes: Vec<String>,
     /// Cassandra keyspace.
@@ -54,6 +56,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             redis_url: None,
             redis_timeout_ms: 50,
+            redis_write_timeout_ms: 1000,
             cassandra_nodes: Vec::new(),
             cassandra_keyspace: "bloomgate".into(),
             cassandra_replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
@@ -117,6 +120,7 @@ impl Config {
             ("max_batch", self.max_batch as u64),
             ("request_timeout_ms", self.request_timeout_ms),
             ("redis_timeout_ms", self.redis_timeout_ms),
+            ("redis_write_timeout_ms", self.redis_write_timeout_ms),
             ("cassandra_timeout_ms", self.cassandra_timeout_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
@@ -154,6 +158,11 @@ impl Config {
     /// Redis timeout.
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
+    }
+
+    /// Redis write timeout.
+    pub fn redis_write_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_write_timeout_ms)
     }
 
     /// Cassandra timeout.

@@ -70,6 +70,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             let redis = RedisFilterStore::connect(&RedisSettings {
                 url: url.clone(),
                 timeout: config.redis_timeout(),
+                write_timeout: config.redis_write_timeout(),
             })?;
             redis.check_eviction_policy().await;
             Arc::new(redis)

@@ -39,6 +39,9 @@ struct ServeArgs {
     /// Redis per-call timeout, ms.
     #[arg(long, env = "BLOOMGATE_REDIS_TIMEOUT_MS")]
     redis_timeout_ms: Option<u64>,
+    /// Redis per-call timeout of writes, ms.
+    #[arg(long, env = "BLOOMGATE_REDIS_WRITE_TIMEOUT_MS")]
+    redis_write_timeout_ms: Option<u64>,
     /// Cassandra contact points, comma-separated host:port (unset: embedded key file).
     #[arg(long, env = "BLOOMGATE_CASSANDRA_NODES", value_delimiter = ',')]
     cassandra_nodes: Option<Vec<String>>,

@@ -1,2 +1,49 @@
-//! Shared helpers for bloomgate's end-to-end tests.
+//! Harness for bloomgate's end-to-end tests: real services, started by `scripts/services`,
+//! plus what a test needs to break them on purpose: a private `redis-server` it may kill, and
+//! a TCP proxy that can delay or cut a connection (a real network failure, not a mock).
+//!
+//! Service addresses come from the environment with local defaults:
+//! `BLOOMGATE_TEST_REDIS` (127.0.0.1:6399), `BLOOMGATE_TEST_CASSANDRA` (127.0.0.1:9042).
+//! A service that cannot be reached fails the test with the command that starts it.
 #![forbid(unsafe_code)]
+
+pub mod origin;
+pub mod proxy;
+pub mod redis_server;
+
+use std::time::Duration;
+
+/// The shared Redis started by `scripts/services`.
+pub fn redis_addr() -> String {
+    std::env::var("BLOOMGATE_TEST_REDIS").unwrap_or_else(|_| "127.0.0.1:6399".into())
+}
+
+/// The Cassandra started by `scripts/services`.
+pub fn cassandra_addr() -> String {
+    std::env::var("BLOOMGATE_TEST_CASSANDRA").unwrap_or_else(|_| "127.0.0.1:9042".into())
+}
+
+/// Panics with instructions unless `addr` accepts TCP connections.
+pub async fn require(service: &str, addr: &str) {
+    let reachable =
+        tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
+    if !matches!(reachable, Ok(Ok(_))) {
+        panic!("{service} is not reachable at {addr}: start it with `scripts/services start` (or set BLOOMGATE_TEST_* to its address)");
+    }
+}
+
+/// A random filter name, so tests sharing one Cassandra never see each other's keys.
+pub fn unique_filter(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand::random::<u64>())
+}
+
+/// `n` random SHA-256-shaped hex keys.
+pub fn random_keys(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|_| {
+            (0..4)
+                .map(|_| format!("{:016x}", rand::random::<u64>()))
+                .collect()
+        })
+        .collect()
+}

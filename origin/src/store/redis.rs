@@ -60,8 +60,11 @@ return redis.call('STRLEN', KEYS[1])
 pub struct RedisSettings {
     /// `redis://host:port/db`.
     pub url: String,
-    /// Per-call timeout: slower than this counts as unavailable.
+    /// Per-call timeout of lookups: slower than this counts as unavailable and falls through.
     pub timeout: Duration,
+    /// Per-call timeout of adds and other heavy calls: a write may wait longer than a lookup
+    /// (a timed-out add fails the write, which the caller retries).
+    pub write_timeout: Duration,
 }
 
 /// The filter in Redis.
@@ -69,6 +72,7 @@ pub struct RedisSettings {
 pub struct RedisFilterStore {
     conn: ConnectionManager,
     timeout: Duration,
+    write_timeout: Duration,
     add: Script,
     read_segment: Script,
     create_segment: Script,
@@ -97,6 +101,7 @@ impl RedisFilterStore {
         Ok(RedisFilterStore {
             conn,
             timeout: settings.timeout,
+            write_timeout: settings.write_timeout,
             add: Script::new(ADD_SCRIPT),
             read_segment: Script::new(READ_SEGMENT_SCRIPT),
             create_segment: Script::new(CREATE_SEGMENT_SCRIPT),
@@ -124,12 +129,28 @@ impl RedisFilterStore {
         }
     }
 
-    /// Runs a Redis call under the store's timeout, mapping failures to "unavailable".
+    /// Runs a lookup-path Redis call under the lookup timeout.
     async fn call<T>(
         &self,
         fut: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, FilterUnavailable> {
-        match tokio::time::timeout(self.timeout, fut).await {
+        Self::within(self.timeout, fut).await
+    }
+
+    /// Runs a write-path or heavy Redis call under the write timeout.
+    async fn call_slow<T>(
+        &self,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, FilterUnavailable> {
+        Self::within(self.write_timeout, fut).await
+    }
+
+    /// Maps a timeout or failure to "unavailable".
+    async fn within<T>(
+        limit: Duration,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, FilterUnavailable> {
+        match tokio::time::timeout(limit, fut).await {
             Err(_) => Err(FilterUnavailable::Timeout),
             Ok(Err(err)) if err.is_timeout() => Err(FilterUnavailable::Timeout),
             Ok(Err(err)) => Err(FilterUnavailable::Error(err.to_string())),
@@ -153,7 +174,7 @@ impl FilterStore for RedisFilterStore {
                 let (bits, ver) = segment_keys(&filter, meta.generation, index);
                 let mut conn = self.conn.clone();
                 let len: u64 =
-                    self.call(self.create_segment.key(&bits).key(&ver).arg(size).invoke_async(&mut conn)).await?;
+                    self.call_slow(self.create_segment.key(&bits).key(&ver).arg(size).invoke_async(&mut conn)).await?;
                 if len != size {
                     return Err(FilterUnavailable::Error(format!(
                         "segment {bits} is {len} bytes, expected {size}: delete the filter's keys in Redis and recreate"
@@ -162,7 +183,7 @@ impl FilterStore for RedisFilterStore {
             }
             let json = serde_json::to_string(&meta).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
             let mut conn = self.conn.clone();
-            self.call(conn.set::<_, _, ()>(meta_key(&filter), json)).await
+            self.call_slow(conn.set::<_, _, ()>(meta_key(&filter), json)).await
         }
         .boxed()
     }
@@ -235,7 +256,7 @@ impl FilterStore for RedisFilterStore {
                         invocation.arg(*offset);
                     }
                     let mut conn = self.conn.clone();
-                    let version: i64 = self.call(invocation.invoke_async(&mut conn)).await?;
+                    let version: i64 = self.call_slow(invocation.invoke_async(&mut conn)).await?;
                     if version < 0 {
                         return Err(FilterUnavailable::SegmentMissing(segment));
                     }
@@ -284,7 +305,7 @@ impl FilterStore for RedisFilterStore {
                 pipe.get(segment_keys(&filter, meta.generation, index).1);
             }
             let mut conn = self.conn.clone();
-            let versions: Vec<Option<u64>> = self.call(pipe.query_async(&mut conn)).await?;
+            let versions: Vec<Option<u64>> = self.call_slow(pipe.query_async(&mut conn)).await?;
             versions
                 .into_iter()
                 .enumerate()
@@ -307,7 +328,7 @@ impl FilterStore for RedisFilterStore {
                     .arg(segment_keys(&filter, meta.generation, index).0);
             }
             let mut conn = self.conn.clone();
-            let counts: Vec<u64> = self.call(pipe.query_async(&mut conn)).await?;
+            let counts: Vec<u64> = self.call_slow(pipe.query_async(&mut conn)).await?;
             Ok(counts.iter().sum())
         }
         .boxed()

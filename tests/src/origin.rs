@@ -1,0 +1,177 @@
+//! An origin served in-process on a free port, with a client that speaks its API.
+
+use bloomgate_origin::config::Config;
+use reqwest::{Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+/// Writer token every test origin accepts.
+pub const TOKEN: &str = "test-writer-token-0123456789";
+/// Edge secret every test origin accepts.
+pub const EDGE_SECRET: &str = "test-edge-secret";
+
+/// A running origin; dropped = shut down.
+pub struct TestOrigin {
+    /// `http://127.0.0.1:port`.
+    pub base: String,
+    /// HTTP client.
+    pub http: reqwest::Client,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+/// Config for an origin over the given Redis URL and Cassandra address.
+pub fn config(redis_url: Option<String>, cassandra: &str) -> Config {
+    Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        redis_url,
+        // Generous for a shared 2-core machine running everything at once; tests of the
+        // timeout itself set their own.
+        redis_timeout_ms: 250,
+        cassandra_nodes: vec![cassandra.to_owned()],
+        cassandra_keyspace: "bloomgate_test".into(),
+        cassandra_consistency: "one".into(),
+        cassandra_timeout_ms: 1000,
+        writer_tokens: vec![TOKEN.into()],
+        edge_secret: Some(EDGE_SECRET.into()),
+        meta_cache_ms: 200,
+        ..Config::default()
+    }
+}
+
+impl TestOrigin {
+    /// Builds the state (connecting the stores) and serves.
+    pub async fn start(config: Config) -> TestOrigin {
+        let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let state = bloomgate_origin::build_state(config)
+            .await
+            .expect("origin state");
+        let (tx, rx) = oneshot::channel();
+        tokio::spawn(bloomgate_origin::run(listener, state, async {
+            let _ = rx.await;
+        }));
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap();
+        TestOrigin {
+            base,
+            http,
+            shutdown: Some(tx),
+        }
+    }
+
+    /// Creates a filter (hex:64 keys).
+    pub async fn create_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Value {
+        let r = self
+            .http
+            .put(format!("{}/v1/filters/{name}", self.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({ "capacity": capacity, "fp_rate": fp_rate }))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.status().is_success(),
+            "create filter: {} {}",
+            r.status(),
+            r.text().await.unwrap()
+        );
+        r.json().await.unwrap()
+    }
+
+    /// PUT one key; returns the response.
+    pub async fn put(&self, filter: &str, key: &str) -> Response {
+        self.http
+            .put(format!("{}/v1/filters/{filter}/keys/{key}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Batch insert; panics unless acknowledged.
+    pub async fn insert_all(&self, filter: &str, keys: &[String]) {
+        for chunk in keys.chunks(500) {
+            let r = self
+                .http
+                .post(format!("{}/v1/filters/{filter}/keys", self.base))
+                .bearer_auth(TOKEN)
+                .json(&json!({ "keys": chunk }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                r.status(),
+                StatusCode::OK,
+                "insert batch: {}",
+                r.text().await.unwrap()
+            );
+        }
+    }
+
+    /// GET one key.
+    pub async fn get(&self, filter: &str, key: &str) -> Response {
+        self.http
+            .get(format!("{}/v1/filters/{filter}/keys/{key}", self.base))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Batch lookup: (seen, answered_by) per key.
+    pub async fn lookup_all(&self, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(1000) {
+            let r = self
+                .http
+                .post(format!("{}/v1/filters/{filter}/lookups", self.base))
+                .json(&json!({ "keys": chunk }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                r.status(),
+                StatusCode::OK,
+                "lookup batch: {}",
+                r.text().await.unwrap()
+            );
+            let body: Value = r.json().await.unwrap();
+            for result in body["results"].as_array().unwrap() {
+                out.push((
+                    result["seen"].as_bool().unwrap(),
+                    result["answered_by"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The value of a Prometheus sample line (exact name with labels), 0 if absent.
+    pub async fn metric(&self, sample: &str) -> f64 {
+        let text = self
+            .http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(sample)
+                    .and_then(|rest| rest.strip_prefix(' '))
+                    .map(|v| v.parse().unwrap())
+            })
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for TestOrigin {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
