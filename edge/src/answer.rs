@@ -1,0 +1,112 @@
+//! Pure decisions about what the edge answers: bodies, content types and where a lookup goes.
+
+use serde::Serialize;
+
+/// Content type of every JSON body the edge writes itself.
+pub const JSON: &str = "application/json";
+/// Content type of error bodies (RFC 9457 problem details).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// Body of `GET /healthz`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// Always `true`: the worker is answering.
+    pub ok: bool,
+    /// Which tier answered, so a caller can tell the edge from the origin.
+    pub edge: &'static str,
+}
+
+/// The health body, `{"ok":true,"edge":"bloomgate"}`.
+pub fn health() -> Health {
+    Health {
+        ok: true,
+        edge: "bloomgate",
+    }
+}
+
+/// An RFC 9457 problem body. `detail` never carries internals (addresses, stack traces).
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    /// Problem type URI; `about:blank` means the status says it all.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Short summary of the problem type.
+    pub title: &'static str,
+    /// HTTP status code, repeated in the body.
+    pub status: u16,
+    /// Explanation specific to this occurrence.
+    pub detail: String,
+}
+
+/// 404 for any route the edge does not serve.
+pub fn not_found(path: &str) -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Not Found",
+        status: 404,
+        detail: format!("no route for {path}"),
+    }
+}
+
+/// 502 when the origin could not be reached; the cause goes to the log, not the body.
+pub fn origin_unreachable() -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Bad Gateway",
+        status: 502,
+        detail: "the origin could not be reached".to_owned(),
+    }
+}
+
+/// 500 when the worker's own settings are unusable.
+pub fn misconfigured() -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Internal Server Error",
+        status: 500,
+        detail: "the edge is misconfigured".to_owned(),
+    }
+}
+
+/// The origin URL a request is relayed to: same path and query, origin's scheme and host.
+///
+/// `path_and_query` is taken as the runtime gives it (already percent-encoded), so a key
+/// reaches the origin byte for byte as the client sent it.
+pub fn origin_url(origin_base: &str, path_and_query: &str) -> String {
+    let base = origin_base.trim_end_matches('/');
+    let rest = path_and_query.trim_start_matches('/');
+    format!("{base}/{rest}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_body_is_stable() {
+        assert_eq!(
+            serde_json::to_string(&health()).unwrap(),
+            r#"{"ok":true,"edge":"bloomgate"}"#
+        );
+    }
+
+    #[test]
+    fn problem_body_uses_rfc_field_names() {
+        let body: serde_json::Value = serde_json::to_value(not_found("/nope")).unwrap();
+        assert_eq!(body["type"], "about:blank");
+        assert_eq!(body["status"], 404);
+        assert_eq!(body["detail"], "no route for /nope");
+    }
+
+    #[test]
+    fn origin_url_keeps_path_and_query_verbatim() {
+        assert_eq!(
+            origin_url(
+                "http://127.0.0.1:8080/",
+                "/v1/filters/users/keys/a%2Fb?trace=1"
+            ),
+            "http://127.0.0.1:8080/v1/filters/users/keys/a%2Fb?trace=1"
+        );
+        assert_eq!(origin_url("http://o", "v1/x"), "http://o/v1/x");
+    }
+}

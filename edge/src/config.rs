@@ -1,0 +1,146 @@
+//! The worker's settings, read from its environment once per request into a typed struct.
+
+use core::fmt;
+
+/// Name of the variable holding the origin's base URL.
+pub const ORIGIN_URL: &str = "ORIGIN_URL";
+/// Name of the secret the edge presents to the origin.
+pub const EDGE_SECRET: &str = "EDGE_SECRET";
+/// Name of the variable bounding how stale a cached segment may be, in seconds.
+pub const FRESHNESS_SECS: &str = "FRESHNESS_SECS";
+
+/// Typed configuration of the edge worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EdgeConfig {
+    /// Base URL of the origin, without a trailing slash.
+    pub origin_url: String,
+    /// Shared secret the edge presents to the origin.
+    pub edge_secret: String,
+    /// How long a cached filter segment may be served without revalidation.
+    pub freshness_secs: u32,
+}
+
+/// A setting that is missing or malformed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The named variable is not set.
+    Missing(&'static str),
+    /// The named variable is set but cannot be used.
+    Invalid {
+        /// Which variable.
+        name: &'static str,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Missing(name) => write!(f, "{name} is not set"),
+            Self::Invalid { name, reason } => write!(f, "{name} is invalid: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl EdgeConfig {
+    /// Builds the configuration from a lookup function, so the same parsing serves the
+    /// Workers `Env` on wasm and plain maps in native tests.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let origin_url = lookup(ORIGIN_URL).ok_or(ConfigError::Missing(ORIGIN_URL))?;
+        let origin_url = origin_url.trim().trim_end_matches('/').to_owned();
+        if !(origin_url.starts_with("http://") || origin_url.starts_with("https://")) {
+            return Err(ConfigError::Invalid {
+                name: ORIGIN_URL,
+                reason: "must start with http:// or https://",
+            });
+        }
+        let edge_secret = lookup(EDGE_SECRET).ok_or(ConfigError::Missing(EDGE_SECRET))?;
+        if edge_secret.is_empty() {
+            return Err(ConfigError::Invalid {
+                name: EDGE_SECRET,
+                reason: "must not be empty",
+            });
+        }
+        let freshness_secs = lookup(FRESHNESS_SECS)
+            .ok_or(ConfigError::Missing(FRESHNESS_SECS))?
+            .trim()
+            .parse()
+            .map_err(|_| ConfigError::Invalid {
+                name: FRESHNESS_SECS,
+                reason: "must be a whole number of seconds",
+            })?;
+        Ok(Self {
+            origin_url,
+            edge_secret,
+            freshness_secs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<EdgeConfig, ConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        EdgeConfig::from_lookup(|name| map.get(name).cloned())
+    }
+
+    const DEV: &[(&str, &str)] = &[
+        (ORIGIN_URL, "http://127.0.0.1:8080/"),
+        (EDGE_SECRET, "dev-edge-secret"),
+        (FRESHNESS_SECS, "5"),
+    ];
+
+    #[test]
+    fn parses_the_wrangler_dev_defaults() {
+        let config = parse(DEV).unwrap();
+        assert_eq!(
+            config.origin_url, "http://127.0.0.1:8080",
+            "trailing slash is dropped"
+        );
+        assert_eq!(config.edge_secret, "dev-edge-secret");
+        assert_eq!(config.freshness_secs, 5);
+    }
+
+    #[test]
+    fn names_the_missing_variable() {
+        assert_eq!(parse(&DEV[1..]), Err(ConfigError::Missing(ORIGIN_URL)));
+        assert_eq!(parse(&DEV[..2]), Err(ConfigError::Missing(FRESHNESS_SECS)));
+    }
+
+    #[test]
+    fn rejects_unusable_values() {
+        let bad_url = [(ORIGIN_URL, "127.0.0.1:8080"), DEV[1], DEV[2]];
+        assert!(matches!(
+            parse(&bad_url),
+            Err(ConfigError::Invalid {
+                name: ORIGIN_URL,
+                ..
+            })
+        ));
+        let bad_secs = [DEV[0], DEV[1], (FRESHNESS_SECS, "five")];
+        assert!(matches!(
+            parse(&bad_secs),
+            Err(ConfigError::Invalid {
+                name: FRESHNESS_SECS,
+                ..
+            })
+        ));
+        let empty_secret = [DEV[0], (EDGE_SECRET, ""), DEV[2]];
+        assert!(matches!(
+            parse(&empty_secret),
+            Err(ConfigError::Invalid {
+                name: EDGE_SECRET,
+                ..
+            })
+        ));
+    }
+}
