@@ -68,6 +68,65 @@ pub fn misconfigured() -> Problem {
     }
 }
 
+/// Header naming who answered a lookup; the edge writes `edge` when it answered alone.
+pub const ANSWERED_BY: &str = "x-bloomgate-answered-by";
+
+/// Body of a "not seen" answered at the edge: the same shape as the origin's.
+#[derive(Debug, Serialize)]
+pub struct NotSeen<'a> {
+    /// Filter name.
+    pub filter: &'a str,
+    /// Key as sent.
+    pub key: &'a str,
+    /// Always false.
+    pub seen: bool,
+    /// Always `edge`.
+    pub answered_by: &'static str,
+}
+
+/// The 404 body for a key the edge's segment rules out.
+pub fn not_seen<'a>(filter: &'a str, key: &'a str) -> NotSeen<'a> {
+    NotSeen {
+        filter,
+        key,
+        seen: false,
+        answered_by: "edge",
+    }
+}
+
+/// 400 for a key or filter name that the origin would refuse too, with the same reason.
+pub fn bad_request(detail: String) -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Bad Request",
+        status: 400,
+        detail,
+    }
+}
+
+/// 405 for writes: the edge serves lookups only.
+pub fn write_not_allowed(method: &str, path: &str) -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Method Not Allowed",
+        status: 405,
+        detail: format!(
+            "{method} {path} is not served at the edge: writes go to the origin's write API (PUT/POST/DELETE /v1/filters/{{filter}}/keys on the origin, with a writer token)"
+        ),
+    }
+}
+
+/// 503 when a lookup had to be forwarded and the origin did not answer: the answer is unknown,
+/// never "not seen". Sent with `Retry-After`.
+pub fn origin_unavailable() -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Service Unavailable",
+        status: 503,
+        detail: "the origin could not be reached; the answer is unknown, not 'absent'. Retry after the delay".to_owned(),
+    }
+}
+
 /// The origin URL a request is relayed to: same path and query, origin's scheme and host.
 ///
 /// `path_and_query` is taken as the runtime gives it (already percent-encoded), so a key
@@ -81,6 +140,21 @@ pub fn origin_url(origin_base: &str, path_and_query: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edge_answers_have_the_origins_shape() {
+        let body = serde_json::to_value(not_seen("f", "ab")).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"filter":"f","key":"ab","seen":false,"answered_by":"edge"})
+        );
+        assert_eq!(write_not_allowed("PUT", "/v1/filters/f/keys/a").status, 405);
+        assert_eq!(origin_unavailable().status, 503);
+        assert_eq!(
+            bad_request("key must be 64 hex digits, got 63".into()).detail,
+            "key must be 64 hex digits, got 63"
+        );
+    }
 
     #[test]
     fn health_body_is_stable() {

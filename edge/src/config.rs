@@ -9,6 +9,12 @@ pub const EDGE_SECRET: &str = "EDGE_SECRET";
 /// Name of the variable bounding how stale a cached segment may be, in seconds.
 pub const FRESHNESS_SECS: &str = "FRESHNESS_SECS";
 
+/// Name of the optional variable bounding the in-isolate segment cache, in MiB.
+pub const MEMORY_CACHE_MB: &str = "MEMORY_CACHE_MB";
+/// Default in-isolate segment cache: well under the 128 MB isolate limit, since wasm memory
+/// never shrinks once grown.
+pub const DEFAULT_MEMORY_CACHE_MB: u32 = 32;
+
 /// Typed configuration of the edge worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
@@ -16,8 +22,11 @@ pub struct EdgeConfig {
     pub origin_url: String,
     /// Shared secret the edge presents to the origin.
     pub edge_secret: String,
-    /// How long a cached filter segment may be served without revalidation.
+    /// The freshness bound S: a key acknowledged by the origin is answered "seen" here at
+    /// most this many seconds later (the manifest's lifetime in the isolate).
     pub freshness_secs: u32,
+    /// Bytes of segments held in isolate memory.
+    pub memory_cache_bytes: usize,
 }
 
 /// A setting that is missing or malformed.
@@ -72,10 +81,24 @@ impl EdgeConfig {
                 name: FRESHNESS_SECS,
                 reason: "must be a whole number of seconds",
             })?;
+        if freshness_secs == 0 {
+            return Err(ConfigError::Invalid {
+                name: FRESHNESS_SECS,
+                reason: "must be at least 1 second",
+            });
+        }
+        let memory_mb: u32 = match lookup(MEMORY_CACHE_MB) {
+            None => DEFAULT_MEMORY_CACHE_MB,
+            Some(v) => v.trim().parse().ok().filter(|mb| (1..=96).contains(mb)).ok_or(ConfigError::Invalid {
+                name: MEMORY_CACHE_MB,
+                reason: "must be a whole number of MiB from 1 to 96 (the isolate has 128 MB in all)",
+            })?,
+        };
         Ok(Self {
             origin_url,
             edge_secret,
             freshness_secs,
+            memory_cache_bytes: memory_mb as usize * 1024 * 1024,
         })
     }
 }

@@ -1,13 +1,71 @@
-//! The Workers runtime glue (wasm32 only): entry points, router and I/O; no decisions.
-
-use serde::Serialize;
-use worker::{
-    console_error, console_log, event, Context, Env, Fetch, Method, Request, Response, Result,
-    RouteContext, Router,
-};
+//! The Workers runtime glue (wasm32 only): entry points and I/O. Every decision it acts on
+//! comes from `route`, `decide` and `answer`, which are tested natively.
+//!
+//! Isolate state lives in a thread-local (an isolate runs one thread): manifests with the time
+//! they were asked for, a byte-bounded LRU of verified segments, and the fetches in flight, so
+//! concurrent requests for the same missing segment share one subrequest.
 
 use crate::answer;
 use crate::config::EdgeConfig;
+use crate::decide::{self, Decision};
+use crate::lru::ByteLru;
+use crate::route::{self, Route};
+use bloomgate_filter::{validate_filter_name, Manifest, Segment};
+use futures::future::{FutureExt, LocalBoxFuture, Shared};
+use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use worker::{
+    console_error, console_log, event, Cache, Context, Env, Fetch, Headers, Method, Request,
+    RequestInit, Response, Result,
+};
+
+/// Header carrying the edge secret to the origin.
+const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";
+/// Largest batch body the edge reads (the origin enforces its own, smaller, key count).
+const MAX_BATCH_BODY: usize = 4 * 1024 * 1024;
+
+type SegmentKey = (String, u64, u32);
+type SharedSegment = Shared<LocalBoxFuture<'static, Option<Rc<Segment>>>>;
+type SharedManifest = Shared<LocalBoxFuture<'static, ManifestFetch>>;
+
+/// Outcome of asking the origin for a manifest.
+#[derive(Clone)]
+enum ManifestFetch {
+    Found(Rc<Manifest>, f64),
+    /// The origin says the filter does not exist: its problem body, relayed.
+    Unknown(Rc<Vec<u8>>),
+    Failed,
+}
+
+struct Isolate {
+    manifests: HashMap<String, (Rc<Manifest>, f64)>,
+    segments: ByteLru<SegmentKey, Rc<Segment>>,
+    segment_fetches: HashMap<(SegmentKey, u64), SharedSegment>,
+    manifest_fetches: HashMap<String, SharedManifest>,
+}
+
+thread_local! {
+    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
+}
+
+fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) -> T) -> T {
+    ISOLATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let isolate = slot.get_or_insert_with(|| Isolate {
+            manifests: HashMap::new(),
+            segments: ByteLru::new(config.memory_cache_bytes),
+            segment_fetches: HashMap::new(),
+            manifest_fetches: HashMap::new(),
+        });
+        f(isolate)
+    })
+}
+
+fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
 
 #[event(start)]
 fn start() {
@@ -16,62 +74,441 @@ fn start() {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let method = req.method();
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+    let method = req.method().to_string();
     let path = req.path();
-    let config = EdgeConfig::from_lookup(|name| env.var(name).ok().map(|v| v.to_string()));
-    let response = match config {
-        Ok(config) => {
-            Router::with_data(config)
-                .get("/healthz", handle_health)
-                .get_async("/v1/filters/:filter/keys/:key", handle_lookup)
-                .or_else_any_method("/*rest", handle_not_found)
-                .run(req, env)
-                .await?
-        }
+    let config = match EdgeConfig::from_lookup(|name| env.var(name).ok().map(|v| v.to_string())) {
+        Ok(config) => config,
         Err(err) => {
             console_error!("config: {err}");
-            json(&answer::misconfigured(), 500, answer::PROBLEM_JSON)?
+            return json(&answer::misconfigured(), 500, answer::PROBLEM_JSON);
         }
     };
-    console_log!("{method:?} {path} -> {}", response.status_code());
+    let response = match route::classify(&method, &path) {
+        Route::Health => json(&answer::health(), 200, answer::JSON),
+        Route::Lookup { filter, key } => handle_lookup(&config, &ctx, &req, filter, key).await,
+        Route::BatchLookup { filter } => handle_batch(&config, &ctx, req, filter).await,
+        Route::WriteNotAllowed => {
+            let r = json(
+                &answer::write_not_allowed(&method, &path),
+                405,
+                answer::PROBLEM_JSON,
+            )?;
+            r.headers().set("allow", "GET")?;
+            Ok(r)
+        }
+        Route::NotFound => json(&answer::not_found(&path), 404, answer::PROBLEM_JSON),
+    }?;
+    console_log!("{method} {path} -> {}", response.status_code());
     Ok(response)
 }
 
-fn handle_health(_req: Request, _ctx: RouteContext<EdgeConfig>) -> Result<Response> {
-    json(&answer::health(), 200, answer::JSON)
-}
-
-fn handle_not_found(req: Request, _ctx: RouteContext<EdgeConfig>) -> Result<Response> {
-    json(&answer::not_found(&req.path()), 404, answer::PROBLEM_JSON)
-}
-
-/// For now a plain relay to the origin: proves subrequests work under workerd.
-async fn handle_lookup(req: Request, ctx: RouteContext<EdgeConfig>) -> Result<Response> {
-    let url = req.url()?;
-    let path_and_query = match url.query() {
-        Some(query) => format!("{}?{query}", url.path()),
-        None => url.path().to_owned(),
+async fn handle_lookup(
+    config: &EdgeConfig,
+    ctx: &Context,
+    req: &Request,
+    filter: &str,
+    raw_key: &str,
+) -> Result<Response> {
+    if let Err(e) = validate_filter_name(filter) {
+        return json(
+            &answer::bad_request(e.to_string()),
+            400,
+            answer::PROBLEM_JSON,
+        );
+    }
+    let Some(key_bytes) = route::percent_decode(raw_key) else {
+        return json(
+            &answer::bad_request("key has a malformed %-escape".into()),
+            400,
+            answer::PROBLEM_JSON,
+        );
     };
-    let target = answer::origin_url(&ctx.data.origin_url, &path_and_query);
-    let mut upstream = match Fetch::Request(Request::new(&target, Method::Get)?)
+    let manifest = match manifest(config, filter).await {
+        ManifestFetch::Found(m, _) => m,
+        ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
+        ManifestFetch::Failed => return forward(config, req).await,
+    };
+    if key_bytes.contains(&0) {
+        return json(
+            &answer::bad_request("key must not contain NUL (%00)".into()),
+            400,
+            answer::PROBLEM_JSON,
+        );
+    }
+    let key = match manifest.key_format.normalize(&key_bytes) {
+        Ok(key) => key,
+        Err(e) => {
+            return json(
+                &answer::bad_request(e.to_string()),
+                400,
+                answer::PROBLEM_JSON,
+            )
+        }
+    };
+    let index = decide::segment_of(&manifest, &key);
+    let segment = segment(config, ctx, &manifest, index).await;
+    match decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key) {
+        Decision::NotSeen => {
+            let r = json(&answer::not_seen(filter, raw_key), 404, answer::JSON)?;
+            r.headers().set(answer::ANSWERED_BY, "edge")?;
+            Ok(r)
+        }
+        Decision::ForwardMaybe | Decision::ForwardNoSegment => forward(config, req).await,
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct BatchBody {
+    keys: Vec<String>,
+}
+
+#[derive(Serialize, serde::Deserialize, Clone)]
+struct BatchResult {
+    filter: String,
+    results: Vec<serde_json::Value>,
+}
+
+async fn handle_batch(
+    config: &EdgeConfig,
+    ctx: &Context,
+    mut req: Request,
+    filter: &str,
+) -> Result<Response> {
+    if let Err(e) = validate_filter_name(filter) {
+        return json(
+            &answer::bad_request(e.to_string()),
+            400,
+            answer::PROBLEM_JSON,
+        );
+    }
+    let body = req.bytes().await?;
+    if body.len() > MAX_BATCH_BODY {
+        return json(
+            &answer::bad_request(format!("batch body is over {MAX_BATCH_BODY} bytes")),
+            413,
+            answer::PROBLEM_JSON,
+        );
+    }
+    let batch: BatchBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return json(
+                &answer::bad_request(format!("invalid JSON body: {e}")),
+                400,
+                answer::PROBLEM_JSON,
+            )
+        }
+    };
+    let manifest = match manifest(config, filter).await {
+        ManifestFetch::Found(m, _) => m,
+        ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
+        ManifestFetch::Failed => {
+            return match forward_batch(config, filter, &batch.keys).await {
+                Ok(r) => relay_json(&r),
+                Err(_) => unavailable(),
+            }
+        }
+    };
+    let mut results: Vec<Option<serde_json::Value>> = vec![None; batch.keys.len()];
+    let mut maybe = Vec::new();
+    for (i, raw) in batch.keys.iter().enumerate() {
+        let key = match manifest.key_format.normalize(raw.as_bytes()) {
+            Ok(k) => k,
+            Err(e) => {
+                return json(
+                    &answer::bad_request(format!("keys[{i}]: {e}")),
+                    400,
+                    answer::PROBLEM_JSON,
+                )
+            }
+        };
+        let index = decide::segment_of(&manifest, &key);
+        let segment = segment(config, ctx, &manifest, index).await;
+        if decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key)
+            == Decision::NotSeen
+        {
+            results[i] = Some(
+                serde_json::to_value(answer::not_seen(filter, raw))
+                    .map_err(|e| worker::Error::RustError(e.to_string()))?,
+            );
+        } else {
+            maybe.push(i);
+        }
+    }
+    if !maybe.is_empty() {
+        let keys: Vec<String> = maybe.iter().map(|i| batch.keys[*i].clone()).collect();
+        let from_origin = match forward_batch(config, filter, &keys).await {
+            Ok(r) => r,
+            Err(_) => return unavailable(),
+        };
+        if from_origin.results.len() != maybe.len() {
+            return unavailable();
+        }
+        for (i, value) in maybe.into_iter().zip(from_origin.results) {
+            results[i] = Some(value);
+        }
+    }
+    let results: Vec<serde_json::Value> = results.into_iter().flatten().collect();
+    relay_json(&BatchResult {
+        filter: filter.to_owned(),
+        results,
+    })
+}
+
+/// The manifest, from isolate memory while fresh, else from the origin (one fetch per isolate
+/// at a time, shared by concurrent requests).
+async fn manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
+    let cached = with_isolate(config, |iso| iso.manifests.get(filter).cloned());
+    if let Some((m, asked_at)) = cached {
+        if decide::manifest_is_fresh(asked_at, now_ms(), config.freshness_secs) {
+            return ManifestFetch::Found(m, asked_at);
+        }
+    }
+    let shared = with_isolate(config, |iso| {
+        iso.manifest_fetches
+            .entry(filter.to_owned())
+            .or_insert_with(|| {
+                fetch_manifest(config.clone(), filter.to_owned())
+                    .boxed_local()
+                    .shared()
+            })
+            .clone()
+    });
+    let outcome = shared.await;
+    with_isolate(config, |iso| {
+        iso.manifest_fetches.remove(filter);
+        if let ManifestFetch::Found(m, asked_at) = &outcome {
+            let newer = iso
+                .manifests
+                .get(filter)
+                .is_none_or(|(_, t)| *t <= *asked_at);
+            if newer {
+                iso.manifests
+                    .insert(filter.to_owned(), (m.clone(), *asked_at));
+            }
+        }
+    });
+    outcome
+}
+
+async fn fetch_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
+    // The time is taken before asking: freshness counts from the ask, not the answer.
+    let asked_at = now_ms();
+    let url = format!("{}/v1/filters/{filter}/manifest", config.origin_url);
+    let mut response = match origin_get(&url, Some(&config.edge_secret)).await {
+        Ok(r) => r,
+        Err(e) => {
+            console_error!("manifest {filter}: {e}");
+            return ManifestFetch::Failed;
+        }
+    };
+    match response.status_code() {
+        200 => match response
+            .bytes()
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+        {
+            Some(m) if m.validate().is_ok() && m.filter == filter => {
+                ManifestFetch::Found(Rc::new(m), asked_at)
+            }
+            _ => {
+                console_error!("manifest {filter}: unusable body");
+                ManifestFetch::Failed
+            }
+        },
+        404 => ManifestFetch::Unknown(Rc::new(response.bytes().await.unwrap_or_default())),
+        status => {
+            console_error!("manifest {filter}: origin answered {status}");
+            ManifestFetch::Failed
+        }
+    }
+}
+
+/// A verified segment at least as new as the manifest lists: isolate memory, then the Cache
+/// API, then the origin. None when no usable copy could be had (the lookup is forwarded).
+async fn segment(
+    config: &EdgeConfig,
+    ctx: &Context,
+    manifest: &Rc<Manifest>,
+    index: u32,
+) -> Option<Rc<Segment>> {
+    let version = manifest.segment_version(index)?;
+    let key: SegmentKey = (manifest.filter.clone(), manifest.generation, index);
+    let held = with_isolate(config, |iso| iso.segments.get(&key));
+    if let Some(s) = held.filter(|s| decide::segment_usable(manifest, s.header())) {
+        return Some(s);
+    }
+    let shared = with_isolate(config, |iso| {
+        iso.segment_fetches
+            .entry((key.clone(), version))
+            .or_insert_with(|| {
+                load_segment(config.clone(), manifest.clone(), index, version)
+                    .boxed_local()
+                    .shared()
+            })
+            .clone()
+    });
+    let loaded = shared.await;
+    with_isolate(config, |iso| {
+        iso.segment_fetches.remove(&(key.clone(), version));
+        if let Some(s) = &loaded {
+            iso.segments
+                .insert(key.clone(), s.clone(), s.as_bytes().len());
+        }
+    });
+    if let Some(s) = &loaded {
+        // Deferred: the answer does not wait for the cache write.
+        let cache_url = decide::segment_cache_url(manifest, index, s.header().version);
+        let bytes = s.as_bytes().to_vec();
+        ctx.wait_until(async move {
+            if let Err(e) = put_in_cache(&cache_url, bytes).await {
+                console_error!("cache put {cache_url}: {e}");
+            }
+        });
+    }
+    loaded
+}
+
+async fn load_segment(
+    config: EdgeConfig,
+    manifest: Rc<Manifest>,
+    index: u32,
+    version: u64,
+) -> Option<Rc<Segment>> {
+    let cache_url = decide::segment_cache_url(&manifest, index, version);
+    if let Ok(Some(mut cached)) = Cache::default().get(cache_url.as_str(), false).await {
+        if let Ok(bytes) = cached.bytes().await {
+            match Segment::decode(bytes) {
+                Ok(s) if decide::segment_usable(&manifest, s.header()) => return Some(Rc::new(s)),
+                Ok(_) => console_error!(
+                    "cached segment {cache_url} does not match the manifest: dropped"
+                ),
+                Err(e) => console_error!("cached segment {cache_url} rejected: {e}"),
+            }
+        }
+    }
+    let url = format!(
+        "{}/v1/filters/{}/segments/{}/{}?v={}",
+        config.origin_url, manifest.filter, manifest.generation, index, version
+    );
+    let mut response = match origin_get(&url, Some(&config.edge_secret)).await {
+        Ok(r) if r.status_code() == 200 => r,
+        Ok(r) => {
+            console_error!("segment {url}: origin answered {}", r.status_code());
+            return None;
+        }
+        Err(e) => {
+            console_error!("segment {url}: {e}");
+            return None;
+        }
+    };
+    let bytes = response.bytes().await.ok()?;
+    match Segment::decode(bytes) {
+        Ok(s) if decide::segment_usable(&manifest, s.header()) => Some(Rc::new(s)),
+        Ok(s) => {
+            console_error!(
+                "segment {url} is generation {} version {}: not usable for this manifest",
+                s.header().generation,
+                s.header().version
+            );
+            None
+        }
+        Err(e) => {
+            console_error!("segment {url} rejected: {e}");
+            None
+        }
+    }
+}
+
+async fn put_in_cache(url: &str, bytes: Vec<u8>) -> Result<()> {
+    let headers = Headers::new();
+    headers.set("cache-control", "public, max-age=31536000, immutable")?;
+    headers.set("content-type", "application/vnd.bloomgate.segment")?;
+    let response = Response::from_bytes(bytes)?.with_headers(headers);
+    Cache::default().put(url, response).await
+}
+
+async fn origin_get(url: &str, secret: Option<&str>) -> Result<Response> {
+    let headers = Headers::new();
+    if let Some(secret) = secret {
+        headers.set(EDGE_SECRET_HEADER, secret)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    Fetch::Request(Request::new_with_init(url, &init)?)
         .send()
         .await
-    {
-        Ok(upstream) => upstream,
-        Err(err) => {
-            console_error!("origin fetch {target}: {err}");
-            return json(&answer::origin_unreachable(), 502, answer::PROBLEM_JSON);
+}
+
+/// Forwards a lookup to the origin and relays its answer; 503 + Retry-After if it cannot.
+async fn forward(config: &EdgeConfig, req: &Request) -> Result<Response> {
+    let url = req.url()?;
+    let path_and_query = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let target = answer::origin_url(&config.origin_url, &path_and_query);
+    let mut upstream = match origin_get(&target, None).await {
+        Ok(r) if r.status_code() < 500 => r,
+        Ok(r) => {
+            console_error!("forward {target}: origin answered {}", r.status_code());
+            return unavailable();
+        }
+        Err(e) => {
+            console_error!("forward {target}: {e}");
+            return unavailable();
         }
     };
     let status = upstream.status_code();
-    let content_type = upstream.headers().get("content-type")?;
-    let body = upstream.bytes().await?;
-    let response = Response::from_bytes(body)?.with_status(status);
-    if let Some(content_type) = content_type {
-        response.headers().set("content-type", &content_type)?;
+    let headers = Headers::new();
+    for name in ["content-type", answer::ANSWERED_BY, "retry-after"] {
+        if let Some(v) = upstream.headers().get(name)? {
+            headers.set(name, &v)?;
+        }
     }
-    Ok(response)
+    Ok(Response::from_bytes(upstream.bytes().await?)?
+        .with_status(status)
+        .with_headers(headers))
+}
+
+async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[String]) -> Result<BatchResult> {
+    let url = format!("{}/v1/filters/{filter}/lookups", config.origin_url);
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    let body = serde_json::to_string(&serde_json::json!({ "keys": keys }))
+        .map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(body.into()));
+    let mut response = Fetch::Request(Request::new_with_init(&url, &init)?)
+        .send()
+        .await?;
+    if response.status_code() != 200 {
+        return Err(worker::Error::RustError(format!(
+            "origin answered {}",
+            response.status_code()
+        )));
+    }
+    response.json().await
+}
+
+fn unavailable() -> Result<Response> {
+    let r = json(&answer::origin_unavailable(), 503, answer::PROBLEM_JSON)?;
+    r.headers().set("retry-after", "1")?;
+    Ok(r)
+}
+
+fn relay_bytes(status: u16, body: &[u8]) -> Result<Response> {
+    let r = Response::from_bytes(body.to_vec())?.with_status(status);
+    r.headers().set("content-type", answer::PROBLEM_JSON)?;
+    Ok(r)
+}
+
+fn relay_json<T: Serialize>(body: &T) -> Result<Response> {
+    json(body, 200, answer::JSON)
 }
 
 fn json<T: Serialize>(body: &T, status: u16, content_type: &str) -> Result<Response> {

@@ -16,6 +16,9 @@
 
 pub mod answer;
 pub mod config;
+pub mod decide;
+pub mod lru;
+pub mod route;
 
 #[cfg(target_arch = "wasm32")]
 mod glue;

@@ -7,6 +7,7 @@
 //! A service that cannot be reached fails the test with the command that starts it.
 #![forbid(unsafe_code)]
 
+pub mod edge;
 pub mod origin;
 pub mod proxy;
 pub mod redis_server;

@@ -9,6 +9,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 const PASS: u8 = 0;
 const CUT: u8 = 1;
+const CORRUPT: u8 = 2;
 
 /// The proxy; dropped = stopped.
 pub struct ChaosProxy {
@@ -55,6 +56,12 @@ impl ChaosProxy {
         self.mode.store(CUT, Ordering::SeqCst);
     }
 
+    /// Flips the last byte of every chunk larger than 1 KiB, in both directions: damages
+    /// segment bodies in transit while small requests and answers pass intact.
+    pub fn corrupt_large_chunks(&self) {
+        self.mode.store(CORRUPT, Ordering::SeqCst);
+    }
+
     /// Forwards normally again.
     pub fn heal(&self) {
         self.delay_ms.store(0, Ordering::SeqCst);
@@ -95,6 +102,9 @@ async fn pipe(
         let delay = delay_ms.load(Ordering::SeqCst);
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if mode.load(Ordering::SeqCst) == CORRUPT && n > 1024 {
+            buf[n - 1] ^= 0x5a;
         }
         if mode.load(Ordering::SeqCst) == CUT || to.write_all(&buf[..n]).await.is_err() {
             return;

@@ -1,0 +1,158 @@
+//! The edge's decisions, pure: is the manifest fresh enough, which cache key names a segment,
+//! and what a segment's bits say about a key.
+//!
+//! Freshness: a manifest is used for at most `FRESHNESS_SECS` after the edge *asked* for it.
+//! The origin reads segment versions after the request arrives, so any key acknowledged
+//! before the ask is covered by the versions listed; a segment is used only at a version at
+//! least that high (bits within a generation are only ever set, so newer is a superset).
+//! Hence a key acknowledged at time t is answered "seen" by t + FRESHNESS_SECS at the latest.
+
+use bloomgate_filter::{hash_key, Manifest, SegmentHeader, SegmentView};
+
+/// What the edge does with a lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The segment rules the key out: answer 404 here.
+    NotSeen,
+    /// Ask the origin: the segment said "maybe".
+    ForwardMaybe,
+    /// Ask the origin: no usable segment.
+    ForwardNoSegment,
+}
+
+/// Whether a manifest asked for at `asked_at_ms` may still be used at `now_ms`.
+pub fn manifest_is_fresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> bool {
+    now_ms >= asked_at_ms && now_ms - asked_at_ms < f64::from(freshness_secs) * 1000.0
+}
+
+/// Which segment a normalised key lives in under this manifest.
+pub fn segment_of(manifest: &Manifest, key: &[u8]) -> u32 {
+    manifest
+        .params
+        .locate(&hash_key(key, manifest.params.seed))
+        .segment
+}
+
+/// The Cache API key of a segment at a version: immutable content, so versioned URLs.
+pub fn segment_cache_url(manifest: &Manifest, index: u32, version: u64) -> String {
+    format!(
+        "https://bloomgate-edge.cache/v1/filters/{}/segments/{}/{}?v={}",
+        manifest.filter, manifest.generation, index, version
+    )
+}
+
+/// Whether a segment we hold can answer under `manifest`: same filter generation and params,
+/// and at least the version the manifest lists.
+pub fn segment_usable(manifest: &Manifest, header: &SegmentHeader) -> bool {
+    manifest.accepts(header)
+}
+
+/// What a segment says about a normalised key. A segment that is not usable, or is the
+/// wrong one, never produces a "no".
+pub fn decide(manifest: &Manifest, segment: Option<&SegmentView<'_>>, key: &[u8]) -> Decision {
+    let Some(view) = segment.filter(|v| segment_usable(manifest, v.header())) else {
+        return Decision::ForwardNoSegment;
+    };
+    match view.may_contain(key) {
+        Ok(false) => Decision::NotSeen,
+        Ok(true) => Decision::ForwardMaybe,
+        Err(_) => Decision::ForwardNoSegment,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloomgate_filter::{
+        decode_segment, encode_segment, BloomFilter, KeyFormat, Params, SizingOptions,
+    };
+
+    fn setup() -> (Manifest, BloomFilter) {
+        let params = Params::for_capacity_with(
+            5_000,
+            0.01,
+            SizingOptions {
+                seed: 7,
+                segment_bytes: 1024,
+            },
+        )
+        .unwrap();
+        let mut filter = BloomFilter::new(params);
+        for i in 0u32..5_000 {
+            filter.insert(&i.to_le_bytes());
+        }
+        let manifest = Manifest {
+            filter: "f".into(),
+            key_format: KeyFormat::Bytes,
+            generation: 9,
+            params,
+            segment_versions: vec![3; params.segment_count as usize],
+        };
+        (manifest, filter)
+    }
+
+    #[test]
+    fn members_are_never_answered_not_seen_and_strangers_mostly_are() {
+        let (manifest, filter) = setup();
+        let encoded: Vec<Vec<u8>> = (0..manifest.params.segment_count)
+            .map(|i| encode_segment(&manifest.params, 9, i, 3, &filter.segment_payload(i)).unwrap())
+            .collect();
+        let mut not_seen = 0;
+        for i in 0u32..20_000 {
+            let key = i.to_le_bytes();
+            let seg = segment_of(&manifest, &key);
+            let view = decode_segment(&encoded[seg as usize]).unwrap();
+            let d = decide(&manifest, Some(&view), &key);
+            if i < 5_000 {
+                assert_ne!(d, Decision::NotSeen, "member {i}");
+            } else if d == Decision::NotSeen {
+                not_seen += 1;
+            }
+            // The wrong segment never answers.
+            let other =
+                decode_segment(&encoded[((seg + 1) % manifest.params.segment_count) as usize])
+                    .unwrap();
+            assert_ne!(decide(&manifest, Some(&other), &key), Decision::NotSeen);
+        }
+        assert!(not_seen > 14_500, "{not_seen}");
+    }
+
+    #[test]
+    fn older_versions_other_generations_and_no_segment_forward() {
+        let (manifest, filter) = setup();
+        let key = 10_000u32.to_le_bytes();
+        let seg = segment_of(&manifest, &key);
+        let payload = filter.segment_payload(seg);
+        let old = encode_segment(&manifest.params, 9, seg, 2, &payload).unwrap();
+        assert_eq!(
+            decide(&manifest, Some(&decode_segment(&old).unwrap()), &key),
+            Decision::ForwardNoSegment
+        );
+        let other_gen = encode_segment(&manifest.params, 8, seg, 3, &payload).unwrap();
+        assert_eq!(
+            decide(&manifest, Some(&decode_segment(&other_gen).unwrap()), &key),
+            Decision::ForwardNoSegment
+        );
+        assert_eq!(decide(&manifest, None, &key), Decision::ForwardNoSegment);
+    }
+
+    #[test]
+    fn freshness_window() {
+        assert!(manifest_is_fresh(1000.0, 1000.0, 5));
+        assert!(manifest_is_fresh(1000.0, 5999.0, 5));
+        assert!(!manifest_is_fresh(1000.0, 6000.0, 5));
+        assert!(
+            !manifest_is_fresh(1000.0, 999.0, 5),
+            "a clock going backwards is not fresh"
+        );
+    }
+
+    #[test]
+    fn cache_urls_carry_generation_and_version() {
+        let (manifest, _) = setup();
+        assert_eq!(
+            segment_cache_url(&manifest, 2, 7),
+            "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=7"
+        );
+    }
+}
