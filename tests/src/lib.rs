@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod edge;
+pub mod loadgen;
 pub mod origin;
 pub mod proxy;
 pub mod redis_server;

@@ -1,0 +1,194 @@
+//! `bloomgate-loadgen`: the load harness of issue 6. `run` measures the hello-world floor, the
+//! origin without and with its filter, and the edge, side by side in one run, then sweeps miss
+//! share × fp_rate; prints Markdown tables and writes `results.json` and PNG charts.
+//!
+//! ```sh
+//! scripts/services start && scripts/edge-build
+//! cargo build --release -p bloomgate-origin -p bloomgate-tests --bin bloomgate-origin --bin bloomgate-loadgen
+//! target/release/bloomgate-loadgen run --out docs/bench
+//! ```
+#![forbid(unsafe_code)]
+
+use anyhow::Context as _;
+use bloomgate_tests::loadgen::bench::{run_bench, BenchConfig, SweepConfig};
+use bloomgate_tests::loadgen::chart::draw_all;
+use bloomgate_tests::loadgen::servers::{serve_floor, Launch};
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Load generator for bloomgate: what the filter saves, side by side.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every target and the sweep; print tables, write JSON and charts.
+    Run(Box<RunArgs>),
+    /// Serve the axum hello-world floor (started by `run` as a child process).
+    Floor {
+        /// Address to listen on.
+        #[arg(long)]
+        listen: SocketAddr,
+    },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Seed of keys and lookup streams.
+    #[arg(long, default_value_t = 6)]
+    seed: u64,
+    /// Present keys preloaded into the main filter (also its capacity).
+    #[arg(long, default_value_t = 1_000_000)]
+    present: usize,
+    /// The main filter's false-positive rate.
+    #[arg(long, default_value_t = 0.01)]
+    fp_rate: f64,
+    /// Share of lookups for absent keys.
+    #[arg(long, default_value_t = 0.8)]
+    miss_share: f64,
+    /// Zipf exponent of hits over the present keys.
+    #[arg(long, default_value_t = 0.99)]
+    zipf: f64,
+    /// Connections per target.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Seconds per measured run.
+    #[arg(long, default_value_t = 15.0)]
+    duration: f64,
+    /// Seconds of unmeasured warm-up before each run.
+    #[arg(long, default_value_t = 3.0)]
+    warmup: f64,
+    /// Skip the fixed-rate run of the negative path at half its maximum.
+    #[arg(long)]
+    no_half_rate: bool,
+    /// Skip the edge (wrangler dev).
+    #[arg(long)]
+    no_edge: bool,
+    /// The edge's freshness bound S, seconds.
+    #[arg(long, default_value_t = 5)]
+    edge_freshness: u32,
+    /// The origin binary (default: `bloomgate-origin` next to this executable).
+    #[arg(long)]
+    origin_bin: Option<PathBuf>,
+    /// Run the origins and the floor in this process, each on a runtime of its own.
+    #[arg(long)]
+    in_process: bool,
+    /// Redis URL.
+    #[arg(long, env = "BLOOMGATE_TEST_REDIS_URL", default_value = "redis://127.0.0.1:6399/")]
+    redis_url: String,
+    /// Cassandra host:port.
+    #[arg(long, env = "BLOOMGATE_TEST_CASSANDRA", default_value = "127.0.0.1:9042")]
+    cassandra: String,
+    /// Cassandra keyspace.
+    #[arg(long, default_value = "bloomgate_bench")]
+    keyspace: String,
+    /// Skip the miss-share × fp_rate sweep.
+    #[arg(long)]
+    no_sweep: bool,
+    /// Present keys per sweep filter.
+    #[arg(long, default_value_t = 100_000)]
+    sweep_present: usize,
+    /// Lookups per sweep point.
+    #[arg(long, default_value_t = 40_000)]
+    sweep_lookups: u64,
+    /// Directory for results.json and the charts.
+    #[arg(long, default_value = "docs/bench")]
+    out: PathBuf,
+    /// TrueType font for chart text (default: DejaVu Sans from fonts-dejavu-core).
+    #[arg(long)]
+    font: Option<PathBuf>,
+    /// Threads of the load generator's own runtime (1 = like `wrk -t1`).
+    #[arg(long, default_value_t = 1)]
+    client_threads: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Floor { listen } => {
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind(listen).await?;
+                serve_floor(listener, async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await
+            })?;
+            Ok(())
+        }
+        Command::Run(args) => run(*args),
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let me = std::env::current_exe()?;
+    let (origin, floor) = if args.in_process {
+        (Launch::Thread, Launch::Thread)
+    } else {
+        let bin = args
+            .origin_bin
+            .clone()
+            .unwrap_or_else(|| me.parent().map(|d| d.join("bloomgate-origin")).unwrap_or_default());
+        anyhow::ensure!(
+            bin.exists(),
+            "{} not found: `cargo build --release -p bloomgate-origin`, or pass --origin-bin or --in-process",
+            bin.display()
+        );
+        (Launch::Process(bin), Launch::Process(me.clone()))
+    };
+    let cfg = BenchConfig {
+        seed: args.seed,
+        present: args.present,
+        fp_rate: args.fp_rate,
+        miss_share: args.miss_share,
+        zipf_s: args.zipf,
+        connections: args.connections,
+        duration: Duration::from_secs_f64(args.duration),
+        warmup: Duration::from_secs_f64(args.warmup),
+        half_rate: !args.no_half_rate,
+        edge_freshness_secs: (!args.no_edge).then_some(args.edge_freshness),
+        origin,
+        floor,
+        redis_url: args.redis_url.clone(),
+        cassandra: args.cassandra.clone(),
+        keyspace: args.keyspace.clone(),
+        sweep: (!args.no_sweep).then(|| SweepConfig {
+            present: args.sweep_present,
+            fp_rates: vec![0.1, 0.01, 0.001],
+            miss_shares: vec![0.0, 0.5, 0.8, 0.95],
+            lookups: args.sweep_lookups,
+        }),
+        progress: true,
+        command: std::env::args()
+            .map(|a| if a == me.to_string_lossy() { "bloomgate-loadgen".into() } else { a })
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let rt = if args.client_threads <= 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(args.client_threads).enable_all().build()?
+    };
+    let report = rt.block_on(run_bench(&cfg))?;
+    println!("{}", report.markdown());
+    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+    let json_path = args.out.join("results.json");
+    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
+    eprintln!("[loadgen] wrote {}", json_path.display());
+    match draw_all(&report, &args.out, args.font.as_deref()) {
+        Ok(files) => {
+            for f in files {
+                eprintln!("[loadgen] wrote {}", f.display());
+            }
+        }
+        Err(e) => eprintln!("[loadgen] charts skipped: {e}"),
+    }
+    eprintln!("[loadgen] done in {:.0} s", report.wall_seconds);
+    Ok(())
+}

@@ -1,0 +1,298 @@
+//! Drives one target over HTTP/1.1: N connections (one hyper connection each, no pool),
+//! closed-loop or at a fixed total rate, for a duration or a number of lookups. Records an HDR
+//! latency histogram, who answered, wrong answers and errors.
+//!
+//! At a fixed rate, latency counts from the moment a request was *due*, not from when it was
+//! sent, so a stalled server shows up in the tail instead of hiding it (coordinated omission).
+
+use super::workload::Workload;
+use anyhow::Context as _;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::Barrier;
+
+/// Header naming who answered (origin and edge).
+const ANSWERED_BY: &str = "x-bloomgate-answered-by";
+/// Latencies above this are clamped into the histogram's top bucket.
+const MAX_LATENCY_US: u64 = 60_000_000;
+
+/// What to drive and how hard.
+#[derive(Clone, Debug)]
+pub struct DriveSpec {
+    /// Label of the run: seeds its streams and makes its miss keys unique.
+    pub label: String,
+    /// `http://host:port` of the target.
+    pub base: String,
+    /// Filter to look keys up in.
+    pub filter: String,
+    /// Connections, each with one request in flight.
+    pub connections: usize,
+    /// Stop after this long (from when every connection is open).
+    pub duration: Option<Duration>,
+    /// Stop after this many lookups.
+    pub max_lookups: Option<u64>,
+    /// Total lookups per second; `None` = closed loop, as fast as answers come.
+    pub rate: Option<f64>,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+/// Errors by kind.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Errors {
+    /// Connection refused, reset or broken mid-request.
+    pub io: u64,
+    /// 429 (overload refused).
+    pub status_429: u64,
+    /// 5xx.
+    pub status_5xx: u64,
+    /// Any other status than 200/404.
+    pub status_other: u64,
+}
+
+impl Errors {
+    /// All errors.
+    pub fn total(&self) -> u64 {
+        self.io + self.status_429 + self.status_5xx + self.status_other
+    }
+
+    fn add(&mut self, o: &Errors) {
+        self.io += o.io;
+        self.status_429 += o.status_429;
+        self.status_5xx += o.status_5xx;
+        self.status_other += o.status_other;
+    }
+}
+
+/// What one drive measured.
+pub struct DriveStats {
+    /// Lookups answered 200 or 404.
+    pub lookups: u64,
+    /// Lookups of present keys (answered).
+    pub hits: u64,
+    /// Lookups of absent keys (answered).
+    pub misses: u64,
+    /// Answers to misses by the `x-bloomgate-answered-by` header: a miss answered by anyone
+    /// but the first filter (`database` at the origin, not `edge` at the edge) is a false
+    /// positive as the client sees it.
+    pub misses_answered_by: BTreeMap<String, u64>,
+    /// Answers by the `x-bloomgate-answered-by` header (`none` when absent).
+    pub answered_by: BTreeMap<String, u64>,
+    /// A present key answered 404 or an absent key answered 200.
+    pub wrong_answers: u64,
+    /// Failed requests.
+    pub errors: Errors,
+    /// Wall time of the measured part.
+    pub seconds: f64,
+    /// Latency of answered lookups, µs.
+    pub latency_us: Histogram<u64>,
+}
+
+impl DriveStats {
+    fn new() -> DriveStats {
+        DriveStats {
+            lookups: 0,
+            hits: 0,
+            misses: 0,
+            misses_answered_by: BTreeMap::new(),
+            answered_by: BTreeMap::new(),
+            wrong_answers: 0,
+            errors: Errors::default(),
+            seconds: 0.0,
+            latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("histogram bounds"),
+        }
+    }
+
+    fn merge(&mut self, o: &DriveStats) {
+        self.lookups += o.lookups;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        for (k, v) in &o.misses_answered_by {
+            *self.misses_answered_by.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.answered_by {
+            *self.answered_by.entry(k.clone()).or_default() += v;
+        }
+        self.wrong_answers += o.wrong_answers;
+        self.errors.add(&o.errors);
+        let _ = self.latency_us.add(&o.latency_us);
+    }
+
+    /// Answered lookups per second.
+    pub fn rate(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.lookups as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// Latency quantile in ms.
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+type Sender = SendRequest<Empty<Bytes>>;
+
+async fn connect(authority: &str) -> anyhow::Result<Sender> {
+    let stream = TcpStream::connect(authority).await.with_context(|| format!("connect {authority}"))?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// One request: Ok((status, answered_by)) once the body is read.
+async fn lookup(sender: &mut Sender, authority: &str, path: &str) -> anyhow::Result<(u16, Option<String>)> {
+    sender.ready().await?;
+    let req = hyper::Request::get(path).header(hyper::header::HOST, authority).body(Empty::<Bytes>::new())?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status().as_u16();
+    let by = resp.headers().get(ANSWERED_BY).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    resp.into_body().collect().await?;
+    Ok((status, by))
+}
+
+/// Drives the target as `spec` says; every connection is opened before the clock starts.
+pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<DriveStats> {
+    anyhow::ensure!(spec.connections > 0, "at least one connection");
+    anyhow::ensure!(spec.duration.is_some() || spec.max_lookups.is_some(), "a duration or a number of lookups");
+    let authority = spec.base.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let barrier = Arc::new(Barrier::new(spec.connections + 1));
+    let issued = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let start_cell: Arc<std::sync::OnceLock<Instant>> = Arc::new(std::sync::OnceLock::new());
+    let mut tasks = Vec::with_capacity(spec.connections);
+    for conn in 0..spec.connections {
+        let mut sender = connect(&authority).await?;
+        let mut keys = workload.stream(&spec.label, conn);
+        let (barrier, issued, done, start_cell) = (barrier.clone(), issued.clone(), done.clone(), start_cell.clone());
+        let (authority, spec) = (authority.clone(), spec.clone());
+        tasks.push(tokio::spawn(async move {
+            let prefix = format!("/v1/filters/{}/keys/", spec.filter);
+            let mut stats = DriveStats::new();
+            barrier.wait().await;
+            let start = *start_cell.get().expect("start set before the barrier");
+            let deadline = spec.duration.map(|d| start + d);
+            // At a fixed rate each connection sends every `interval`, offset so the
+            // connections interleave evenly.
+            let interval = spec.rate.map(|r| Duration::from_secs_f64(spec.connections as f64 / r));
+            let offset = interval.map(|i| i.mul_f64(conn as f64 / spec.connections as f64)).unwrap_or_default();
+            let mut sent: u32 = 0;
+            loop {
+                let due = match interval {
+                    Some(i) => start + offset + i * sent,
+                    None => Instant::now(),
+                };
+                if deadline.is_some_and(|d| due >= d) {
+                    break;
+                }
+                if let Some(max) = spec.max_lookups {
+                    if issued.fetch_add(1, Relaxed) >= max {
+                        break;
+                    }
+                }
+                if interval.is_some() {
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                sent += 1;
+                let (key, present) = keys.next_key();
+                let path = format!("{prefix}{key}");
+                match lookup(&mut sender, &authority, &path).await {
+                    Ok((status @ (200 | 404), by)) => {
+                        let us = (due.elapsed().as_micros() as u64).clamp(1, MAX_LATENCY_US);
+                        let _ = stats.latency_us.record(us);
+                        stats.lookups += 1;
+                        done.fetch_add(1, Relaxed);
+                        let seen = status == 200;
+                        if seen != present {
+                            stats.wrong_answers += 1;
+                        }
+                        let by = by.unwrap_or_else(|| "none".into());
+                        if present {
+                            stats.hits += 1;
+                        } else {
+                            stats.misses += 1;
+                            *stats.misses_answered_by.entry(by.clone()).or_default() += 1;
+                        }
+                        *stats.answered_by.entry(by).or_default() += 1;
+                    }
+                    Ok((429, _)) => stats.errors.status_429 += 1,
+                    Ok((s, _)) if s >= 500 => stats.errors.status_5xx += 1,
+                    Ok(_) => stats.errors.status_other += 1,
+                    Err(_) => {
+                        stats.errors.io += 1;
+                        // Back off a little so a dead target is not a busy loop.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        match connect(&authority).await {
+                            Ok(s) => sender = s,
+                            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                        }
+                    }
+                }
+            }
+            stats
+        }));
+    }
+    let progress = if spec.progress {
+        let bar = match (spec.duration, spec.max_lookups) {
+            (Some(d), _) => ProgressBar::new(d.as_millis() as u64),
+            (None, Some(n)) => ProgressBar::new(n),
+            (None, None) => ProgressBar::hidden(),
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>28} [{bar:30}] {msg}").expect("template").progress_chars("=> "),
+        );
+        bar.set_prefix(spec.label.clone());
+        Some(bar)
+    } else {
+        None
+    };
+    let start = Instant::now();
+    start_cell.set(start).expect("start set once");
+    barrier.wait().await;
+    let ticker = progress.clone().map(|bar| {
+        let (done, duration) = (done.clone(), spec.duration);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                let n = done.load(Relaxed);
+                let secs = start.elapsed().as_secs_f64();
+                bar.set_position(match duration {
+                    Some(_) => start.elapsed().as_millis() as u64,
+                    None => n,
+                });
+                bar.set_message(format!("{n} lookups, {:.0}/s", n as f64 / secs));
+            }
+        })
+    });
+    let mut total = DriveStats::new();
+    for task in tasks {
+        total.merge(&task.await?);
+    }
+    total.seconds = start.elapsed().as_secs_f64();
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    if let Some(bar) = progress {
+        bar.finish_with_message(format!(
+            "{} lookups, {:.0}/s, {} errors",
+            total.lookups,
+            total.rate(),
+            total.errors.total()
+        ));
+    }
+    Ok(total)
+}

@@ -1,0 +1,177 @@
+//! What the harness reads around each run: the origin's Prometheus counters, Cassandra's own
+//! coordinator read count (`system_views.coordinator_read_latency`), and the CPU time of every
+//! process involved (`/proc/<pid>/stat`).
+
+use std::collections::HashMap;
+
+/// Every sample of one `/metrics` scrape, keyed by `name{labels}`.
+#[derive(Clone, Debug, Default)]
+pub struct Samples(pub HashMap<String, f64>);
+
+impl Samples {
+    /// Scrapes `base/metrics`.
+    pub async fn scrape(http: &reqwest::Client, base: &str) -> anyhow::Result<Samples> {
+        let text = http.get(format!("{base}/metrics")).send().await?.error_for_status()?.text().await?;
+        Ok(Samples::parse(&text))
+    }
+
+    /// Parses the text exposition format (comments skipped).
+    pub fn parse(text: &str) -> Samples {
+        Samples(
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| {
+                    let (name, value) = l.rsplit_once(' ')?;
+                    Some((name.to_owned(), value.parse().ok()?))
+                })
+                .collect(),
+        )
+    }
+
+    /// A sample's value, 0 when absent.
+    pub fn get(&self, sample: &str) -> f64 {
+        self.0.get(sample).copied().unwrap_or(0.0)
+    }
+
+    /// `self[sample] - before[sample]`.
+    pub fn delta(&self, before: &Samples, sample: &str) -> f64 {
+        self.get(sample) - before.get(sample)
+    }
+}
+
+/// Cassandra's coordinator read count for one table, when the virtual table answers.
+pub struct CassandraReads {
+    session: scylla::client::session::Session,
+    keyspace: String,
+}
+
+impl CassandraReads {
+    /// Connects; `None` (with the reason printed) when Cassandra cannot be asked.
+    pub async fn connect(addr: &str, keyspace: &str) -> Option<CassandraReads> {
+        let session = scylla::client::session_builder::SessionBuilder::new()
+            .known_node(addr)
+            .build()
+            .await
+            .map_err(|e| eprintln!("cassandra cross-check off: {e}"))
+            .ok()?;
+        let c = CassandraReads { session, keyspace: keyspace.to_owned() };
+        c.count().await.map(|_| c)
+    }
+
+    /// Reads coordinated for `<keyspace>.keys` since Cassandra started.
+    pub async fn count(&self) -> Option<u64> {
+        let result = self
+            .session
+            .query_unpaged(
+                "SELECT count FROM system_views.coordinator_read_latency \
+                 WHERE keyspace_name = ? AND table_name = ?",
+                (self.keyspace.as_str(), "keys"),
+            )
+            .await
+            .map_err(|e| eprintln!("cassandra cross-check: {e}"))
+            .ok()?;
+        let rows = result.into_rows_result().ok()?;
+        let row: Option<(i64,)> = rows.maybe_first_row().ok()?;
+        // No row yet = no reads yet.
+        Some(row.map_or(0, |(n,)| n as u64))
+    }
+}
+
+/// User + system CPU seconds of a process (all its threads), from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name, which may itself hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on every Linux the harness runs on.
+    Some(ticks / 100.0)
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
+fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Processes whose command line contains `needle` (and `also`, when given).
+pub fn pids_matching(needle: &str, also: Option<&str>) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|p| {
+            let c = cmdline(*p);
+            c.contains(needle) && also.is_none_or(|a| c.contains(a))
+        })
+        .collect()
+}
+
+/// Descendants of `ancestor` (children, grandchildren, …).
+pub fn descendants(ancestor: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|p| {
+            let mut cur = *p;
+            for _ in 0..16 {
+                match parent(cur) {
+                    Some(pp) if pp == ancestor => return true,
+                    Some(pp) if pp > 1 => cur = pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// A named group of processes whose CPU time is summed.
+#[derive(Clone, Debug)]
+pub struct CpuGroup {
+    /// Label in reports (`origin`, `redis`, `cassandra`, `edge`, `loadgen`, `floor`).
+    pub name: String,
+    /// Its processes.
+    pub pids: Vec<u32>,
+}
+
+impl CpuGroup {
+    /// Summed CPU seconds now (vanished processes count 0).
+    pub fn seconds(&self) -> f64 {
+        self.pids.iter().filter_map(|p| cpu_seconds(*p)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_samples_with_labels() {
+        let s = Samples::parse(
+            "# HELP x y\nbloomgate_lookups_total{answered_by=\"filter\"} 12\nbloomgate_database_reads_total 3\n",
+        );
+        assert_eq!(s.get("bloomgate_lookups_total{answered_by=\"filter\"}"), 12.0);
+        assert_eq!(s.get("bloomgate_database_reads_total"), 3.0);
+        assert_eq!(s.get("missing"), 0.0);
+    }
+
+    #[test]
+    fn reads_own_cpu_time() {
+        let mut x = 0u64;
+        for i in 0..10_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        assert!(x != 1);
+        assert!(cpu_seconds(std::process::id()).is_some());
+    }
+}

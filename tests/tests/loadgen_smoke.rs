@@ -1,0 +1,109 @@
+//! Smoke run of the load harness (`bloomgate-loadgen`): tiny sizes, a few seconds, real Redis
+//! and Cassandra, origins and the hello-world floor in this process. It keeps the harness from
+//! rotting and checks what must hold at any size and on any load: the baseline reads Cassandra
+//! once per lookup, the filter cuts that to the hits plus about fp_rate of the misses, and
+//! nothing fails or answers wrong. No timing is asserted (CI shares two cores).
+//!
+//! # Running
+//! `scripts/services start`, then `cargo test -p bloomgate-tests --test loadgen_smoke`.
+//! The full run (edge included) is `bloomgate-loadgen run`; see BENCHMARKS.md.
+
+use bloomgate_tests::loadgen::bench::{run_bench, BenchConfig, SweepConfig};
+use bloomgate_tests::loadgen::chart::{draw_all, load_font};
+use bloomgate_tests::loadgen::servers::Launch;
+use bloomgate_tests::{cassandra_addr, redis_addr, require};
+use std::time::Duration;
+
+const FP_RATE: f64 = 0.01;
+const MISS_SHARE: f64 = 0.8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harness_measures_what_the_filter_saves() {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+    let cfg = BenchConfig {
+        seed: 6,
+        present: 2_000,
+        fp_rate: FP_RATE,
+        miss_share: MISS_SHARE,
+        zipf_s: 0.99,
+        connections: 8,
+        duration: Duration::from_millis(1200),
+        warmup: Duration::from_millis(200),
+        half_rate: true,
+        edge_freshness_secs: None,
+        origin: Launch::Thread,
+        floor: Launch::Thread,
+        redis_url: format!("redis://{}/", redis_addr()),
+        cassandra: cassandra_addr(),
+        keyspace: "bloomgate_loadgen_smoke".into(),
+        sweep: Some(SweepConfig { present: 2_000, fp_rates: vec![0.1], miss_shares: vec![0.0, 0.95], lookups: 1_000 }),
+        progress: false,
+        command: "cargo test -p bloomgate-tests --test loadgen_smoke".into(),
+    };
+    let report = run_bench(&cfg).await.expect("bench run");
+    println!("{}", report.markdown());
+
+    for t in &report.targets {
+        assert!(t.lookups > 0, "{}: no lookups answered", t.name);
+        assert_eq!(t.error_total, 0, "{}: errors {:?}", t.name, t.errors);
+        assert_eq!(t.wrong_answers, 0, "{}: wrong answers", t.name);
+    }
+    let names: Vec<&str> = report.targets.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["floor", "baseline", "filter", "filter-negatives", "filter-negatives-half"]);
+
+    // The baseline reads Cassandra for every lookup, and Cassandra agrees when it can be asked.
+    let baseline = report.target("baseline").unwrap();
+    let reads = baseline.cassandra_reads_per_lookup.unwrap();
+    assert!((reads - 1.0).abs() < 1e-9, "baseline reads/lookup {reads}");
+    if let Some(c) = baseline.cassandra_coordinator_reads_per_lookup {
+        assert!((0.95..1.1).contains(&c), "Cassandra counted {c} reads/lookup");
+    }
+
+    // With the filter: every hit reads once, misses only at about fp_rate (×3 + 3 reads of
+    // slack: a few hundred misses make a noisy estimate).
+    for name in ["filter", "filter-negatives"] {
+        let t = report.target(name).unwrap();
+        let reads = (t.cassandra_reads_per_lookup.unwrap() * t.lookups as f64).round();
+        let beyond_hits = reads - t.hits as f64;
+        assert!(beyond_hits >= 0.0, "{name}: fewer reads ({reads}) than hits ({})", t.hits);
+        assert!(
+            beyond_hits <= t.misses as f64 * FP_RATE * 3.0 + 3.0,
+            "{name}: {beyond_hits} reads for {} misses at fp_rate {FP_RATE}",
+            t.misses
+        );
+    }
+    let mix = report.target("filter").unwrap();
+    let theory = (1.0 - MISS_SHARE) + MISS_SHARE * FP_RATE;
+    assert!(
+        mix.cassandra_reads_per_lookup.unwrap() < theory + 0.15,
+        "filtered reads/lookup {:?} vs theory {theory}",
+        mix.cassandra_reads_per_lookup
+    );
+
+    // The sweep: no misses = one read per lookup; 95 % misses at fp 10 % ≈ 0.05 + 0.095.
+    assert_eq!(report.sweep.len(), 2);
+    let all_hits = &report.sweep[0];
+    assert!((all_hits.reads_per_lookup - 1.0).abs() < 1e-9);
+    let mostly_misses = &report.sweep[1];
+    assert!(
+        mostly_misses.excess_reads_per_lookup <= 0.95 * 0.1 * 2.0 + 0.03,
+        "false-positive reads/lookup {} at fp 10 %",
+        mostly_misses.excess_reads_per_lookup
+    );
+    assert!(report.checks.iter().any(|c| c.target.starts_with("Cassandra reads/lookup")));
+
+    // The artefacts: JSON always, charts where a font is installed.
+    let dir = std::env::temp_dir().join(format!("bloomgate-loadgen-smoke-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = serde_json::to_string_pretty(&report).unwrap();
+    assert!(json.contains("\"cassandra_reads_per_lookup\""));
+    if load_font(None).is_ok() {
+        let files = draw_all(&report, &dir, None).expect("charts");
+        assert_eq!(files.len(), 4);
+        for f in files {
+            assert!(std::fs::metadata(&f).unwrap().len() > 1000, "{} is empty", f.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
