@@ -18,10 +18,7 @@ pub struct Health {
 
 /// The health body, `{"ok":true,"edge":"bloomgate"}`.
 pub fn health() -> Health {
-    Health {
-        ok: true,
-        edge: "bloomgate",
-    }
+    Health { ok: true, edge: "bloomgate" }
 }
 
 /// An RFC 9457 problem body. `detail` never carries internals (addresses, stack traces).
@@ -40,12 +37,7 @@ pub struct Problem {
 
 /// 404 for any route the edge does not serve.
 pub fn not_found(path: &str) -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Not Found",
-        status: 404,
-        detail: format!("no route for {path}"),
-    }
+    Problem { kind: "about:blank", title: "Not Found", status: 404, detail: format!("no route for {path}") }
 }
 
 /// 502 when the origin could not be reached; the cause goes to the log, not the body.
@@ -86,22 +78,12 @@ pub struct NotSeen<'a> {
 
 /// The 404 body for a key the edge's segment rules out.
 pub fn not_seen<'a>(filter: &'a str, key: &'a str) -> NotSeen<'a> {
-    NotSeen {
-        filter,
-        key,
-        seen: false,
-        answered_by: "edge",
-    }
+    NotSeen { filter, key, seen: false, answered_by: "edge" }
 }
 
 /// 400 for a key or filter name that the origin would refuse too, with the same reason.
 pub fn bad_request(detail: String) -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Bad Request",
-        status: 400,
-        detail,
-    }
+    Problem { kind: "about:blank", title: "Bad Request", status: 400, detail }
 }
 
 /// 405 for writes: the edge serves lookups only.
@@ -123,7 +105,8 @@ pub fn origin_unavailable() -> Problem {
         kind: "about:blank",
         title: "Service Unavailable",
         status: 503,
-        detail: "the origin could not be reached; the answer is unknown, not 'absent'. Retry after the delay".to_owned(),
+        detail: "the origin could not be reached; the answer is unknown, not 'absent'. Retry after the delay"
+            .to_owned(),
     }
 }
 
@@ -144,24 +127,15 @@ mod tests {
     #[test]
     fn edge_answers_have_the_origins_shape() {
         let body = serde_json::to_value(not_seen("f", "ab")).unwrap();
-        assert_eq!(
-            body,
-            serde_json::json!({"filter":"f","key":"ab","seen":false,"answered_by":"edge"})
-        );
+        assert_eq!(body, serde_json::json!({"filter":"f","key":"ab","seen":false,"answered_by":"edge"}));
         assert_eq!(write_not_allowed("PUT", "/v1/filters/f/keys/a").status, 405);
         assert_eq!(origin_unavailable().status, 503);
-        assert_eq!(
-            bad_request("key must be 64 hex digits, got 63".into()).detail,
-            "key must be 64 hex digits, got 63"
-        );
+        assert_eq!(bad_request("key must be 64 hex digits, got 63".into()).detail, "key must be 64 hex digits, got 63");
     }
 
     #[test]
     fn health_body_is_stable() {
-        assert_eq!(
-            serde_json::to_string(&health()).unwrap(),
-            r#"{"ok":true,"edge":"bloomgate"}"#
-        );
+        assert_eq!(serde_json::to_string(&health()).unwrap(), r#"{"ok":true,"edge":"bloomgate"}"#);
     }
 
     #[test]
@@ -175,10 +149,7 @@ mod tests {
     #[test]
     fn origin_url_keeps_path_and_query_verbatim() {
         assert_eq!(
-            origin_url(
-                "http://127.0.0.1:8080/",
-                "/v1/filters/users/keys/a%2Fb?trace=1"
-            ),
+            origin_url("http://127.0.0.1:8080/", "/v1/filters/users/keys/a%2Fb?trace=1"),
             "http://127.0.0.1:8080/v1/filters/users/keys/a%2Fb?trace=1"
         );
         assert_eq!(origin_url("http://o", "v1/x"), "http://o/v1/x");

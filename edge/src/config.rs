@@ -61,31 +61,18 @@ impl EdgeConfig {
         let origin_url = lookup(ORIGIN_URL).ok_or(ConfigError::Missing(ORIGIN_URL))?;
         let origin_url = origin_url.trim().trim_end_matches('/').to_owned();
         if !(origin_url.starts_with("http://") || origin_url.starts_with("https://")) {
-            return Err(ConfigError::Invalid {
-                name: ORIGIN_URL,
-                reason: "must start with http:// or https://",
-            });
+            return Err(ConfigError::Invalid { name: ORIGIN_URL, reason: "must start with http:// or https://" });
         }
         let edge_secret = lookup(EDGE_SECRET).ok_or(ConfigError::Missing(EDGE_SECRET))?;
         if edge_secret.is_empty() {
-            return Err(ConfigError::Invalid {
-                name: EDGE_SECRET,
-                reason: "must not be empty",
-            });
+            return Err(ConfigError::Invalid { name: EDGE_SECRET, reason: "must not be empty" });
         }
-        let freshness_secs = lookup(FRESHNESS_SECS)
-            .ok_or(ConfigError::Missing(FRESHNESS_SECS))?
-            .trim()
-            .parse()
-            .map_err(|_| ConfigError::Invalid {
-                name: FRESHNESS_SECS,
-                reason: "must be a whole number of seconds",
+        let freshness_secs =
+            lookup(FRESHNESS_SECS).ok_or(ConfigError::Missing(FRESHNESS_SECS))?.trim().parse().map_err(|_| {
+                ConfigError::Invalid { name: FRESHNESS_SECS, reason: "must be a whole number of seconds" }
             })?;
         if freshness_secs == 0 {
-            return Err(ConfigError::Invalid {
-                name: FRESHNESS_SECS,
-                reason: "must be at least 1 second",
-            });
+            return Err(ConfigError::Invalid { name: FRESHNESS_SECS, reason: "must be at least 1 second" });
         }
         let memory_mb: u32 = match lookup(MEMORY_CACHE_MB) {
             None => DEFAULT_MEMORY_CACHE_MB,
@@ -94,12 +81,7 @@ impl EdgeConfig {
                 reason: "must be a whole number of MiB from 1 to 96 (the isolate has 128 MB in all)",
             })?,
         };
-        Ok(Self {
-            origin_url,
-            edge_secret,
-            freshness_secs,
-            memory_cache_bytes: memory_mb as usize * 1024 * 1024,
-        })
+        Ok(Self { origin_url, edge_secret, freshness_secs, memory_cache_bytes: memory_mb as usize * 1024 * 1024 })
     }
 }
 
@@ -109,26 +91,17 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(pairs: &[(&str, &str)]) -> Result<EdgeConfig, ConfigError> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         EdgeConfig::from_lookup(|name| map.get(name).cloned())
     }
 
-    const DEV: &[(&str, &str)] = &[
-        (ORIGIN_URL, "http://127.0.0.1:8080/"),
-        (EDGE_SECRET, "dev-edge-secret"),
-        (FRESHNESS_SECS, "5"),
-    ];
+    const DEV: &[(&str, &str)] =
+        &[(ORIGIN_URL, "http://127.0.0.1:8080/"), (EDGE_SECRET, "dev-edge-secret"), (FRESHNESS_SECS, "5")];
 
     #[test]
     fn parses_the_wrangler_dev_defaults() {
         let config = parse(DEV).unwrap();
-        assert_eq!(
-            config.origin_url, "http://127.0.0.1:8080",
-            "trailing slash is dropped"
-        );
+        assert_eq!(config.origin_url, "http://127.0.0.1:8080", "trailing slash is dropped");
         assert_eq!(config.edge_secret, "dev-edge-secret");
         assert_eq!(config.freshness_secs, 5);
     }
@@ -142,28 +115,10 @@ mod tests {
     #[test]
     fn rejects_unusable_values() {
         let bad_url = [(ORIGIN_URL, "127.0.0.1:8080"), DEV[1], DEV[2]];
-        assert!(matches!(
-            parse(&bad_url),
-            Err(ConfigError::Invalid {
-                name: ORIGIN_URL,
-                ..
-            })
-        ));
+        assert!(matches!(parse(&bad_url), Err(ConfigError::Invalid { name: ORIGIN_URL, .. })));
         let bad_secs = [DEV[0], DEV[1], (FRESHNESS_SECS, "five")];
-        assert!(matches!(
-            parse(&bad_secs),
-            Err(ConfigError::Invalid {
-                name: FRESHNESS_SECS,
-                ..
-            })
-        ));
+        assert!(matches!(parse(&bad_secs), Err(ConfigError::Invalid { name: FRESHNESS_SECS, .. })));
         let empty_secret = [DEV[0], (EDGE_SECRET, ""), DEV[2]];
-        assert!(matches!(
-            parse(&empty_secret),
-            Err(ConfigError::Invalid {
-                name: EDGE_SECRET,
-                ..
-            })
-        ));
+        assert!(matches!(parse(&empty_secret), Err(ConfigError::Invalid { name: EDGE_SECRET, .. })));
     }
 }

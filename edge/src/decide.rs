@@ -27,10 +27,7 @@ pub fn manifest_is_fresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> 
 
 /// Which segment a normalised key lives in under this manifest.
 pub fn segment_of(manifest: &Manifest, key: &[u8]) -> u32 {
-    manifest
-        .params
-        .locate(&hash_key(key, manifest.params.seed))
-        .segment
+    manifest.params.locate(&hash_key(key, manifest.params.seed)).segment
 }
 
 /// The Cache API key of a segment at a version: immutable content, so versioned URLs.
@@ -63,20 +60,10 @@ pub fn decide(manifest: &Manifest, segment: Option<&SegmentView<'_>>, key: &[u8]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloomgate_filter::{
-        decode_segment, encode_segment, BloomFilter, KeyFormat, Params, SizingOptions,
-    };
+    use bloomgate_filter::{decode_segment, encode_segment, BloomFilter, KeyFormat, Params, SizingOptions};
 
     fn setup() -> (Manifest, BloomFilter) {
-        let params = Params::for_capacity_with(
-            5_000,
-            0.01,
-            SizingOptions {
-                seed: 7,
-                segment_bytes: 1024,
-            },
-        )
-        .unwrap();
+        let params = Params::for_capacity_with(5_000, 0.01, SizingOptions { seed: 7, segment_bytes: 1024 }).unwrap();
         let mut filter = BloomFilter::new(params);
         for i in 0u32..5_000 {
             filter.insert(&i.to_le_bytes());
@@ -109,9 +96,7 @@ mod tests {
                 not_seen += 1;
             }
             // The wrong segment never answers.
-            let other =
-                decode_segment(&encoded[((seg + 1) % manifest.params.segment_count) as usize])
-                    .unwrap();
+            let other = decode_segment(&encoded[((seg + 1) % manifest.params.segment_count) as usize]).unwrap();
             assert_ne!(decide(&manifest, Some(&other), &key), Decision::NotSeen);
         }
         assert!(not_seen > 14_500, "{not_seen}");
@@ -124,15 +109,9 @@ mod tests {
         let seg = segment_of(&manifest, &key);
         let payload = filter.segment_payload(seg);
         let old = encode_segment(&manifest.params, 9, seg, 2, &payload).unwrap();
-        assert_eq!(
-            decide(&manifest, Some(&decode_segment(&old).unwrap()), &key),
-            Decision::ForwardNoSegment
-        );
+        assert_eq!(decide(&manifest, Some(&decode_segment(&old).unwrap()), &key), Decision::ForwardNoSegment);
         let other_gen = encode_segment(&manifest.params, 8, seg, 3, &payload).unwrap();
-        assert_eq!(
-            decide(&manifest, Some(&decode_segment(&other_gen).unwrap()), &key),
-            Decision::ForwardNoSegment
-        );
+        assert_eq!(decide(&manifest, Some(&decode_segment(&other_gen).unwrap()), &key), Decision::ForwardNoSegment);
         assert_eq!(decide(&manifest, None, &key), Decision::ForwardNoSegment);
     }
 
@@ -141,18 +120,12 @@ mod tests {
         assert!(manifest_is_fresh(1000.0, 1000.0, 5));
         assert!(manifest_is_fresh(1000.0, 5999.0, 5));
         assert!(!manifest_is_fresh(1000.0, 6000.0, 5));
-        assert!(
-            !manifest_is_fresh(1000.0, 999.0, 5),
-            "a clock going backwards is not fresh"
-        );
+        assert!(!manifest_is_fresh(1000.0, 999.0, 5), "a clock going backwards is not fresh");
     }
 
     #[test]
     fn cache_urls_carry_generation_and_version() {
         let (manifest, _) = setup();
-        assert_eq!(
-            segment_cache_url(&manifest, 2, 7),
-            "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=7"
-        );
+        assert_eq!(segment_cache_url(&manifest, 2, 7), "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=7");
     }
 }

@@ -17,8 +17,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use worker::{
-    console_error, console_log, event, Cache, Context, Env, Fetch, Headers, Method, Request,
-    RequestInit, Response, Result,
+    console_error, console_log, event, Cache, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response,
+    Result,
 };
 
 /// Header carrying the edge secret to the origin.
@@ -89,11 +89,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         Route::Lookup { filter, key } => handle_lookup(&config, &ctx, &req, filter, key).await,
         Route::BatchLookup { filter } => handle_batch(&config, &ctx, req, filter).await,
         Route::WriteNotAllowed => {
-            let r = json(
-                &answer::write_not_allowed(&method, &path),
-                405,
-                answer::PROBLEM_JSON,
-            )?;
+            let r = json(&answer::write_not_allowed(&method, &path), 405, answer::PROBLEM_JSON)?;
             r.headers().set("allow", "GET")?;
             Ok(r)
         }
@@ -111,18 +107,10 @@ async fn handle_lookup(
     raw_key: &str,
 ) -> Result<Response> {
     if let Err(e) = validate_filter_name(filter) {
-        return json(
-            &answer::bad_request(e.to_string()),
-            400,
-            answer::PROBLEM_JSON,
-        );
+        return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON);
     }
     let Some(key_bytes) = route::percent_decode(raw_key) else {
-        return json(
-            &answer::bad_request("key has a malformed %-escape".into()),
-            400,
-            answer::PROBLEM_JSON,
-        );
+        return json(&answer::bad_request("key has a malformed %-escape".into()), 400, answer::PROBLEM_JSON);
     };
     let manifest = match manifest(config, filter).await {
         ManifestFetch::Found(m, _) => m,
@@ -130,21 +118,11 @@ async fn handle_lookup(
         ManifestFetch::Failed => return forward(config, req).await,
     };
     if key_bytes.contains(&0) {
-        return json(
-            &answer::bad_request("key must not contain NUL (%00)".into()),
-            400,
-            answer::PROBLEM_JSON,
-        );
+        return json(&answer::bad_request("key must not contain NUL (%00)".into()), 400, answer::PROBLEM_JSON);
     }
     let key = match manifest.key_format.normalize(&key_bytes) {
         Ok(key) => key,
-        Err(e) => {
-            return json(
-                &answer::bad_request(e.to_string()),
-                400,
-                answer::PROBLEM_JSON,
-            )
-        }
+        Err(e) => return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON),
     };
     let index = decide::segment_of(&manifest, &key);
     let segment = segment(config, ctx, &manifest, index).await;
@@ -169,18 +147,9 @@ struct BatchResult {
     results: Vec<serde_json::Value>,
 }
 
-async fn handle_batch(
-    config: &EdgeConfig,
-    ctx: &Context,
-    mut req: Request,
-    filter: &str,
-) -> Result<Response> {
+async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filter: &str) -> Result<Response> {
     if let Err(e) = validate_filter_name(filter) {
-        return json(
-            &answer::bad_request(e.to_string()),
-            400,
-            answer::PROBLEM_JSON,
-        );
+        return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON);
     }
     let body = req.bytes().await?;
     if body.len() > MAX_BATCH_BODY {
@@ -192,13 +161,7 @@ async fn handle_batch(
     }
     let batch: BatchBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
-        Err(e) => {
-            return json(
-                &answer::bad_request(format!("invalid JSON body: {e}")),
-                400,
-                answer::PROBLEM_JSON,
-            )
-        }
+        Err(e) => return json(&answer::bad_request(format!("invalid JSON body: {e}")), 400, answer::PROBLEM_JSON),
     };
     let manifest = match manifest(config, filter).await {
         ManifestFetch::Found(m, _) => m,
@@ -215,19 +178,11 @@ async fn handle_batch(
     for (i, raw) in batch.keys.iter().enumerate() {
         let key = match manifest.key_format.normalize(raw.as_bytes()) {
             Ok(k) => k,
-            Err(e) => {
-                return json(
-                    &answer::bad_request(format!("keys[{i}]: {e}")),
-                    400,
-                    answer::PROBLEM_JSON,
-                )
-            }
+            Err(e) => return json(&answer::bad_request(format!("keys[{i}]: {e}")), 400, answer::PROBLEM_JSON),
         };
         let index = decide::segment_of(&manifest, &key);
         let segment = segment(config, ctx, &manifest, index).await;
-        if decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key)
-            == Decision::NotSeen
-        {
+        if decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key) == Decision::NotSeen {
             results[i] = Some(
                 serde_json::to_value(answer::not_seen(filter, raw))
                     .map_err(|e| worker::Error::RustError(e.to_string()))?,
@@ -250,10 +205,7 @@ async fn handle_batch(
         }
     }
     let results: Vec<serde_json::Value> = results.into_iter().flatten().collect();
-    relay_json(&BatchResult {
-        filter: filter.to_owned(),
-        results,
-    })
+    relay_json(&BatchResult { filter: filter.to_owned(), results })
 }
 
 /// The manifest, from isolate memory while fresh, else from the origin (one fetch per isolate
@@ -268,24 +220,16 @@ async fn manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     let shared = with_isolate(config, |iso| {
         iso.manifest_fetches
             .entry(filter.to_owned())
-            .or_insert_with(|| {
-                fetch_manifest(config.clone(), filter.to_owned())
-                    .boxed_local()
-                    .shared()
-            })
+            .or_insert_with(|| fetch_manifest(config.clone(), filter.to_owned()).boxed_local().shared())
             .clone()
     });
     let outcome = shared.await;
     with_isolate(config, |iso| {
         iso.manifest_fetches.remove(filter);
         if let ManifestFetch::Found(m, asked_at) = &outcome {
-            let newer = iso
-                .manifests
-                .get(filter)
-                .is_none_or(|(_, t)| *t <= *asked_at);
+            let newer = iso.manifests.get(filter).is_none_or(|(_, t)| *t <= *asked_at);
             if newer {
-                iso.manifests
-                    .insert(filter.to_owned(), (m.clone(), *asked_at));
+                iso.manifests.insert(filter.to_owned(), (m.clone(), *asked_at));
             }
         }
     });
@@ -304,15 +248,8 @@ async fn fetch_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
         }
     };
     match response.status_code() {
-        200 => match response
-            .bytes()
-            .await
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
-        {
-            Some(m) if m.validate().is_ok() && m.filter == filter => {
-                ManifestFetch::Found(Rc::new(m), asked_at)
-            }
+        200 => match response.bytes().await.ok().and_then(|b| serde_json::from_slice::<Manifest>(&b).ok()) {
+            Some(m) if m.validate().is_ok() && m.filter == filter => ManifestFetch::Found(Rc::new(m), asked_at),
             _ => {
                 console_error!("manifest {filter}: unusable body");
                 ManifestFetch::Failed
@@ -328,12 +265,7 @@ async fn fetch_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
 
 /// A verified segment at least as new as the manifest lists: isolate memory, then the Cache
 /// API, then the origin. None when no usable copy could be had (the lookup is forwarded).
-async fn segment(
-    config: &EdgeConfig,
-    ctx: &Context,
-    manifest: &Rc<Manifest>,
-    index: u32,
-) -> Option<Rc<Segment>> {
+async fn segment(config: &EdgeConfig, ctx: &Context, manifest: &Rc<Manifest>, index: u32) -> Option<Rc<Segment>> {
     let version = manifest.segment_version(index)?;
     let key: SegmentKey = (manifest.filter.clone(), manifest.generation, index);
     let held = with_isolate(config, |iso| iso.segments.get(&key));
@@ -343,19 +275,14 @@ async fn segment(
     let shared = with_isolate(config, |iso| {
         iso.segment_fetches
             .entry((key.clone(), version))
-            .or_insert_with(|| {
-                load_segment(config.clone(), manifest.clone(), index, version)
-                    .boxed_local()
-                    .shared()
-            })
+            .or_insert_with(|| load_segment(config.clone(), manifest.clone(), index, version).boxed_local().shared())
             .clone()
     });
     let loaded = shared.await;
     with_isolate(config, |iso| {
         iso.segment_fetches.remove(&(key.clone(), version));
         if let Some(s) = &loaded {
-            iso.segments
-                .insert(key.clone(), s.clone(), s.as_bytes().len());
+            iso.segments.insert(key.clone(), s.clone(), s.as_bytes().len());
         }
     });
     if let Some(s) = &loaded {
@@ -371,20 +298,13 @@ async fn segment(
     loaded
 }
 
-async fn load_segment(
-    config: EdgeConfig,
-    manifest: Rc<Manifest>,
-    index: u32,
-    version: u64,
-) -> Option<Rc<Segment>> {
+async fn load_segment(config: EdgeConfig, manifest: Rc<Manifest>, index: u32, version: u64) -> Option<Rc<Segment>> {
     let cache_url = decide::segment_cache_url(&manifest, index, version);
     if let Ok(Some(mut cached)) = Cache::default().get(cache_url.as_str(), false).await {
         if let Ok(bytes) = cached.bytes().await {
             match Segment::decode(bytes) {
                 Ok(s) if decide::segment_usable(&manifest, s.header()) => return Some(Rc::new(s)),
-                Ok(_) => console_error!(
-                    "cached segment {cache_url} does not match the manifest: dropped"
-                ),
+                Ok(_) => console_error!("cached segment {cache_url} does not match the manifest: dropped"),
                 Err(e) => console_error!("cached segment {cache_url} rejected: {e}"),
             }
         }
@@ -437,9 +357,7 @@ async fn origin_get(url: &str, secret: Option<&str>) -> Result<Response> {
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Get).with_headers(headers);
-    Fetch::Request(Request::new_with_init(url, &init)?)
-        .send()
-        .await
+    Fetch::Request(Request::new_with_init(url, &init)?).send().await
 }
 
 /// Forwards a lookup to the origin and relays its answer; 503 + Retry-After if it cannot.
@@ -468,9 +386,7 @@ async fn forward(config: &EdgeConfig, req: &Request) -> Result<Response> {
             headers.set(name, &v)?;
         }
     }
-    Ok(Response::from_bytes(upstream.bytes().await?)?
-        .with_status(status)
-        .with_headers(headers))
+    Ok(Response::from_bytes(upstream.bytes().await?)?.with_status(status).with_headers(headers))
 }
 
 async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[String]) -> Result<BatchResult> {
@@ -480,17 +396,10 @@ async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[String]) -> Re
     let body = serde_json::to_string(&serde_json::json!({ "keys": keys }))
         .map_err(|e| worker::Error::RustError(e.to_string()))?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_headers(headers)
-        .with_body(Some(body.into()));
-    let mut response = Fetch::Request(Request::new_with_init(&url, &init)?)
-        .send()
-        .await?;
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
+    let mut response = Fetch::Request(Request::new_with_init(&url, &init)?).send().await?;
     if response.status_code() != 200 {
-        return Err(worker::Error::RustError(format!(
-            "origin answered {}",
-            response.status_code()
-        )));
+        return Err(worker::Error::RustError(format!("origin answered {}", response.status_code())));
     }
     response.json().await
 }

@@ -22,12 +22,7 @@ struct Entry<V> {
 impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
     /// An empty cache holding at most `budget` bytes.
     pub fn new(budget: usize) -> Self {
-        ByteLru {
-            entries: HashMap::new(),
-            budget,
-            used: 0,
-            tick: 0,
-        }
+        ByteLru { entries: HashMap::new(), budget, used: 0, tick: 0 }
     }
 
     /// The value for `key`, marking it recently used.
@@ -50,11 +45,7 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
             return;
         }
         while self.used + bytes > self.budget {
-            let oldest = self
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.last_used)
-                .map(|(k, _)| k.clone());
+            let oldest = self.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone());
             match oldest.and_then(|k| self.entries.remove(&k)) {
                 Some(evicted) => self.used -= evicted.bytes,
                 None => break,
@@ -62,14 +53,7 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
         }
         self.tick += 1;
         self.used += bytes;
-        self.entries.insert(
-            key,
-            Entry {
-                value,
-                bytes,
-                last_used: self.tick,
-            },
-        );
+        self.entries.insert(key, Entry { value, bytes, last_used: self.tick });
     }
 
     /// Removes `key`.

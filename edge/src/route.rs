@@ -27,20 +27,14 @@ pub enum Route<'a> {
 /// Classifies a request by method and path (no query string).
 pub fn classify<'a>(method: &str, path: &'a str) -> Route<'a> {
     if path == "/healthz" {
-        return if method == "GET" || method == "HEAD" {
-            Route::Health
-        } else {
-            Route::WriteNotAllowed
-        };
+        return if method == "GET" || method == "HEAD" { Route::Health } else { Route::WriteNotAllowed };
     }
     let Some(rest) = path.strip_prefix("/v1/filters/") else {
         return Route::NotFound;
     };
     let parts: Vec<&str> = rest.split('/').collect();
     match (method, parts.as_slice()) {
-        ("GET", [filter, "keys", key]) if !filter.is_empty() && !key.is_empty() => {
-            Route::Lookup { filter, key }
-        }
+        ("GET", [filter, "keys", key]) if !filter.is_empty() && !key.is_empty() => Route::Lookup { filter, key },
         ("POST", [filter, "lookups"]) if !filter.is_empty() => Route::BatchLookup { filter },
         ("GET" | "HEAD", _) => Route::NotFound,
         (_, [_, "keys", key]) if !key.is_empty() => Route::WriteNotAllowed,
@@ -75,40 +69,15 @@ mod tests {
 
     #[test]
     fn lookups_writes_and_everything_else() {
-        assert_eq!(
-            classify("GET", "/v1/filters/f/keys/abc"),
-            Route::Lookup {
-                filter: "f",
-                key: "abc"
-            }
-        );
-        assert_eq!(
-            classify("POST", "/v1/filters/f/lookups"),
-            Route::BatchLookup { filter: "f" }
-        );
-        assert_eq!(
-            classify("PUT", "/v1/filters/f/keys/abc"),
-            Route::WriteNotAllowed
-        );
-        assert_eq!(
-            classify("DELETE", "/v1/filters/f/keys/abc"),
-            Route::WriteNotAllowed
-        );
-        assert_eq!(
-            classify("POST", "/v1/filters/f/keys"),
-            Route::WriteNotAllowed
-        );
+        assert_eq!(classify("GET", "/v1/filters/f/keys/abc"), Route::Lookup { filter: "f", key: "abc" });
+        assert_eq!(classify("POST", "/v1/filters/f/lookups"), Route::BatchLookup { filter: "f" });
+        assert_eq!(classify("PUT", "/v1/filters/f/keys/abc"), Route::WriteNotAllowed);
+        assert_eq!(classify("DELETE", "/v1/filters/f/keys/abc"), Route::WriteNotAllowed);
+        assert_eq!(classify("POST", "/v1/filters/f/keys"), Route::WriteNotAllowed);
         assert_eq!(classify("PUT", "/v1/filters/f"), Route::WriteNotAllowed);
         assert_eq!(classify("GET", "/v1/filters/f/stats"), Route::NotFound);
-        assert_eq!(
-            classify("GET", "/v1/filters/f/manifest"),
-            Route::NotFound,
-            "segments are never served publicly"
-        );
-        assert_eq!(
-            classify("GET", "/v1/filters/f/segments/1/0"),
-            Route::NotFound
-        );
+        assert_eq!(classify("GET", "/v1/filters/f/manifest"), Route::NotFound, "segments are never served publicly");
+        assert_eq!(classify("GET", "/v1/filters/f/segments/1/0"), Route::NotFound);
         assert_eq!(classify("GET", "/v1/filters/f/keys/"), Route::NotFound);
         assert_eq!(classify("GET", "/metrics"), Route::NotFound);
         assert_eq!(classify("GET", "/healthz"), Route::Health);

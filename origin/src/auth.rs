@@ -16,18 +16,14 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Requires `Authorization: Bearer <token>` with one of `tokens`.
 pub fn require_writer(headers: &HeaderMap, tokens: &[String]) -> Result<(), AppError> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .ok_or(AppError::Unauthorized)?;
+    let value = headers.get(axum::http::header::AUTHORIZATION).ok_or(AppError::Unauthorized)?;
     let token = value
         .to_str()
         .ok()
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or_else(|| AppError::BadRequest("Authorization must be 'Bearer <token>'".into()))?;
     // Check every token so the time taken does not reveal which one matched.
-    let matched = tokens.iter().fold(false, |hit, t| {
-        constant_time_eq(t.as_bytes(), token.as_bytes()) | hit
-    });
+    let matched = tokens.iter().fold(false, |hit, t| constant_time_eq(t.as_bytes(), token.as_bytes()) | hit);
     if matched {
         Ok(())
     } else {
@@ -38,9 +34,7 @@ pub fn require_writer(headers: &HeaderMap, tokens: &[String]) -> Result<(), AppE
 /// Requires the edge secret; edge endpoints are off when none is configured.
 pub fn require_edge(headers: &HeaderMap, secret: Option<&str>) -> Result<(), AppError> {
     let secret = secret.ok_or(AppError::Forbidden)?;
-    let sent = headers
-        .get(EDGE_SECRET_HEADER)
-        .ok_or(AppError::Unauthorized)?;
+    let sent = headers.get(EDGE_SECRET_HEADER).ok_or(AppError::Unauthorized)?;
     if constant_time_eq(sent.as_bytes(), secret.as_bytes()) {
         Ok(())
     } else {
@@ -57,27 +51,12 @@ mod tests {
     fn writer_tokens() {
         let tokens = vec!["0123456789abcdef".to_string()];
         let mut h = HeaderMap::new();
-        assert!(matches!(
-            require_writer(&h, &tokens),
-            Err(AppError::Unauthorized)
-        ));
+        assert!(matches!(require_writer(&h, &tokens), Err(AppError::Unauthorized)));
         h.insert("authorization", HeaderValue::from_static("Bearer nope"));
-        assert!(matches!(
-            require_writer(&h, &tokens),
-            Err(AppError::Forbidden)
-        ));
-        h.insert(
-            "authorization",
-            HeaderValue::from_static("Basic 0123456789abcdef"),
-        );
-        assert!(matches!(
-            require_writer(&h, &tokens),
-            Err(AppError::BadRequest(_))
-        ));
-        h.insert(
-            "authorization",
-            HeaderValue::from_static("Bearer 0123456789abcdef"),
-        );
+        assert!(matches!(require_writer(&h, &tokens), Err(AppError::Forbidden)));
+        h.insert("authorization", HeaderValue::from_static("Basic 0123456789abcdef"));
+        assert!(matches!(require_writer(&h, &tokens), Err(AppError::BadRequest(_))));
+        h.insert("authorization", HeaderValue::from_static("Bearer 0123456789abcdef"));
         assert!(require_writer(&h, &tokens).is_ok());
         assert!(matches!(require_writer(&h, &[]), Err(AppError::Forbidden)));
     }
@@ -85,16 +64,10 @@ mod tests {
     #[test]
     fn edge_secret() {
         let mut h = HeaderMap::new();
-        assert!(matches!(
-            require_edge(&h, Some("s3cret")),
-            Err(AppError::Unauthorized)
-        ));
+        assert!(matches!(require_edge(&h, Some("s3cret")), Err(AppError::Unauthorized)));
         h.insert(EDGE_SECRET_HEADER, HeaderValue::from_static("s3cret"));
         assert!(require_edge(&h, Some("s3cret")).is_ok());
-        assert!(matches!(
-            require_edge(&h, Some("other")),
-            Err(AppError::Forbidden)
-        ));
+        assert!(matches!(require_edge(&h, Some("other")), Err(AppError::Forbidden)));
         assert!(matches!(require_edge(&h, None), Err(AppError::Forbidden)));
     }
 }

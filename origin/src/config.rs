@@ -48,6 +48,24 @@ pub struct Config {
     pub retry_after_secs: u64,
     /// Consult the filter at all. `false` sends every lookup to the key store: the A/B baseline.
     pub filter_enabled: bool,
+    /// How often to check filters for lost bits or drift and rebuild on its own, in ms; 0 = off.
+    pub recovery_interval_ms: u64,
+    /// Wait between naming a rebuild's generation and scanning, in ms; 0 = request timeout plus
+    /// the Redis write timeout (the longest a write can take).
+    pub rebuild_settle_ms: u64,
+    /// How long a replaced generation is kept for edges and caches, in ms. Keep it above the
+    /// edges' FRESHNESS_SECS and `meta_cache_ms`.
+    pub rebuild_grace_ms: u64,
+    /// Concurrent token-range scans in a rebuild.
+    pub rebuild_concurrency: usize,
+    /// Automatic resize when estimated keys exceed capacity × this.
+    pub auto_resize_at_fill: f64,
+    /// Automatic rebuild when the observed false-positive rate exceeds the target × this.
+    pub auto_fp_factor: f64,
+    /// ...over at least this many lookups of absent keys.
+    pub auto_fp_min_samples: u64,
+    /// Automatic rebuild when deletes since the build exceed this share of the keys.
+    pub auto_stale_delete_share: f64,
 }
 
 impl Default for Config {
@@ -72,6 +90,14 @@ impl Default for Config {
             meta_cache_ms: 1000,
             retry_after_secs: 1,
             filter_enabled: true,
+            recovery_interval_ms: 5000,
+            rebuild_settle_ms: 0,
+            rebuild_grace_ms: 10_000,
+            rebuild_concurrency: 4,
+            auto_resize_at_fill: 1.0,
+            auto_fp_factor: 3.0,
+            auto_fp_min_samples: 10_000,
+            auto_stale_delete_share: 0.2,
         }
     }
 }
@@ -103,14 +129,8 @@ pub enum ConfigError {
 impl Config {
     /// Reads a TOML file (all fields optional).
     pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
-            path: path.into(),
-            cause,
-        })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.into(),
-            cause: e.to_string(),
-        })
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read { path: path.into(), cause })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), cause: e.to_string() })
     }
 
     /// Checks the values that would otherwise fail later, and obscurely.
@@ -124,15 +144,11 @@ impl Config {
             ("cassandra_timeout_ms", self.cassandra_timeout_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
-            return Err(ConfigError::Invalid(format!(
-                "{name} must be greater than 0"
-            )));
+            return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
         self.consistency()?;
         if self.writer_tokens.iter().any(|t| t.len() < 16) {
-            return Err(ConfigError::Invalid(
-                "writer tokens must be at least 16 characters".into(),
-            ));
+            return Err(ConfigError::Invalid("writer tokens must be at least 16 characters".into()));
         }
         Ok(())
     }
@@ -149,8 +165,8 @@ impl Config {
             "all" => All,
             other => {
                 return Err(ConfigError::Invalid(format!(
-                    "cassandra_consistency {other:?} is not one of one, local_one, quorum, local_quorum, each_quorum, all"
-                )))
+                "cassandra_consistency {other:?} is not one of one, local_one, quorum, local_quorum, each_quorum, all"
+            )))
             }
         })
     }
@@ -175,10 +191,36 @@ impl Config {
         Duration::from_millis(self.request_timeout_ms)
     }
 
+    /// Rebuild settings from this config.
+    pub fn rebuild_options(&self, progress: bool) -> crate::rebuild::RebuildOptions {
+        let settle = match self.rebuild_settle_ms {
+            0 => self.request_timeout() + self.redis_write_timeout(),
+            ms => Duration::from_millis(ms),
+        };
+        crate::rebuild::RebuildOptions {
+            capacity: None,
+            fp_rate: None,
+            concurrency: self.rebuild_concurrency.max(1),
+            settle,
+            grace: Duration::from_millis(self.rebuild_grace_ms),
+            lease_ttl: Duration::from_secs(30),
+            progress,
+        }
+    }
+
+    /// Thresholds of automatic rebuilds.
+    pub fn thresholds(&self) -> crate::recovery::Thresholds {
+        crate::recovery::Thresholds {
+            resize_at_fill: self.auto_resize_at_fill,
+            fp_factor: self.auto_fp_factor,
+            fp_min_samples: self.auto_fp_min_samples,
+            stale_delete_share: self.auto_stale_delete_share,
+        }
+    }
+
     /// Largest request body: a full batch of the longest keys, plus JSON overhead.
     pub fn max_body_bytes(&self) -> usize {
-        (self.max_batch * (2 * bloomgate_filter::MAX_KEY_BYTES + 8)).max(self.max_value_bytes)
-            + 1024
+        (self.max_batch * (2 * bloomgate_filter::MAX_KEY_BYTES + 8)).max(self.max_value_bytes) + 1024
     }
 }
 
@@ -192,32 +234,17 @@ mod tests {
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.max_batch, 10);
         assert_eq!(c.redis_timeout_ms, 50);
-        let err = toml::from_str::<Config>("max_batchh = 10\n")
-            .unwrap_err()
-            .to_string();
+        let err = toml::from_str::<Config>("max_batchh = 10\n").unwrap_err().to_string();
         assert!(err.contains("max_batchh"), "{err}");
     }
 
     #[test]
     fn validation_names_the_field() {
-        let c = Config {
-            max_in_flight: 0,
-            ..Config::default()
-        };
-        assert!(c
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("max_in_flight"));
-        let c = Config {
-            cassandra_consistency: "most".into(),
-            ..Config::default()
-        };
+        let c = Config { max_in_flight: 0, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("max_in_flight"));
+        let c = Config { cassandra_consistency: "most".into(), ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().contains("most"));
-        let c = Config {
-            writer_tokens: vec!["short".into()],
-            ..Config::default()
-        };
+        let c = Config { writer_tokens: vec!["short".into()], ..Config::default() };
         assert!(c.validate().is_err());
         assert!(Config::default().validate().is_ok());
     }

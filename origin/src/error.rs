@@ -77,22 +77,78 @@ impl AppError {
     fn parts(&self) -> (StatusCode, &'static str, String) {
         use AppError::*;
         match self {
-            BadKey(_) => (StatusCode::BAD_REQUEST, "Check the key against the filter's key_format (GET .../stats shows it).", self.to_string()),
-            BadFilterName(_) => (StatusCode::BAD_REQUEST, "Filter names are 1-64 characters of a-z, 0-9, '-' and '_'.", self.to_string()),
-            BadParams(_) => (StatusCode::BAD_REQUEST, "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.", self.to_string()),
-            BadRequest(_) => (StatusCode::BAD_REQUEST, "See the API section of the README for the request shape.", self.to_string()),
-            UnknownFilter(_) => (StatusCode::NOT_FOUND, "Create it with PUT /v1/filters/{filter} first, or check the name.", self.to_string()),
-            BatchTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "Split the batch into smaller requests.", self.to_string()),
-            ValueTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "Store large values elsewhere and keep a reference here.", self.to_string()),
-            BodyTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "Send smaller batches or values (see max_batch and max_value_bytes).", self.to_string()),
-            Unauthorized => (StatusCode::UNAUTHORIZED, "Send 'Authorization: Bearer <token>' with a writer token from the origin's config.", self.to_string()),
-            Forbidden => (StatusCode::FORBIDDEN, "Use a token listed in writer_tokens (or the edge secret for edge endpoints).", self.to_string()),
+            BadKey(_) => (
+                StatusCode::BAD_REQUEST,
+                "Check the key against the filter's key_format (GET .../stats shows it).",
+                self.to_string(),
+            ),
+            BadFilterName(_) => (
+                StatusCode::BAD_REQUEST,
+                "Filter names are 1-64 characters of a-z, 0-9, '-' and '_'.",
+                self.to_string(),
+            ),
+            BadParams(_) => (
+                StatusCode::BAD_REQUEST,
+                "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.",
+                self.to_string(),
+            ),
+            BadRequest(_) => {
+                (StatusCode::BAD_REQUEST, "See the API section of the README for the request shape.", self.to_string())
+            }
+            UnknownFilter(_) => (
+                StatusCode::NOT_FOUND,
+                "Create it with PUT /v1/filters/{filter} first, or check the name.",
+                self.to_string(),
+            ),
+            BatchTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "Split the batch into smaller requests.", self.to_string())
+            }
+            ValueTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Store large values elsewhere and keep a reference here.",
+                self.to_string(),
+            ),
+            BodyTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Send smaller batches or values (see max_batch and max_value_bytes).",
+                self.to_string(),
+            ),
+            Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "Send 'Authorization: Bearer <token>' with a writer token from the origin's config.",
+                self.to_string(),
+            ),
+            Forbidden => (
+                StatusCode::FORBIDDEN,
+                "Use a token listed in writer_tokens (or the edge secret for edge endpoints).",
+                self.to_string(),
+            ),
             Conflict(_) => (StatusCode::CONFLICT, "Use another name, or the existing settings.", self.to_string()),
-            NotFound(_) => (StatusCode::NOT_FOUND, "Fetch the manifest again: it names the current generation and segments.", self.to_string()),
-            FilterWrite(_) => (StatusCode::SERVICE_UNAVAILABLE, "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.", "the filter could not record the key, so the write was not done".into()),
-            FilterRead(_) => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay; lookups still work meanwhile.", "the filter store (Redis) is unavailable".into()),
-            KeyStore(_) => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay. The answer is unknown, not 'absent'.", "the database did not answer".into()),
-            Overloaded => (StatusCode::TOO_MANY_REQUESTS, "Retry after the delay, or spread the load.", "too many requests in flight".into()),
+            NotFound(_) => (
+                StatusCode::NOT_FOUND,
+                "Fetch the manifest again: it names the current generation and segments.",
+                self.to_string(),
+            ),
+            FilterWrite(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.",
+                "the filter could not record the key, so the write was not done".into(),
+            ),
+            FilterRead(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Retry after the delay; lookups still work meanwhile.",
+                "the filter store (Redis) is unavailable".into(),
+            ),
+            KeyStore(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Retry after the delay. The answer is unknown, not 'absent'.",
+                "the database did not answer".into(),
+            ),
+            Overloaded => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "Retry after the delay, or spread the load.",
+                "too many requests in flight".into(),
+            ),
             Timeout => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay.", "the request took too long".into()),
         }
     }
@@ -121,10 +177,7 @@ impl IntoResponse for AppError {
         });
         let mut response = (status, body.to_string()).into_response();
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             let secs = RETRY_AFTER_SECS.load(std::sync::atomic::Ordering::Relaxed);
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -139,27 +192,17 @@ mod tests {
 
     #[test]
     fn unavailable_database_is_503_with_retry_after_and_no_internals() {
-        let response =
-            AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7 secret stack".into()))
-                .into_response();
+        let response = AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7 secret stack".into())).into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(response.headers().contains_key(header::RETRY_AFTER));
-        assert_eq!(
-            response.headers()[header::CONTENT_TYPE],
-            "application/problem+json"
-        );
-        let detail = AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7".into()))
-            .parts()
-            .2;
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
+        let detail = AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7".into())).parts().2;
         assert!(!detail.contains("10.0.0.7"));
     }
 
     #[test]
     fn bad_key_is_400_with_the_exact_reason() {
-        let err = AppError::BadKey(KeyError::WrongHexLength {
-            expected: 64,
-            got: 63,
-        });
+        let err = AppError::BadKey(KeyError::WrongHexLength { expected: 64, got: 63 });
         let (status, _, detail) = err.parts();
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert_eq!(detail, "key must be 64 hex digits, got 63");

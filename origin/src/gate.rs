@@ -7,10 +7,8 @@
 
 use crate::error::AppError;
 use crate::metrics::Metrics;
-use crate::store::{FilterDef, FilterMeta, FilterStore, FilterUnavailable, KeyStore};
-use bloomgate_filter::{
-    encode_segment, hash_key, validate_filter_name, KeyHash, Manifest, Params, SizingOptions,
-};
+use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore};
+use bloomgate_filter::{encode_segment, hash_key, validate_filter_name, KeyHash, Manifest, Params, SizingOptions};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -133,11 +131,7 @@ pub enum Created {
 
 impl Gate {
     /// A gate over these stores.
-    pub fn new(
-        filters: Arc<dyn FilterStore>,
-        keys: Arc<dyn KeyStore>,
-        settings: GateSettings,
-    ) -> Gate {
+    pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn KeyStore>, settings: GateSettings) -> Gate {
         Gate {
             filters,
             keys,
@@ -164,42 +158,33 @@ impl Gate {
     /// for a wrong name does not become a stream of database reads.
     pub async fn def(&self, name: &str) -> Result<Arc<FilterDef>, AppError> {
         validate_filter_name(name)?;
-        let cached = self
-            .defs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .cloned();
-        match cached {
-            Some((Some(def), _)) => return Ok(def),
-            Some((None, at)) if at.elapsed() < self.cache_ttl => {
-                return Err(AppError::UnknownFilter(name.into()))
-            }
-            _ => {}
-        }
-        let def = self.keys.filter(name).await?.map(Arc::new);
-        self.defs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.into(), (def.clone(), Instant::now()));
+        let cached = self.defs.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        // Definitions change only by a resize: cached briefly, like unknown names. A known
+        // definition outlives a key-store outage, so the filter keeps answering "no" meanwhile.
+        let stale = match cached {
+            Some((Some(def), at)) if at.elapsed() < self.cache_ttl => return Ok(def),
+            Some((None, at)) if at.elapsed() < self.cache_ttl => return Err(AppError::UnknownFilter(name.into())),
+            Some((def, _)) => def,
+            None => None,
+        };
+        let def = match self.keys.filter(name).await {
+            Ok(def) => def.map(Arc::new),
+            Err(e) => return stale.ok_or(AppError::KeyStore(e)),
+        };
+        self.defs.write().unwrap_or_else(|e| e.into_inner()).insert(name.into(), (def.clone(), Instant::now()));
         def.ok_or_else(|| AppError::UnknownFilter(name.into()))
     }
 
     /// The active generation's metadata, cached for `cache_ttl`. A cached copy is safe for
     /// reads: if its generation's segments vanish, reads of them fail as unavailable.
     async fn meta(&self, name: &str) -> Result<FilterMeta, FilterUnavailable> {
-        let cached = self
-            .metas
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .copied();
+        let cached = self.metas.read().unwrap_or_else(|e| e.into_inner()).get(name).copied();
         if let Some((meta, at)) = cached {
             if at.elapsed() < self.cache_ttl {
                 return Ok(meta);
             }
         }
-        let meta = self.filters.meta(name).await;
+        let meta = self.filters.state(name).await.and_then(|s| s.active.ok_or(FilterUnavailable::MetaMissing));
         let mut metas = self.metas.write().unwrap_or_else(|e| e.into_inner());
         match &meta {
             Ok(m) => metas.insert(name.into(), (*m, Instant::now())),
@@ -235,11 +220,7 @@ impl Gate {
             AfterFilter::AnswerNotSeen => {
                 counters.filter_negatives.fetch_add(1, Relaxed);
                 self.metrics.answered_by_filter.fetch_add(1, Relaxed);
-                return Ok(Answer {
-                    seen: false,
-                    answered_by: AnsweredBy::Filter,
-                    value: None,
-                });
+                return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
             }
             AfterFilter::AskDatabaseAfterMaybe => {
                 counters.filter_maybes.fetch_add(1, Relaxed);
@@ -254,27 +235,18 @@ impl Gate {
         if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
             counters.false_positives.fetch_add(1, Relaxed);
         }
-        Ok(Answer {
-            seen: stored.is_some(),
-            answered_by: AnsweredBy::Database,
-            value: stored,
-        })
+        Ok(Answer { seen: stored.is_some(), answered_by: AnsweredBy::Database, value: stored })
     }
 
     /// Normalises a batch, refusing all of it if any key is bad (the error names the index).
     fn normalize_batch(&self, def: &FilterDef, raw: &[String]) -> Result<Vec<Vec<u8>>, AppError> {
         if raw.len() > self.max_batch {
-            return Err(AppError::BatchTooLarge {
-                max: self.max_batch,
-                got: raw.len(),
-            });
+            return Err(AppError::BatchTooLarge { max: self.max_batch, got: raw.len() });
         }
         raw.iter()
             .enumerate()
             .map(|(i, k)| {
-                def.key_format
-                    .normalize(k.as_bytes())
-                    .map_err(|e| AppError::BadRequest(format!("keys[{i}]: {e}")))
+                def.key_format.normalize(k.as_bytes()).map_err(|e| AppError::BadRequest(format!("keys[{i}]: {e}")))
             })
             .collect()
     }
@@ -285,16 +257,8 @@ impl Gate {
         let keys = self.normalize_batch(&def, raw)?;
         // Futures collected first: a lazy `map` closure in the stream type trips the compiler's
         // higher-ranked `Send` check in handlers.
-        let lookups: Vec<_> = keys
-            .iter()
-            .map(|k| self.lookup_normalized(name, k))
-            .collect();
-        futures::stream::iter(lookups)
-            .buffered(BATCH_CONCURRENCY)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect()
+        let lookups: Vec<_> = keys.iter().map(|k| self.lookup_normalized(name, k)).collect();
+        futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await.into_iter().collect()
     }
 
     /// Stores one key: filter first, then the key store.
@@ -309,8 +273,7 @@ impl Gate {
         let def = self.def(name).await?;
         let keys = self.normalize_batch(&def, raw)?;
         let n = keys.len();
-        self.insert_many(name, keys.into_iter().map(|k| (k, Vec::new())).collect())
-            .await?;
+        self.insert_many(name, keys.into_iter().map(|k| (k, Vec::new())).collect()).await?;
         Ok(n)
     }
 
@@ -318,31 +281,25 @@ impl Gate {
     /// key in the key store but not in the filter would be answered "not seen". If the key
     /// store then fails, the filter holds a key the store lacks: a harmless false positive, and
     /// the caller's retry completes the write.
-    async fn insert_many(
-        &self,
-        name: &str,
-        entries: Vec<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<(), AppError> {
-        let meta = self.filters.meta(name).await.map_err(|e| {
+    async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
+        // Read fresh (never cached): a rebuild's new generation must get every add from the
+        // moment it exists (see `rebuild` for why a write that read the state just before
+        // has finished before the rebuild's scan starts).
+        let fail = |e: FilterUnavailable| {
             self.metrics.write_filter_failures.fetch_add(1, Relaxed);
             AppError::FilterWrite(e)
-        })?;
-        let hashes: Vec<KeyHash> = entries
-            .iter()
-            .map(|(k, _)| hash_key(k, meta.params.seed))
-            .collect();
-        self.filters.add(name, meta, hashes).await.map_err(|e| {
-            self.metrics.write_filter_failures.fetch_add(1, Relaxed);
-            AppError::FilterWrite(e)
-        })?;
-        let puts: Vec<_> = entries
-            .iter()
-            .map(|(k, v)| self.keys.put(name, k, v))
-            .collect();
-        let results: Vec<_> = futures::stream::iter(puts)
-            .buffer_unordered(BATCH_CONCURRENCY)
-            .collect()
-            .await;
+        };
+        let state = self.filters.state(name).await.map_err(fail)?;
+        let targets: Vec<FilterMeta> = state.write_targets().collect();
+        if targets.is_empty() {
+            return Err(fail(FilterUnavailable::MetaMissing));
+        }
+        for meta in targets {
+            let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
+            self.filters.add(name, meta, hashes).await.map_err(fail)?;
+        }
+        let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
+        let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             self.metrics.write_database_failures.fetch_add(1, Relaxed);
             return Err(e.into());
@@ -363,16 +320,9 @@ impl Gate {
     }
 
     /// Creates a filter, or confirms an identical one exists.
-    pub async fn create_filter(
-        &self,
-        name: &str,
-        request: CreateFilter,
-    ) -> Result<Created, AppError> {
+    pub async fn create_filter(&self, name: &str, request: CreateFilter) -> Result<Created, AppError> {
         validate_filter_name(name)?;
-        let options = SizingOptions {
-            seed: rand::random(),
-            segment_bytes: request.segment_bytes,
-        };
+        let options = SizingOptions { seed: rand::random(), segment_bytes: request.segment_bytes };
         let params = Params::for_capacity_with(request.capacity, request.fp_rate, options)?;
         let wanted = FilterDef {
             name: name.into(),
@@ -388,18 +338,17 @@ impl Gate {
                 stored.capacity, stored.fp_rate, stored.key_format, stored.segment_bytes
             )));
         }
-        self.defs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(name);
-        match self.filters.meta(name).await {
+        self.defs.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        match self.filters.state(name).await {
             Ok(_) => Ok(Created::Existing),
             Err(FilterUnavailable::MetaMissing) if created_now => {
                 // Only a filter with no keys yet may start from empty bits. The generation is
                 // the creation time in ms: never reused, so no edge can mistake old cached
                 // segments for this generation's.
                 let meta = FilterMeta { generation: now_ms(), params };
-                self.filters.create(name, meta).await.map_err(AppError::FilterWrite)?;
+                self.filters.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+                let state = FilterState { active: Some(meta), building: None, previous: None };
+                self.filters.set_state(name, state).await.map_err(AppError::FilterWrite)?;
                 Ok(Created::New)
             }
             Err(FilterUnavailable::MetaMissing) => Err(AppError::FilterWrite(FilterUnavailable::Error(
@@ -409,19 +358,20 @@ impl Gate {
         }
     }
 
+    /// The filter's state, read fresh.
+    pub async fn state(&self, name: &str) -> Result<FilterState, AppError> {
+        self.filters.state(name).await.map_err(AppError::FilterRead)
+    }
+
+    async fn active(&self, name: &str) -> Result<FilterMeta, AppError> {
+        self.state(name).await?.active.ok_or(AppError::FilterRead(FilterUnavailable::MetaMissing))
+    }
+
     /// The manifest the edge reads: params, key format and every segment's version.
     pub async fn manifest(&self, name: &str) -> Result<Manifest, AppError> {
         let def = self.def(name).await?;
-        let meta = self
-            .filters
-            .meta(name)
-            .await
-            .map_err(AppError::FilterRead)?;
-        let segment_versions = self
-            .filters
-            .segment_versions(name, meta)
-            .await
-            .map_err(AppError::FilterRead)?;
+        let meta = self.active(name).await?;
+        let segment_versions = self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
         Ok(Manifest {
             filter: name.into(),
             key_format: def.key_format,
@@ -431,30 +381,18 @@ impl Gate {
         })
     }
 
-    /// One encoded segment of the active generation: (version, wire bytes).
-    pub async fn segment(
-        &self,
-        name: &str,
-        generation: u64,
-        index: u32,
-    ) -> Result<(u64, Vec<u8>), AppError> {
+    /// One encoded segment of the active generation, or of the one being built or just
+    /// replaced: (version, wire bytes).
+    pub async fn segment(&self, name: &str, generation: u64, index: u32) -> Result<(u64, Vec<u8>), AppError> {
         self.def(name).await?;
-        let meta = self
-            .filters
-            .meta(name)
-            .await
-            .map_err(AppError::FilterRead)?;
-        if meta.generation != generation || index >= meta.params.segment_count {
+        let state = self.state(name).await?;
+        let Some(meta) = state.generation(generation).filter(|m| index < m.params.segment_count) else {
             return Err(AppError::NotFound(format!(
-                "filter {name:?} has no segment {index} in generation {generation} (active generation {}, {} segments)",
-                meta.generation, meta.params.segment_count
+                "filter {name:?} has no segment {index} in generation {generation} (active generation {:?})",
+                state.active.map(|m| m.generation)
             )));
-        }
-        let bits = self
-            .filters
-            .segment(name, generation, index)
-            .await
-            .map_err(AppError::FilterRead)?;
+        };
+        let bits = self.filters.segment(name, generation, index).await.map_err(AppError::FilterRead)?;
         let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
             .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
         Ok((bits.version, wire))
@@ -463,33 +401,23 @@ impl Gate {
     /// The `nodetool tablestats` of a filter.
     pub async fn stats(&self, name: &str) -> Result<serde_json::Value, AppError> {
         let def = self.def(name).await?;
-        let meta = self
-            .filters
-            .meta(name)
-            .await
-            .map_err(AppError::FilterRead)?;
-        let ones = self
-            .filters
-            .count_ones(name, meta)
-            .await
-            .map_err(AppError::FilterRead)?;
-        let memory = self
-            .filters
-            .memory_bytes(name, meta)
-            .await
-            .map_err(AppError::FilterRead)?;
+        let state = self.state(name).await?;
+        let meta = state.active.ok_or(AppError::FilterRead(FilterUnavailable::MetaMissing))?;
+        let ones = self.filters.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
+        let memory = self.filters.memory_bytes(name, meta).await.map_err(AppError::FilterRead)?;
         let c = self.metrics.filter(name);
-        let (maybes, fps) = (
-            c.filter_maybes.load(Relaxed),
-            c.false_positives.load(Relaxed),
-        );
+        let (maybes, fps) = (c.filter_maybes.load(Relaxed), c.false_positives.load(Relaxed));
         let estimated = meta.params.estimated_len(ones);
+        let absent_lookups = c.filter_negatives.load(Relaxed) + fps;
+        let observed_fp_rate = (absent_lookups > 0).then(|| fps as f64 / absent_lookups as f64);
         Ok(serde_json::json!({
             "filter": name,
             "key_format": def.key_format,
             "capacity": def.capacity,
             "target_fp_rate": def.fp_rate,
             "generation": meta.generation,
+            "building_generation": state.building.map(|m| m.generation),
+            "previous_generation": state.previous.map(|m| m.generation),
             "k": meta.params.k,
             "segment_count": meta.params.segment_count,
             "segment_bytes": meta.params.segment_bytes(),
@@ -503,17 +431,15 @@ impl Gate {
             "filter_maybes": maybes,
             "observed_false_positives": fps,
             "observed_false_positive_ratio": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
-            "deletes_since_build": c.deletes.load(Relaxed),
+            "deletes_since_build": c.deletes.load(Relaxed) - c.build_baseline().deletes,
+            "observed_fp_rate": observed_fp_rate,
         }))
     }
 }
 
 /// Milliseconds since the Unix epoch: generation numbers, never reused across re-creations.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(1)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1)
 }
 
 #[cfg(test)]
@@ -530,10 +456,7 @@ mod tests {
             FilterUnavailable::MetaMissing,
             FilterUnavailable::SegmentMissing(3),
         ] {
-            assert!(matches!(
-                after_filter(&Err(unavailable)),
-                AfterFilter::AskDatabaseFilterUnavailable(_)
-            ));
+            assert!(matches!(after_filter(&Err(unavailable)), AfterFilter::AskDatabaseFilterUnavailable(_)));
         }
     }
 }

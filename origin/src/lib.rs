@@ -11,6 +11,8 @@
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`metrics`]: Prometheus counters and the latency histogram.
 //! - [`load`]: the bulk loader behind `bloomgate-origin load`.
+//! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key.
+//! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own.
 #![forbid(unsafe_code)]
 
 pub mod auth;
@@ -19,6 +21,8 @@ pub mod error;
 pub mod gate;
 pub mod load;
 pub mod metrics;
+pub mod rebuild;
+pub mod recovery;
 pub mod routes;
 pub mod store;
 
@@ -89,36 +93,26 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         filter_enabled: config.filter_enabled,
         max_batch: config.max_batch,
     };
-    Ok(AppState {
-        gate: Arc::new(Gate::new(filters, keys, settings)),
-        config: Arc::new(config),
-    })
+    let gate = Arc::new(Gate::new(filters, keys, settings));
+    if config.recovery_interval_ms > 0 {
+        let interval = std::time::Duration::from_millis(config.recovery_interval_ms);
+        tokio::spawn(recovery::run(gate.clone(), config.thresholds(), interval, config.rebuild_options(false)));
+    }
+    Ok(AppState { gate, config: Arc::new(config) })
 }
 
 /// The in-process filter does not survive a restart: rebuild it from the key file, so the quick
 /// start keeps answering "no" from the filter after a restart.
-async fn rebuild_memory_filters(
-    memory: &MemoryFilterStore,
-    keys: &RedbKeyStore,
-) -> anyhow::Result<()> {
-    for def in keys.filters()? {
-        let options = bloomgate_filter::SizingOptions {
-            seed: rand::random(),
-            segment_bytes: def.segment_bytes,
-        };
-        let params =
-            bloomgate_filter::Params::for_capacity_with(def.capacity, def.fp_rate, options)?;
-        let meta = FilterMeta {
-            generation: gate::now_ms(),
-            params,
-        };
-        memory.create(&def.name, meta).await?;
+async fn rebuild_memory_filters(memory: &MemoryFilterStore, keys: &RedbKeyStore) -> anyhow::Result<()> {
+    for def in keys.filter_defs()? {
+        let options = bloomgate_filter::SizingOptions { seed: rand::random(), segment_bytes: def.segment_bytes };
+        let params = bloomgate_filter::Params::for_capacity_with(def.capacity, def.fp_rate, options)?;
+        let meta = FilterMeta { generation: gate::now_ms(), params };
+        memory.create_generation(&def.name, meta).await?;
         let stored = keys.keys_of(&def.name)?;
-        let hashes = stored
-            .iter()
-            .map(|k| bloomgate_filter::hash_key(k, params.seed))
-            .collect();
+        let hashes = stored.iter().map(|k| bloomgate_filter::hash_key(k, params.seed)).collect();
         memory.add(&def.name, meta, hashes).await?;
+        memory.set_state(&def.name, store::FilterState { active: Some(meta), building: None, previous: None }).await?;
         tracing::info!(filter = %def.name, keys = stored.len(), "rebuilt in-process filter from the key file");
     }
     Ok(())
@@ -153,23 +147,19 @@ pub fn app(state: AppState) -> Router {
                 .load_shed()
                 .concurrency_limit(config.max_in_flight)
                 .timeout(config.request_timeout())
-                .layer(
-                    TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                        let path = req
-                            .extensions()
-                            .get::<axum::extract::MatchedPath>()
-                            .map(|p| p.as_str().to_owned())
-                            .unwrap_or_default();
-                        tracing::debug_span!("request", method = %req.method(), path)
-                    }),
-                ),
+                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                    let path = req
+                        .extensions()
+                        .get::<axum::extract::MatchedPath>()
+                        .map(|p| p.as_str().to_owned())
+                        .unwrap_or_default();
+                    tracing::debug_span!("request", method = %req.method(), path)
+                })),
         );
     Router::new()
         .merge(api)
         .merge(routes::ops::router().with_state(state))
-        .fallback(|| async {
-            AppError::NotFound("no such route; see the README's API section".into())
-        })
+        .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
 }
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests.
@@ -178,7 +168,5 @@ pub async fn run(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
 }

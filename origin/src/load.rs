@@ -84,9 +84,7 @@ pub fn scan_lines(
     let mut number = 0u64;
     loop {
         line.clear();
-        let read = (&mut reader)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)?;
+        let read = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line)?;
         if read == 0 {
             return Ok(());
         }
@@ -101,10 +99,7 @@ pub fn scan_lines(
                     break;
                 }
             }
-            if !on_bad(BadLine {
-                line: number,
-                reason: format!("line is longer than {MAX_LINE} bytes"),
-            }) {
+            if !on_bad(BadLine { line: number, reason: format!("line is longer than {MAX_LINE} bytes") }) {
                 return Ok(());
             }
             continue;
@@ -114,18 +109,10 @@ pub fn scan_lines(
         }
         let verdict = std::str::from_utf8(&line)
             .map_err(|_| "line is not UTF-8".to_string())
-            .and_then(|text| {
-                format
-                    .normalize(text.as_bytes())
-                    .map(|_| text.to_owned())
-                    .map_err(|e| e.to_string())
-            });
+            .and_then(|text| format.normalize(text.as_bytes()).map(|_| text.to_owned()).map_err(|e| e.to_string()));
         let keep_going = match verdict {
             Ok(key) => on_key(key),
-            Err(reason) => on_bad(BadLine {
-                line: number,
-                reason,
-            }),
+            Err(reason) => on_bad(BadLine { line: number, reason }),
         };
         if !keep_going {
             return Ok(());
@@ -136,9 +123,7 @@ pub fn scan_lines(
 /// Loads `file` (`-` = stdin) into the filter.
 pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadReport> {
     let started = Instant::now();
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()?;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
     let base = options.origin.trim_end_matches('/');
     let stats: serde_json::Value = client
         .get(format!("{base}/v1/filters/{}/stats", options.filter))
@@ -156,11 +141,8 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
     let path = file.to_owned();
     let (batch, abort) = (options.batch.max(1), options.abort_on_bad_line);
     let reader = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        let input: Box<dyn Read> = if path.as_os_str() == "-" {
-            Box::new(std::io::stdin())
-        } else {
-            Box::new(std::fs::File::open(&path)?)
-        };
+        let input: Box<dyn Read> =
+            if path.as_os_str() == "-" { Box::new(std::io::stdin()) } else { Box::new(std::fs::File::open(&path)?) };
         let mut pending = Vec::with_capacity(batch);
         scan_lines(
             input,
@@ -168,9 +150,7 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
             |key| {
                 pending.push(key);
                 if pending.len() == batch {
-                    return tx
-                        .blocking_send(std::mem::replace(&mut pending, Vec::with_capacity(batch)))
-                        .is_ok();
+                    return tx.blocking_send(std::mem::replace(&mut pending, Vec::with_capacity(batch))).is_ok();
                 }
                 true
             },
@@ -183,9 +163,7 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
     });
 
     let progress = ProgressBar::new_spinner();
-    progress.set_style(ProgressStyle::with_template(
-        "{spinner} {pos} keys stored ({per_sec}) {elapsed} {msg}",
-    )?);
+    progress.set_style(ProgressStyle::with_template("{spinner} {pos} keys stored ({per_sec}) {elapsed} {msg}")?);
     let mut report = LoadReport::default();
     let mut in_flight = futures::stream::FuturesUnordered::new();
     use futures::StreamExt;
@@ -244,21 +222,13 @@ async fn send_batch(
     let body = serde_json::json!({ "keys": keys });
     let mut delay = Duration::from_millis(100);
     for attempt in 1..=ATTEMPTS {
-        let response = client
-            .post(&url)
-            .bearer_auth(&options.token)
-            .json(&body)
-            .send()
-            .await;
+        let response = client.post(&url).bearer_auth(&options.token).json(&body).send().await;
         match response {
             Ok(r) if r.status().is_success() => return Ok(keys.len() as u64),
             Ok(r) if r.status().as_u16() == 429 || r.status().is_server_error() => {}
             Ok(r) => {
                 let status = r.status();
-                anyhow::bail!(
-                    "origin refused the batch ({status}): {}",
-                    r.text().await.unwrap_or_default()
-                );
+                anyhow::bail!("origin refused the batch ({status}): {}", r.text().await.unwrap_or_default());
             }
             Err(e) if attempt == ATTEMPTS => return Err(e.into()),
             Err(_) => {}
@@ -266,10 +236,7 @@ async fn send_batch(
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(5));
     }
-    anyhow::bail!(
-        "batch of {} keys not acknowledged after {ATTEMPTS} attempts",
-        keys.len()
-    )
+    anyhow::bail!("batch of {} keys not acknowledged after {ATTEMPTS} attempts", keys.len())
 }
 
 #[cfg(test)]

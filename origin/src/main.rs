@@ -22,6 +22,8 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Bulk-load keys (one per line) into a filter through a running origin's write API.
     Load(LoadArgs),
+    /// Rebuild a filter online from the database into a new generation (optionally resized).
+    Rebuild(Box<RebuildArgs>),
 }
 
 /// Flags override `BLOOMGATE_*` variables, which override the config file.
@@ -117,6 +119,22 @@ impl ServeArgs {
 }
 
 #[derive(Args)]
+struct RebuildArgs {
+    /// Filter to rebuild.
+    #[arg(long)]
+    filter: String,
+    /// New capacity (resize).
+    #[arg(long)]
+    capacity: Option<u64>,
+    /// New false-positive target.
+    #[arg(long)]
+    fp_rate: Option<f64>,
+    /// Store connections and limits, as for `serve`.
+    #[command(flatten)]
+    stores: ServeArgs,
+}
+
+#[derive(Args)]
 struct LoadArgs {
     /// Filter to load into.
     #[arg(long)]
@@ -124,11 +142,7 @@ struct LoadArgs {
     /// File of keys, one per line; `-` for stdin.
     file: PathBuf,
     /// Origin base URL.
-    #[arg(
-        long,
-        env = "BLOOMGATE_ORIGIN_URL",
-        default_value = "http://127.0.0.1:8080"
-    )]
+    #[arg(long, env = "BLOOMGATE_ORIGIN_URL", default_value = "http://127.0.0.1:8080")]
     origin: String,
     /// Writer token.
     #[arg(long, env = "BLOOMGATE_WRITER_TOKEN")]
@@ -147,9 +161,7 @@ struct LoadArgs {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
@@ -161,6 +173,26 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(listen = %config.listen, "bloomgate-origin serving");
             let state = bloomgate_origin::build_state(config).await?;
             bloomgate_origin::run(listener, state, shutdown_signal()).await?;
+        }
+        Command::Rebuild(args) => {
+            let RebuildArgs { filter, capacity, fp_rate, stores } = *args;
+            let mut config = stores.into_config()?;
+            config.recovery_interval_ms = 0; // this process rebuilds one filter, then exits
+            let options = bloomgate_origin::rebuild::RebuildOptions {
+                capacity,
+                fp_rate,
+                ..config.rebuild_options(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            };
+            let state = bloomgate_origin::build_state(config).await?;
+            let gate = state.gate;
+            let report = bloomgate_origin::rebuild::rebuild(
+                gate.filter_store().clone(),
+                gate.key_store().clone(),
+                &filter,
+                options,
+            )
+            .await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
         }
         Command::Load(args) => {
             let options = LoadOptions {
@@ -189,8 +221,7 @@ async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     };
     let terminate = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             s.recv().await;
         }
     };

@@ -4,22 +4,14 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Why a lookup fell through to the key store without a filter answer.
-pub const FALLTHROUGH_REASONS: [&str; 5] = [
-    "timeout",
-    "error",
-    "meta_missing",
-    "segment_missing",
-    "disabled",
-];
+pub const FALLTHROUGH_REASONS: [&str; 5] = ["timeout", "error", "meta_missing", "segment_missing", "disabled"];
 
 /// Upper bounds of the latency histogram, in seconds.
-const LATENCY_BUCKETS: [f64; 12] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
-];
+const LATENCY_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
 
 /// Per-filter counters, the source of the observed false-positive ratio in stats.
 #[derive(Default)]
@@ -30,8 +22,38 @@ pub struct FilterCounters {
     pub filter_maybes: AtomicU64,
     /// "Maybe" answers the key store then answered "absent".
     pub false_positives: AtomicU64,
-    /// Keys deleted since the filter's bits were last built.
+    /// Keys deleted (cumulative; subtract [`build_baseline`](Self::build_baseline)).
     pub deletes: AtomicU64,
+    baseline: Mutex<Baseline>,
+}
+
+/// Counter values when the filter's current bits were built: "since the build" is the
+/// difference.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Baseline {
+    /// Filter "no" answers then.
+    pub negatives: u64,
+    /// False positives then.
+    pub false_positives: u64,
+    /// Deletes then.
+    pub deletes: u64,
+}
+
+impl FilterCounters {
+    /// The counters as of the last build.
+    pub fn build_baseline(&self) -> Baseline {
+        *self.baseline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that a build starts now: later counts are "since the build".
+    pub fn mark_build(&self) {
+        let now = Baseline {
+            negatives: self.filter_negatives.load(Relaxed),
+            false_positives: self.false_positives.load(Relaxed),
+            deletes: self.deletes.load(Relaxed),
+        };
+        *self.baseline.lock().unwrap_or_else(|e| e.into_inner()) = now;
+    }
 }
 
 /// A histogram with fixed buckets.
@@ -50,8 +72,7 @@ impl Histogram {
             self.buckets[i].fetch_add(1, Relaxed);
         }
         self.count.fetch_add(1, Relaxed);
-        self.sum_micros
-            .fetch_add(elapsed.as_micros() as u64, Relaxed);
+        self.sum_micros.fetch_add(elapsed.as_micros() as u64, Relaxed);
     }
 
     fn render(&self, out: &mut String, name: &str, labels: &str) {
@@ -68,11 +89,7 @@ impl Histogram {
             labels.trim_end_matches(','),
             self.sum_micros.load(Relaxed) as f64 / 1e6
         );
-        let _ = writeln!(
-            out,
-            "{name}_count{{{}}} {count}",
-            labels.trim_end_matches(',')
-        );
+        let _ = writeln!(out, "{name}_count{{{}}} {count}", labels.trim_end_matches(','));
     }
 }
 
@@ -105,12 +122,7 @@ pub struct Metrics {
 impl Metrics {
     /// Counters of one filter, created on first use.
     pub fn filter(&self, name: &str) -> Arc<FilterCounters> {
-        if let Some(c) = self
-            .filters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-        {
+        if let Some(c) = self.filters.read().unwrap_or_else(|e| e.into_inner()).get(name) {
             return c.clone();
         }
         let mut filters = self.filters.write().unwrap_or_else(|e| e.into_inner());
@@ -128,12 +140,12 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
         let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
         };
-        let _ = writeln!(out, "# HELP bloomgate_lookups_total Lookups by who answered.\n# TYPE bloomgate_lookups_total counter");
+        let _ = writeln!(
+            out,
+            "# HELP bloomgate_lookups_total Lookups by who answered.\n# TYPE bloomgate_lookups_total counter"
+        );
         let _ = writeln!(
             out,
             "bloomgate_lookups_total{{answered_by=\"filter\"}} {}",
@@ -158,24 +170,10 @@ impl Metrics {
         );
         let _ = writeln!(out, "# HELP bloomgate_filter_fallthroughs_total Lookups the filter could not answer, by reason.\n# TYPE bloomgate_filter_fallthroughs_total counter");
         for (reason, n) in FALLTHROUGH_REASONS.iter().zip(&self.fallthroughs) {
-            let _ = writeln!(
-                out,
-                "bloomgate_filter_fallthroughs_total{{reason=\"{reason}\"}} {}",
-                n.load(Relaxed)
-            );
+            let _ = writeln!(out, "bloomgate_filter_fallthroughs_total{{reason=\"{reason}\"}} {}", n.load(Relaxed));
         }
-        counter(
-            &mut out,
-            "bloomgate_overloaded_total",
-            "Requests refused with 429.",
-            self.overloaded.load(Relaxed),
-        );
-        counter(
-            &mut out,
-            "bloomgate_writes_total",
-            "Keys written and acknowledged.",
-            self.writes.load(Relaxed),
-        );
+        counter(&mut out, "bloomgate_overloaded_total", "Requests refused with 429.", self.overloaded.load(Relaxed));
+        counter(&mut out, "bloomgate_writes_total", "Keys written and acknowledged.", self.writes.load(Relaxed));
         counter(
             &mut out,
             "bloomgate_write_filter_failures_total",
@@ -192,22 +190,10 @@ impl Metrics {
         let mut names: Vec<&String> = filters.keys().collect();
         names.sort();
         for (metric, help) in [
-            (
-                "bloomgate_filter_negatives_total",
-                "Lookups the filter answered 'no'.",
-            ),
-            (
-                "bloomgate_filter_maybes_total",
-                "Lookups the filter answered 'maybe'.",
-            ),
-            (
-                "bloomgate_false_positives_total",
-                "'Maybe' answers the key store answered 'absent'.",
-            ),
-            (
-                "bloomgate_stale_deletes_total",
-                "Keys deleted since the filter was built (bits still set).",
-            ),
+            ("bloomgate_filter_negatives_total", "Lookups the filter answered 'no'."),
+            ("bloomgate_filter_maybes_total", "Lookups the filter answered 'maybe'."),
+            ("bloomgate_false_positives_total", "'Maybe' answers the key store answered 'absent'."),
+            ("bloomgate_stale_deletes_total", "Keys deleted since the filter was built (bits still set)."),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
             for name in &names {
@@ -221,9 +207,11 @@ impl Metrics {
                 let _ = writeln!(out, "{metric}{{filter=\"{name}\"}} {}", value.load(Relaxed));
             }
         }
-        let _ = writeln!(out, "# HELP bloomgate_lookup_seconds Single-key lookup latency.\n# TYPE bloomgate_lookup_seconds histogram");
-        self.lookup_latency
-            .render(&mut out, "bloomgate_lookup_seconds", "");
+        let _ = writeln!(
+            out,
+            "# HELP bloomgate_lookup_seconds Single-key lookup latency.\n# TYPE bloomgate_lookup_seconds histogram"
+        );
+        self.lookup_latency.render(&mut out, "bloomgate_lookup_seconds", "");
         out
     }
 }

@@ -24,23 +24,10 @@ fn main() {
             println!("target fp_rate  {p}");
             println!("k               {}", params.k);
             println!("bits per key    {:.2}", params.bits_per_key(n));
-            println!(
-                "memory          {:.1} MiB",
-                params.total_bytes() as f64 / (1 << 20) as f64
-            );
-            println!(
-                "segments        {} x {} KiB",
-                params.segment_count,
-                params.segment_bytes() / 1024
-            );
-            println!(
-                "expected fp     {:.4} % at capacity",
-                100.0 * params.expected_fp_rate(n)
-            );
-            println!(
-                "                {:.4} % at 2x capacity",
-                100.0 * params.expected_fp_rate(2 * n)
-            );
+            println!("memory          {:.1} MiB", params.total_bytes() as f64 / (1 << 20) as f64);
+            println!("segments        {} x {} KiB", params.segment_count, params.segment_bytes() / 1024);
+            println!("expected fp     {:.4} % at capacity", 100.0 * params.expected_fp_rate(n));
+            println!("                {:.4} % at 2x capacity", 100.0 * params.expected_fp_rate(2 * n));
         }
         Err(e) => {
             eprintln!("{e}");

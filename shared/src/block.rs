@@ -103,9 +103,7 @@ pub struct Block {
 impl Block {
     /// A block with the given words.
     pub fn from_words(words: [u64; 8]) -> Block {
-        Block {
-            words: words.map(AtomicU64::new),
-        }
+        Block { words: words.map(AtomicU64::new) }
     }
 
     /// The block's words (relaxed loads: plain loads on x86_64 and wasm32).
@@ -171,10 +169,7 @@ mod tests {
                 let positions = &positions[..n];
                 assert!(positions.iter().all(|p| u32::from(*p) < BLOCK_BITS));
                 let mask = probe_mask(probe, k);
-                assert_eq!(
-                    mask.iter().map(|w| w.count_ones()).sum::<u32>(),
-                    u32::from(k)
-                );
+                assert_eq!(mask.iter().map(|w| w.count_ones()).sum::<u32>(), u32::from(k));
                 for p in positions {
                     assert_ne!(mask[usize::from(p >> 6)] & (1u64 << (63 - (p & 63))), 0);
                 }

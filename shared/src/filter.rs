@@ -99,10 +99,7 @@ impl BloomFilter {
     /// # Panics
     /// If `out` is shorter than `keys`.
     pub fn may_contain_many<K: AsRef<[u8]>>(&self, keys: &[K], out: &mut [bool]) {
-        assert!(
-            out.len() >= keys.len(),
-            "may_contain_many: `out` is shorter than `keys`"
-        );
+        assert!(out.len() >= keys.len(), "may_contain_many: `out` is shorter than `keys`");
         let mut round = [(0usize, 0u64); BATCH];
         for (keys, out) in keys.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             for (slot, key) in round.iter_mut().zip(keys) {
@@ -154,10 +151,7 @@ impl BloomFilter {
             return false;
         }
         let start = index as usize * per;
-        for (block, bytes) in self.blocks[start..start + per]
-            .iter_mut()
-            .zip(payload.chunks_exact(BLOCK_BYTES))
-        {
+        for (block, bytes) in self.blocks[start..start + per].iter_mut().zip(payload.chunks_exact(BLOCK_BYTES)) {
             let mut array = [0u8; BLOCK_BYTES];
             array.copy_from_slice(bytes);
             block.set(&crate::block::words_from_bytes(&array));
@@ -224,15 +218,10 @@ mod tests {
             filter.insert(&key(i, 1));
         }
         let trials = 4_000_000u64;
-        let false_positives = (0..trials)
-            .filter(|&i| filter.may_contain(&key(i, 2)))
-            .count();
+        let false_positives = (0..trials).filter(|&i| filter.may_contain(&key(i, 2))).count();
         let measured = false_positives as f64 / trials as f64;
         let expected = params.expected_fp_rate(n);
-        assert!(
-            (measured - expected).abs() <= 0.10 * expected,
-            "measured {measured}, expected {expected}"
-        );
+        assert!((measured - expected).abs() <= 0.10 * expected, "measured {measured}, expected {expected}");
         assert!(measured <= 0.0096, "measured {measured}");
         std::println!("measured FPR {measured}, expected {expected}");
         let est = filter.estimated_len();
@@ -246,10 +235,7 @@ mod tests {
         let mut filter = BloomFilter::new(params);
         (0..n).for_each(|i| filter.insert(&key(i, 3)));
         let trials = 500_000u64;
-        let fp = (0..trials)
-            .filter(|&i| filter.may_contain(&key(i, 4)))
-            .count() as f64
-            / trials as f64;
+        let fp = (0..trials).filter(|&i| filter.may_contain(&key(i, 4))).count() as f64 / trials as f64;
         assert!(fp <= 0.011, "{fp}");
     }
 
@@ -260,11 +246,7 @@ mod tests {
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let shared = &shared;
-                s.spawn(move || {
-                    (t..50_000)
-                        .step_by(4)
-                        .for_each(|i| shared.insert_shared(&key(i, 5)))
-                });
+                s.spawn(move || (t..50_000).step_by(4).for_each(|i| shared.insert_shared(&key(i, 5))));
             }
         });
         let mut sequential = BloomFilter::new(params);
@@ -276,15 +258,9 @@ mod tests {
 
     #[test]
     fn segments_round_trip_through_payloads() {
-        let params = Params::for_capacity_with(
-            30_000,
-            0.01,
-            SizingOptions {
-                segment_bytes: 4096,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let params =
+            Params::for_capacity_with(30_000, 0.01, SizingOptions { segment_bytes: 4096, ..Default::default() })
+                .unwrap();
         assert!(params.segment_count > 4);
         let mut original = BloomFilter::new(params);
         let members: BTreeSet<[u8; 32]> = (0..30_000).map(|i| key(i, 6)).collect();

@@ -20,10 +20,7 @@ pub struct KeyHash {
 #[inline]
 pub fn hash_key(normalised_key: &[u8], seed: u64) -> KeyHash {
     let h = xxh3_128_with_seed(normalised_key, seed);
-    KeyHash {
-        block_bits: h as u64,
-        probe_bits: (h >> 64) as u64,
-    }
+    KeyHash { block_bits: h as u64, probe_bits: (h >> 64) as u64 }
 }
 
 /// Maps a uniform 64-bit value onto `0..n` without modulo bias or 32-bit truncation

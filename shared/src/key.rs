@@ -74,11 +74,7 @@ impl fmt::Display for KeyError {
             }
             KeyError::NotHex { position, byte } => {
                 if byte.is_ascii_graphic() {
-                    write!(
-                        f,
-                        "key must be hex digits (0-9, a-f), found {:?} at position {position}",
-                        *byte as char
-                    )
+                    write!(f, "key must be hex digits (0-9, a-f), found {:?} at position {position}", *byte as char)
                 } else {
                     write!(f, "key must be hex digits (0-9, a-f), found byte 0x{byte:02x} at position {position}")
                 }
@@ -106,21 +102,14 @@ impl KeyFormat {
 
     /// Like [`normalize`](Self::normalize) but writes into a caller's buffer and returns the
     /// length, for hot paths that must not allocate.
-    pub fn normalize_into(
-        &self,
-        raw: &[u8],
-        out: &mut [u8; MAX_KEY_BYTES],
-    ) -> Result<usize, KeyError> {
+    pub fn normalize_into(&self, raw: &[u8], out: &mut [u8; MAX_KEY_BYTES]) -> Result<usize, KeyError> {
         if raw.is_empty() {
             return Err(KeyError::Empty);
         }
         match *self {
             KeyFormat::Bytes => {
                 if raw.len() > MAX_KEY_BYTES {
-                    return Err(KeyError::TooLong {
-                        max: MAX_KEY_BYTES,
-                        len: raw.len(),
-                    });
+                    return Err(KeyError::TooLong { max: MAX_KEY_BYTES, len: raw.len() });
                 }
                 out[..raw.len()].copy_from_slice(raw);
                 Ok(raw.len())
@@ -128,17 +117,11 @@ impl KeyFormat {
             KeyFormat::Hex { digits } => {
                 match digits {
                     Some(expected) if raw.len() != usize::from(expected) => {
-                        return Err(KeyError::WrongHexLength {
-                            expected,
-                            got: raw.len(),
-                        });
+                        return Err(KeyError::WrongHexLength { expected, got: raw.len() });
                     }
                     Some(_) => {}
                     None if raw.len() > 2 * MAX_KEY_BYTES => {
-                        return Err(KeyError::TooLong {
-                            max: 2 * MAX_KEY_BYTES,
-                            len: raw.len(),
-                        });
+                        return Err(KeyError::TooLong { max: 2 * MAX_KEY_BYTES, len: raw.len() });
                     }
                     None if !raw.len().is_multiple_of(2) => {
                         return Err(KeyError::OddHexLength { got: raw.len() });
@@ -164,14 +147,8 @@ impl KeyFormat {
 fn decode_hex(raw: &[u8], out: &mut [u8; MAX_KEY_BYTES]) -> Result<usize, KeyError> {
     // Callers checked the length is even and at most 2 * MAX_KEY_BYTES.
     for (i, pair) in raw.chunks_exact(2).enumerate() {
-        let hi = hex_value(pair[0]).ok_or(KeyError::NotHex {
-            position: 2 * i,
-            byte: pair[0],
-        })?;
-        let lo = hex_value(pair[1]).ok_or(KeyError::NotHex {
-            position: 2 * i + 1,
-            byte: pair[1],
-        })?;
+        let hi = hex_value(pair[0]).ok_or(KeyError::NotHex { position: 2 * i, byte: pair[0] })?;
+        let lo = hex_value(pair[1]).ok_or(KeyError::NotHex { position: 2 * i + 1, byte: pair[1] })?;
         out[i] = (hi << 4) | lo;
     }
     Ok(raw.len() / 2)
@@ -217,17 +194,10 @@ impl FromStr for KeyFormat {
             "sha1" => Ok(KeyFormat::Hex { digits: Some(40) }),
             "sha256" => Ok(KeyFormat::SHA256_HEX),
             _ => {
-                let digits: u16 = s
-                    .strip_prefix("hex:")
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(refuse)?;
-                let valid = digits >= 2
-                    && digits.is_multiple_of(2)
-                    && usize::from(digits) <= 2 * MAX_KEY_BYTES;
+                let digits: u16 = s.strip_prefix("hex:").and_then(|n| n.parse().ok()).ok_or_else(refuse)?;
+                let valid = digits >= 2 && digits.is_multiple_of(2) && usize::from(digits) <= 2 * MAX_KEY_BYTES;
                 if valid {
-                    Ok(KeyFormat::Hex {
-                        digits: Some(digits),
-                    })
+                    Ok(KeyFormat::Hex { digits: Some(digits) })
                 } else {
                     Err(refuse())
                 }
@@ -268,10 +238,7 @@ mod tests {
     fn hex_is_case_insensitive_and_decoded() {
         let f = KeyFormat::Hex { digits: Some(8) };
         assert_eq!(f.normalize(b"DEADbeef").unwrap(), [0xde, 0xad, 0xbe, 0xef]);
-        assert_eq!(
-            f.normalize(b"deadbeef").unwrap(),
-            f.normalize(b"DEADBEEF").unwrap()
-        );
+        assert_eq!(f.normalize(b"deadbeef").unwrap(), f.normalize(b"DEADBEEF").unwrap());
     }
 
     #[test]
@@ -286,52 +253,20 @@ mod tests {
         let hex = KeyFormat::Hex { digits: None };
         assert_eq!(hex.normalize(b""), Err(KeyError::Empty));
         assert_eq!(KeyFormat::Bytes.normalize(b""), Err(KeyError::Empty));
-        assert_eq!(
-            hex.normalize(b"abc"),
-            Err(KeyError::OddHexLength { got: 3 })
-        );
-        assert_eq!(
-            hex.normalize(b"ag"),
-            Err(KeyError::NotHex {
-                position: 1,
-                byte: b'g'
-            })
-        );
-        assert_eq!(
-            hex.normalize(b"\0a"),
-            Err(KeyError::NotHex {
-                position: 0,
-                byte: 0
-            })
-        );
+        assert_eq!(hex.normalize(b"abc"), Err(KeyError::OddHexLength { got: 3 }));
+        assert_eq!(hex.normalize(b"ag"), Err(KeyError::NotHex { position: 1, byte: b'g' }));
+        assert_eq!(hex.normalize(b"\0a"), Err(KeyError::NotHex { position: 0, byte: 0 }));
         let long = alloc::vec![b'a'; 2 * MAX_KEY_BYTES + 2];
-        assert_eq!(
-            hex.normalize(&long),
-            Err(KeyError::TooLong {
-                max: 2048,
-                len: 2050
-            })
-        );
+        assert_eq!(hex.normalize(&long), Err(KeyError::TooLong { max: 2048, len: 2050 }));
         let long = alloc::vec![7u8; MAX_KEY_BYTES + 1];
-        assert_eq!(
-            KeyFormat::Bytes.normalize(&long),
-            Err(KeyError::TooLong {
-                max: 1024,
-                len: 1025
-            })
-        );
+        assert_eq!(KeyFormat::Bytes.normalize(&long), Err(KeyError::TooLong { max: 1024, len: 1025 }));
         assert!(KeyFormat::Bytes.normalize(&long[..MAX_KEY_BYTES]).is_ok());
     }
 
     #[test]
     fn not_hex_message_shows_unprintable_bytes_as_hex() {
-        let err = KeyFormat::Hex { digits: None }
-            .normalize(b"a\0")
-            .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "key must be hex digits (0-9, a-f), found byte 0x00 at position 1"
-        );
+        let err = KeyFormat::Hex { digits: None }.normalize(b"a\0").unwrap_err();
+        assert_eq!(err.to_string(), "key must be hex digits (0-9, a-f), found byte 0x00 at position 1");
     }
 
     #[test]
@@ -342,10 +277,7 @@ mod tests {
             let json = serde_json::to_string(&f).unwrap();
             assert_eq!(serde_json::from_str::<KeyFormat>(&json).unwrap(), f);
         }
-        assert_eq!(
-            "sha256".parse::<KeyFormat>().unwrap(),
-            KeyFormat::SHA256_HEX
-        );
+        assert_eq!("sha256".parse::<KeyFormat>().unwrap(), KeyFormat::SHA256_HEX);
         for bad in ["", "hex:0", "hex:3", "hex:2050", "hex:x", "base64"] {
             assert!(bad.parse::<KeyFormat>().is_err(), "{bad} should be refused");
         }

@@ -17,6 +17,4 @@ pub use hash::{hash_key, KeyHash};
 pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
 pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};
 pub use params::{Location, Params, ParamsError, SizingOptions};
-pub use segment::{
-    decode_segment, encode_segment, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment,
-};
+pub use segment::{decode_segment, encode_segment, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment};

@@ -49,10 +49,7 @@ impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ManifestError::SegmentCountMismatch { params, listed } => {
-                write!(
-                    f,
-                    "manifest lists {listed} segment versions for {params} segments"
-                )
+                write!(f, "manifest lists {listed} segment versions for {params} segments")
             }
             ManifestError::BadFilterName(e) => write!(f, "manifest {e}"),
         }
@@ -84,10 +81,7 @@ impl Manifest {
     /// cache may keep it for as long as it likes.
     pub fn segment_path(&self, index: u32) -> Option<String> {
         let version = self.segment_version(index)?;
-        Some(format!(
-            "/v1/filters/{}/segments/{}/{}?v={}",
-            self.filter, self.generation, index, version
-        ))
+        Some(format!("/v1/filters/{}/segments/{}/{}?v={}", self.filter, self.generation, index, version))
     }
 
     /// True when a decoded segment belongs to this manifest's filter generation and is at
@@ -95,9 +89,7 @@ impl Manifest {
     pub fn accepts(&self, header: &SegmentHeader) -> bool {
         header.params == self.params
             && header.generation == self.generation
-            && self
-                .segment_version(header.index)
-                .is_some_and(|listed| header.version >= listed)
+            && self.segment_version(header.index).is_some_and(|listed| header.version >= listed)
     }
 }
 
@@ -114,15 +106,11 @@ impl fmt::Display for FilterNameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FilterNameError::BadLength(n) => {
-                write!(
-                    f,
-                    "filter name must be 1 to {MAX_FILTER_NAME} characters, got {n}"
-                )
+                write!(f, "filter name must be 1 to {MAX_FILTER_NAME} characters, got {n}")
             }
-            FilterNameError::BadCharacter(c) => write!(
-                f,
-                "filter name may use only lowercase letters, digits, '-' and '_', found {c:?}"
-            ),
+            FilterNameError::BadCharacter(c) => {
+                write!(f, "filter name may use only lowercase letters, digits, '-' and '_', found {c:?}")
+            }
         }
     }
 }
@@ -135,10 +123,7 @@ pub fn validate_filter_name(name: &str) -> Result<(), FilterNameError> {
     if name.is_empty() || name.len() > MAX_FILTER_NAME {
         return Err(FilterNameError::BadLength(name.len()));
     }
-    match name
-        .chars()
-        .find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
-    {
+    match name.chars().find(|c| !matches!(c, 'a'..='z' | '0'..='9' | '-' | '_')) {
         Some(c) => Err(FilterNameError::BadCharacter(c)),
         None => Ok(()),
     }
@@ -168,68 +153,35 @@ mod tests {
         let back: Manifest = serde_json::from_str(&json).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.validate(), Ok(()));
-        let short = Manifest {
-            segment_versions: vec![1],
-            ..m
-        };
+        let short = Manifest { segment_versions: vec![1], ..m };
         assert!(short.validate().is_err());
     }
 
     #[test]
     fn segment_paths_name_generation_and_version() {
-        assert_eq!(
-            manifest().segment_path(2).unwrap(),
-            "/v1/filters/hashes/segments/2/2?v=9"
-        );
+        assert_eq!(manifest().segment_path(2).unwrap(), "/v1/filters/hashes/segments/2/2?v=9");
         assert_eq!(manifest().segment_path(3), None);
     }
 
     #[test]
     fn accepts_only_same_generation_and_not_older() {
         let m = manifest();
-        let header = SegmentHeader {
-            params: m.params,
-            generation: 2,
-            index: 2,
-            version: 9,
-            checksum: 0,
-        };
+        let header = SegmentHeader { params: m.params, generation: 2, index: 2, version: 9, checksum: 0 };
         assert!(m.accepts(&header));
-        assert!(m.accepts(&SegmentHeader {
-            version: 10,
-            ..header
-        }));
-        assert!(!m.accepts(&SegmentHeader {
-            version: 8,
-            ..header
-        }));
-        assert!(!m.accepts(&SegmentHeader {
-            generation: 1,
-            ..header
-        }));
+        assert!(m.accepts(&SegmentHeader { version: 10, ..header }));
+        assert!(!m.accepts(&SegmentHeader { version: 8, ..header }));
+        assert!(!m.accepts(&SegmentHeader { generation: 1, ..header }));
         assert!(!m.accepts(&SegmentHeader { index: 3, ..header }));
-        let other = Params {
-            seed: 2,
-            ..m.params
-        };
-        assert!(!m.accepts(&SegmentHeader {
-            params: other,
-            ..header
-        }));
+        let other = Params { seed: 2, ..m.params };
+        assert!(!m.accepts(&SegmentHeader { params: other, ..header }));
     }
 
     #[test]
     fn filter_names() {
         assert!(validate_filter_name("file-hashes_2").is_ok());
         assert_eq!(validate_filter_name(""), Err(FilterNameError::BadLength(0)));
-        assert_eq!(
-            validate_filter_name("A"),
-            Err(FilterNameError::BadCharacter('A'))
-        );
-        assert_eq!(
-            validate_filter_name("a/b"),
-            Err(FilterNameError::BadCharacter('/'))
-        );
+        assert_eq!(validate_filter_name("A"), Err(FilterNameError::BadCharacter('A')));
+        assert_eq!(validate_filter_name("a/b"), Err(FilterNameError::BadCharacter('/')));
         assert!(validate_filter_name(&"a".repeat(65)).is_err());
     }
 }

@@ -69,10 +69,7 @@ pub struct SizingOptions {
 
 impl Default for SizingOptions {
     fn default() -> Self {
-        SizingOptions {
-            seed: DEFAULT_SEED,
-            segment_bytes: DEFAULT_SEGMENT_BYTES,
-        }
+        SizingOptions { seed: DEFAULT_SEED, segment_bytes: DEFAULT_SEGMENT_BYTES }
     }
 }
 
@@ -126,29 +123,17 @@ impl std::error::Error for ParamsError {}
 
 impl Params {
     /// Validated parameters.
-    pub fn new(
-        seed: u64,
-        k: u8,
-        segment_blocks_log2: u8,
-        segment_count: u32,
-    ) -> Result<Params, ParamsError> {
+    pub fn new(seed: u64, k: u8, segment_blocks_log2: u8, segment_count: u32) -> Result<Params, ParamsError> {
         if !(1..=MAX_K).contains(&k) {
             return Err(ParamsError::KOutOfRange(k));
         }
         if segment_blocks_log2 > MAX_SEGMENT_BLOCKS_LOG2 {
-            return Err(ParamsError::BadSegmentSize(
-                BLOCK_BYTES as u64 * (1u64 << segment_blocks_log2.min(63)),
-            ));
+            return Err(ParamsError::BadSegmentSize(BLOCK_BYTES as u64 * (1u64 << segment_blocks_log2.min(63))));
         }
         if segment_count == 0 {
             return Err(ParamsError::ZeroCapacity);
         }
-        Ok(Params {
-            seed,
-            k,
-            segment_blocks_log2,
-            segment_count,
-        })
+        Ok(Params { seed, k, segment_blocks_log2, segment_count })
     }
 
     /// The smallest filter for `capacity` keys at false-positive rate `fp_rate` or better, with
@@ -158,11 +143,7 @@ impl Params {
     }
 
     /// [`for_capacity`](Self::for_capacity) with a chosen seed and segment size.
-    pub fn for_capacity_with(
-        capacity: u64,
-        fp_rate: f64,
-        options: SizingOptions,
-    ) -> Result<Params, ParamsError> {
+    pub fn for_capacity_with(capacity: u64, fp_rate: f64, options: SizingOptions) -> Result<Params, ParamsError> {
         // `!(0 < p < 1)` also refuses NaN.
         if !(fp_rate > 0.0 && fp_rate < 1.0) {
             return Err(ParamsError::FpRateOutOfRange(fp_rate));
@@ -171,10 +152,7 @@ impl Params {
             return Err(ParamsError::ZeroCapacity);
         }
         let seg = options.segment_bytes;
-        if !seg.is_power_of_two()
-            || seg < BLOCK_BYTES as u64
-            || seg > (BLOCK_BYTES as u64) << MAX_SEGMENT_BLOCKS_LOG2
-        {
+        if !seg.is_power_of_two() || seg < BLOCK_BYTES as u64 || seg > (BLOCK_BYTES as u64) << MAX_SEGMENT_BLOCKS_LOG2 {
             return Err(ParamsError::BadSegmentSize(seg));
         }
         let (k, blocks) = smallest_blocks_for(capacity, fp_rate)?;
@@ -183,8 +161,7 @@ impl Params {
         let needed_log2 = blocks.next_power_of_two().trailing_zeros() as u8;
         let segment_blocks_log2 = preferred_log2.min(needed_log2);
         let segment_count = blocks.div_ceil(1u64 << segment_blocks_log2);
-        let segment_count =
-            u32::try_from(segment_count).map_err(|_| ParamsError::TooManySegments)?;
+        let segment_count = u32::try_from(segment_count).map_err(|_| ParamsError::TooManySegments)?;
         Params::new(options.seed, k, segment_blocks_log2, segment_count)
     }
 
@@ -252,17 +229,13 @@ impl Params {
 /// The k with the lowest blocked false-positive rate at `bits_per_key`.
 pub fn best_k(bits_per_key: f64) -> u8 {
     let lambda = f64::from(BLOCK_BITS) / bits_per_key;
-    (1..=MAX_K)
-        .min_by(|a, b| blocked_fp_rate(lambda, *a).total_cmp(&blocked_fp_rate(lambda, *b)))
-        .unwrap_or(1)
+    (1..=MAX_K).min_by(|a, b| blocked_fp_rate(lambda, *a).total_cmp(&blocked_fp_rate(lambda, *b))).unwrap_or(1)
 }
 
 /// Picks k and the fewest blocks that meet `fp_rate` for `n` keys.
 fn smallest_blocks_for(n: u64, fp_rate: f64) -> Result<(u8, u64), ParamsError> {
     let min_blocks = n.div_ceil(u64::from(BLOCK_BITS)).max(1); // ≥ 1 bit per key
-    let max_blocks = (n.saturating_mul(MAX_BITS_PER_KEY))
-        .div_ceil(u64::from(BLOCK_BITS))
-        .max(1);
+    let max_blocks = (n.saturating_mul(MAX_BITS_PER_KEY)).div_ceil(u64::from(BLOCK_BITS)).max(1);
     let fpr = |k: u8, blocks: u64| blocked_fp_rate(n as f64 / blocks as f64, k);
     let mut best: Option<(u8, u64)> = None;
     for k in 1..=MAX_K {
@@ -285,10 +258,7 @@ fn smallest_blocks_for(n: u64, fp_rate: f64) -> Result<(u8, u64), ParamsError> {
     }
     best.ok_or_else(|| {
         let lowest = (1..=MAX_K).map(|k| fpr(k, max_blocks)).fold(1.0, f64::min);
-        ParamsError::FpRateUnreachable {
-            asked: fp_rate,
-            best: lowest,
-        }
+        ParamsError::FpRateUnreachable { asked: fp_rate, best: lowest }
     })
 }
 
@@ -314,9 +284,7 @@ pub fn blocked_fp_rate(lambda: f64, k: u8) -> f64 {
     let mut total = 0.0;
     let mut binomial = 1.0; // C(k, j)
     for j in 0..=k {
-        let miss_j: f64 = (0..k)
-            .map(|t| (bits - f64::from(j) - f64::from(t)) / (bits - f64::from(t)))
-            .product();
+        let miss_j: f64 = (0..k).map(|t| (bits - f64::from(j) - f64::from(t)) / (bits - f64::from(t))).product();
         let term = binomial * libm::exp(-lambda * (1.0 - miss_j));
         total += if j % 2 == 0 { term } else { -term };
         binomial = binomial * f64::from(k - j) / f64::from(j + 1);
@@ -340,15 +308,11 @@ mod tests {
     fn closed_form_equals_the_explicit_poisson_sum() {
         // Σ_i Pois(i; λ) · Σ_j (-1)^j C(k,j) q_j^i, summed term by term.
         for (lambda, k) in [(51.2f64, 6u8), (20.0, 3), (100.0, 9), (16.0, 16)] {
-            let q = |j: u8| {
-                (0..k)
-                    .map(|t| (512.0 - f64::from(j) - f64::from(t)) / (512.0 - f64::from(t)))
-                    .product::<f64>()
-            };
+            let q =
+                |j: u8| (0..k).map(|t| (512.0 - f64::from(j) - f64::from(t)) / (512.0 - f64::from(t))).product::<f64>();
             let mut sum = 0.0;
             for i in 0..2000u32 {
-                let pois =
-                    (-lambda + f64::from(i) * lambda.ln() - libm::lgamma(f64::from(i) + 1.0)).exp();
+                let pois = (-lambda + f64::from(i) * lambda.ln() - libm::lgamma(f64::from(i) + 1.0)).exp();
                 let mut inner = 0.0;
                 let mut c = 1.0;
                 for j in 0..=k {
@@ -359,10 +323,7 @@ mod tests {
                 sum += pois * inner;
             }
             let closed = blocked_fp_rate(lambda, k);
-            assert!(
-                (sum - closed).abs() < 1e-11 + 1e-9 * closed,
-                "λ={lambda} k={k}: {sum} vs {closed}"
-            );
+            assert!((sum - closed).abs() < 1e-11 + 1e-9 * closed, "λ={lambda} k={k}: {sum} vs {closed}");
         }
     }
 
@@ -374,22 +335,13 @@ mod tests {
 
     #[test]
     fn sizing_meets_the_target_and_is_tight() {
-        for (n, p) in [
-            (1_000u64, 0.01),
-            (1_000_000, 0.01),
-            (1_000_000, 0.001),
-            (1_000_000_000, 0.01),
-            (10, 0.5),
-        ] {
+        for (n, p) in [(1_000u64, 0.01), (1_000_000, 0.01), (1_000_000, 0.001), (1_000_000_000, 0.01), (10, 0.5)] {
             let params = Params::for_capacity(n, p).unwrap();
             let fpr = params.expected_fp_rate(n);
             assert!(fpr <= p, "n={n} p={p}: {fpr}");
             // One segment fewer would miss it (tight), unless a single segment.
             if params.segment_count > 1 {
-                let smaller = Params {
-                    segment_count: params.segment_count - 1,
-                    ..params
-                };
+                let smaller = Params { segment_count: params.segment_count - 1, ..params };
                 assert!(smaller.expected_fp_rate(n) > p, "n={n} p={p} not tight");
             }
         }
@@ -399,10 +351,7 @@ mod tests {
     fn one_billion_keys_need_64_bit_block_math() {
         let params = Params::for_capacity(1_000_000_000, 0.01).unwrap();
         assert!(params.total_bits() > u64::from(u32::MAX));
-        let last = params.locate(&KeyHash {
-            block_bits: u64::MAX,
-            probe_bits: 0,
-        });
+        let last = params.locate(&KeyHash { block_bits: u64::MAX, probe_bits: 0 });
         assert_eq!(last.block, params.total_blocks() - 1);
         assert_eq!(last.segment, params.segment_count - 1);
     }
@@ -416,31 +365,13 @@ mod tests {
 
     #[test]
     fn bad_inputs_are_refused_with_reasons() {
-        assert_eq!(
-            Params::for_capacity(0, 0.01),
-            Err(ParamsError::ZeroCapacity)
-        );
+        assert_eq!(Params::for_capacity(0, 0.01), Err(ParamsError::ZeroCapacity));
         for p in [0.0, 1.0, -0.1, 1.5, f64::NAN] {
-            assert!(
-                matches!(
-                    Params::for_capacity(10, p),
-                    Err(ParamsError::FpRateOutOfRange(_))
-                ),
-                "{p}"
-            );
+            assert!(matches!(Params::for_capacity(10, p), Err(ParamsError::FpRateOutOfRange(_))), "{p}");
         }
-        assert!(matches!(
-            Params::for_capacity(10, 1e-30),
-            Err(ParamsError::FpRateUnreachable { .. })
-        ));
-        let opts = SizingOptions {
-            segment_bytes: 1000,
-            ..Default::default()
-        };
-        assert_eq!(
-            Params::for_capacity_with(10, 0.01, opts),
-            Err(ParamsError::BadSegmentSize(1000))
-        );
+        assert!(matches!(Params::for_capacity(10, 1e-30), Err(ParamsError::FpRateUnreachable { .. })));
+        let opts = SizingOptions { segment_bytes: 1000, ..Default::default() };
+        assert_eq!(Params::for_capacity_with(10, 0.01, opts), Err(ParamsError::BadSegmentSize(1000)));
         assert_eq!(Params::new(1, 0, 0, 1), Err(ParamsError::KOutOfRange(0)));
         assert_eq!(Params::new(1, 17, 0, 1), Err(ParamsError::KOutOfRange(17)));
         assert!(Params::new(1, 8, 17, 1).is_err());

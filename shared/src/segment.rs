@@ -93,10 +93,7 @@ impl fmt::Display for SegmentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SegmentError::TooShort { len } => {
-                write!(
-                    f,
-                    "segment is {len} bytes, shorter than its {SEGMENT_HEADER_BYTES}-byte header"
-                )
+                write!(f, "segment is {len} bytes, shorter than its {SEGMENT_HEADER_BYTES}-byte header")
             }
             SegmentError::BadMagic => f.write_str("not a bloomgate segment (bad magic)"),
             SegmentError::UnsupportedVersion(v) => {
@@ -105,17 +102,12 @@ impl fmt::Display for SegmentError {
             SegmentError::BadHeaderLength(n) => {
                 write!(f, "segment header length {n} is not {SEGMENT_HEADER_BYTES}")
             }
-            SegmentError::ReservedNotZero => {
-                f.write_str("segment header has non-zero reserved bytes")
-            }
+            SegmentError::ReservedNotZero => f.write_str("segment header has non-zero reserved bytes"),
             SegmentError::BadParams(e) => {
                 write!(f, "segment header has invalid filter parameters: {e}")
             }
             SegmentError::IndexOutOfRange { index, count } => {
-                write!(
-                    f,
-                    "segment index {index} is out of range for {count} segments"
-                )
+                write!(f, "segment index {index} is out of range for {count} segments")
             }
             SegmentError::LengthMismatch { expected, found } => {
                 write!(f, "segment payload is {found} bytes, expected {expected}")
@@ -150,16 +142,10 @@ pub fn encode_segment(
 ) -> Result<Vec<u8>, SegmentError> {
     let expected = params.segment_bytes() as usize;
     if payload.len() != expected {
-        return Err(SegmentError::LengthMismatch {
-            expected,
-            found: payload.len(),
-        });
+        return Err(SegmentError::LengthMismatch { expected, found: payload.len() });
     }
     if index >= params.segment_count {
-        return Err(SegmentError::IndexOutOfRange {
-            index,
-            count: params.segment_count,
-        });
+        return Err(SegmentError::IndexOutOfRange { index, count: params.segment_count });
     }
     let mut header = [0u8; SEGMENT_HEADER_BYTES];
     header[0..4].copy_from_slice(&SEGMENT_MAGIC);
@@ -199,9 +185,7 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 
 /// Decodes and verifies a segment, borrowing its payload.
 pub fn decode_segment(bytes: &[u8]) -> Result<SegmentView<'_>, SegmentError> {
-    let header = bytes
-        .get(..SEGMENT_HEADER_BYTES)
-        .ok_or(SegmentError::TooShort { len: bytes.len() })?;
+    let header = bytes.get(..SEGMENT_HEADER_BYTES).ok_or(SegmentError::TooShort { len: bytes.len() })?;
     if header[0..4] != SEGMENT_MAGIC {
         return Err(SegmentError::BadMagic);
     }
@@ -216,34 +200,20 @@ pub fn decode_segment(bytes: &[u8]) -> Result<SegmentView<'_>, SegmentError> {
     if header[18..20] != [0, 0] || header[36..40] != [0; 4] || header[52..56] != [0; 4] {
         return Err(SegmentError::ReservedNotZero);
     }
-    let params = Params::new(
-        le_u64(header, 8),
-        header[16],
-        header[17],
-        le_u32(header, 20),
-    )
-    .map_err(SegmentError::BadParams)?;
+    let params =
+        Params::new(le_u64(header, 8), header[16], header[17], le_u32(header, 20)).map_err(SegmentError::BadParams)?;
     let index = le_u32(header, 32);
     if index >= params.segment_count {
-        return Err(SegmentError::IndexOutOfRange {
-            index,
-            count: params.segment_count,
-        });
+        return Err(SegmentError::IndexOutOfRange { index, count: params.segment_count });
     }
     let expected = params.segment_bytes() as usize;
     let declared = le_u32(header, 48) as usize;
     if declared != expected {
-        return Err(SegmentError::LengthMismatch {
-            expected,
-            found: declared,
-        });
+        return Err(SegmentError::LengthMismatch { expected, found: declared });
     }
     let payload = &bytes[SEGMENT_HEADER_BYTES..];
     if payload.len() != expected {
-        return Err(SegmentError::LengthMismatch {
-            expected,
-            found: payload.len(),
-        });
+        return Err(SegmentError::LengthMismatch { expected, found: payload.len() });
     }
     let mut fixed = [0u8; SEGMENT_HEADER_BYTES];
     fixed.copy_from_slice(header);
@@ -251,13 +221,8 @@ pub fn decode_segment(bytes: &[u8]) -> Result<SegmentView<'_>, SegmentError> {
     if checksum(&fixed, payload) != stored {
         return Err(SegmentError::ChecksumMismatch);
     }
-    let header = SegmentHeader {
-        params,
-        generation: le_u64(header, 24),
-        index,
-        version: le_u64(header, 40),
-        checksum: stored,
-    };
+    let header =
+        SegmentHeader { params, generation: le_u64(header, 24), index, version: le_u64(header, 40), checksum: stored };
     Ok(SegmentView { header, payload })
 }
 
@@ -286,18 +251,12 @@ impl<'a> SegmentView<'a> {
         let params = &self.header.params;
         let at = params.locate(hash);
         if at.segment != self.header.index {
-            return Err(WrongSegment {
-                expected: at.segment,
-                actual: self.header.index,
-            });
+            return Err(WrongSegment { expected: at.segment, actual: self.header.index });
         }
         let start = at.byte_offset_in_segment() as usize;
         let mut block = [0u8; BLOCK_BYTES];
         block.copy_from_slice(&self.payload[start..start + BLOCK_BYTES]);
-        Ok(crate::block::bytes_contain(
-            &block,
-            &probe_mask(hash.probe_bits, params.k),
-        ))
+        Ok(crate::block::bytes_contain(&block, &probe_mask(hash.probe_bits, params.k)))
     }
 
     /// Tests a normalised key.
@@ -333,10 +292,7 @@ impl Segment {
 
     /// A view for lookups.
     pub fn view(&self) -> SegmentView<'_> {
-        SegmentView {
-            header: self.header,
-            payload: &self.bytes[SEGMENT_HEADER_BYTES..],
-        }
+        SegmentView { header: self.header, payload: &self.bytes[SEGMENT_HEADER_BYTES..] }
     }
 }
 
@@ -347,10 +303,7 @@ mod tests {
     use crate::params::SizingOptions;
 
     fn small_filter() -> BloomFilter {
-        let opts = SizingOptions {
-            seed: 9,
-            segment_bytes: 1024,
-        };
+        let opts = SizingOptions { seed: 9, segment_bytes: 1024 };
         let mut f = BloomFilter::new(Params::for_capacity_with(5_000, 0.01, opts).unwrap());
         for i in 0u32..5_000 {
             f.insert(&i.to_le_bytes());
@@ -365,19 +318,14 @@ mod tests {
     #[test]
     fn segments_answer_like_the_whole_filter() {
         let f = small_filter();
-        let segments: Vec<Vec<u8>> = (0..f.params().segment_count)
-            .map(|i| encoded(&f, i))
-            .collect();
+        let segments: Vec<Vec<u8>> = (0..f.params().segment_count).map(|i| encoded(&f, i)).collect();
         for i in 0u32..20_000 {
             let key = i.to_le_bytes();
             let seg = f.params().locate(&hash_key(&key, 9)).segment;
             let view = decode_segment(&segments[seg as usize]).unwrap();
             assert_eq!(view.may_contain(&key), Ok(f.may_contain(&key)));
             let other = (seg + 1) % f.params().segment_count;
-            assert!(decode_segment(&segments[other as usize])
-                .unwrap()
-                .may_contain(&key)
-                .is_err());
+            assert!(decode_segment(&segments[other as usize]).unwrap().may_contain(&key).is_err());
         }
     }
 
@@ -386,10 +334,7 @@ mod tests {
         let f = small_filter();
         let seg = Segment::decode(encoded(&f, 1)).unwrap();
         let h = seg.header();
-        assert_eq!(
-            (h.params, h.generation, h.index, h.version),
-            (*f.params(), 3, 1, 77)
-        );
+        assert_eq!((h.params, h.generation, h.index, h.version), (*f.params(), 3, 1, 77));
         assert_eq!(seg.view().payload(), &f.segment_payload(1)[..]);
     }
 
@@ -402,60 +347,20 @@ mod tests {
             b[at..at + bytes.len()].copy_from_slice(bytes);
             b
         };
-        assert_eq!(
-            decode_segment(&good[..10]).unwrap_err(),
-            SegmentError::TooShort { len: 10 }
-        );
-        assert_eq!(
-            decode_segment(&with(0, b"XXXX")).unwrap_err(),
-            SegmentError::BadMagic
-        );
-        assert_eq!(
-            decode_segment(&with(4, &[2, 0])).unwrap_err(),
-            SegmentError::UnsupportedVersion(2)
-        );
-        assert_eq!(
-            decode_segment(&with(6, &[65, 0])).unwrap_err(),
-            SegmentError::BadHeaderLength(65)
-        );
-        assert_eq!(
-            decode_segment(&with(18, &[1])).unwrap_err(),
-            SegmentError::ReservedNotZero
-        );
-        assert!(matches!(
-            decode_segment(&with(16, &[0])).unwrap_err(),
-            SegmentError::BadParams(_)
-        ));
-        assert!(matches!(
-            decode_segment(&with(32, &[0xff; 4])).unwrap_err(),
-            SegmentError::IndexOutOfRange { .. }
-        ));
-        assert!(matches!(
-            decode_segment(&with(48, &[1, 0, 0, 0])).unwrap_err(),
-            SegmentError::LengthMismatch { .. }
-        ));
-        assert!(matches!(
-            decode_segment(&good[..good.len() - 1]).unwrap_err(),
-            SegmentError::LengthMismatch { .. }
-        ));
+        assert_eq!(decode_segment(&good[..10]).unwrap_err(), SegmentError::TooShort { len: 10 });
+        assert_eq!(decode_segment(&with(0, b"XXXX")).unwrap_err(), SegmentError::BadMagic);
+        assert_eq!(decode_segment(&with(4, &[2, 0])).unwrap_err(), SegmentError::UnsupportedVersion(2));
+        assert_eq!(decode_segment(&with(6, &[65, 0])).unwrap_err(), SegmentError::BadHeaderLength(65));
+        assert_eq!(decode_segment(&with(18, &[1])).unwrap_err(), SegmentError::ReservedNotZero);
+        assert!(matches!(decode_segment(&with(16, &[0])).unwrap_err(), SegmentError::BadParams(_)));
+        assert!(matches!(decode_segment(&with(32, &[0xff; 4])).unwrap_err(), SegmentError::IndexOutOfRange { .. }));
+        assert!(matches!(decode_segment(&with(48, &[1, 0, 0, 0])).unwrap_err(), SegmentError::LengthMismatch { .. }));
+        assert!(matches!(decode_segment(&good[..good.len() - 1]).unwrap_err(), SegmentError::LengthMismatch { .. }));
         let mut flipped = good.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert_eq!(
-            decode_segment(&flipped).unwrap_err(),
-            SegmentError::ChecksumMismatch
-        );
-        assert_eq!(
-            decode_segment(&with(40, &[78])).unwrap_err(),
-            SegmentError::ChecksumMismatch
-        );
+        assert_eq!(decode_segment(&flipped).unwrap_err(), SegmentError::ChecksumMismatch);
+        assert_eq!(decode_segment(&with(40, &[78])).unwrap_err(), SegmentError::ChecksumMismatch);
         assert!(encode_segment(f.params(), 0, 0, 0, &[0u8; 3]).is_err());
-        assert!(encode_segment(
-            f.params(),
-            0,
-            f.params().segment_count,
-            0,
-            &f.segment_payload(0)
-        )
-        .is_err());
+        assert!(encode_segment(f.params(), 0, f.params().segment_count, 0, &f.segment_payload(0)).is_err());
     }
 }

@@ -59,10 +59,7 @@ fn keys() -> Vec<(KeyFormat, String)> {
     vec![
         (KeyFormat::SHA256_HEX, sha256_empty.to_string()),
         (KeyFormat::SHA256_HEX, sha256_empty.to_uppercase()),
-        (
-            KeyFormat::Hex { digits: Some(32) },
-            "d41d8cd98f00b204e9800998ecf8427e".to_string(),
-        ),
+        (KeyFormat::Hex { digits: Some(32) }, "d41d8cd98f00b204e9800998ecf8427e".to_string()),
         (KeyFormat::Hex { digits: None }, "00".to_string()),
         (KeyFormat::Bytes, "a".to_string()),
         (KeyFormat::Bytes, "file/with spaces/and-ünïcode".to_string()),
@@ -104,8 +101,7 @@ fn compute() -> Golden {
         if let Some(f) = filter {
             for index in 0..params.segment_count {
                 let payload = f.segment_payload(index);
-                let encoded =
-                    encode_segment(&params, 7, index, 9 + u64::from(index), &payload).unwrap();
+                let encoded = encode_segment(&params, 7, index, 9 + u64::from(index), &payload).unwrap();
                 segments.push(SegmentVector {
                     params,
                     generation: 7,
@@ -117,10 +113,7 @@ fn compute() -> Golden {
             }
         }
     }
-    Golden {
-        keys: vectors,
-        segments,
-    }
+    Golden { keys: vectors, segments }
 }
 
 const COMMITTED: &str = include_str!("golden.json");
@@ -132,22 +125,13 @@ fn this_target_computes_the_committed_vectors() {
     #[cfg(not(target_arch = "wasm32"))]
     if std::env::var_os("BLOOMGATE_BLESS_GOLDEN").is_some() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden.json");
-        std::fs::write(
-            path,
-            serde_json::to_string_pretty(&computed).unwrap() + "\n",
-        )
-        .unwrap();
+        std::fs::write(path, serde_json::to_string_pretty(&computed).unwrap() + "\n").unwrap();
         return;
     }
     let committed: Golden = serde_json::from_str(COMMITTED).expect("golden.json parses");
     assert_eq!(committed.keys.len(), computed.keys.len());
     for (want, got) in committed.keys.iter().zip(&computed.keys) {
-        assert_eq!(
-            want,
-            got,
-            "key vector differs on {}",
-            std::env::consts::ARCH
-        );
+        assert_eq!(want, got, "key vector differs on {}", std::env::consts::ARCH);
     }
     assert_eq!(committed.segments, computed.segments);
 }
@@ -158,16 +142,10 @@ fn letter_case_does_not_change_the_bits() {
     let golden: Golden = serde_json::from_str(COMMITTED).unwrap();
     let lower = &golden.keys[0];
     let upper = &golden.keys[1];
-    assert_eq!(
-        (lower.block, &lower.bit_positions),
-        (upper.block, &upper.bit_positions)
-    );
+    assert_eq!((lower.block, &lower.bit_positions), (upper.block, &upper.bit_positions));
     // Bit offsets past 2^32 are where 32-bit index math breaks (RedisBloom, Spark).
     assert!(
-        golden
-            .keys
-            .iter()
-            .any(|v| v.block * 512 > u64::from(u32::MAX)),
+        golden.keys.iter().any(|v| v.block * 512 > u64::from(u32::MAX)),
         "a vector must exercise bit offsets beyond 32 bits"
     );
 }

@@ -12,10 +12,7 @@ pub struct Wrangler {
 }
 
 fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 impl Wrangler {
@@ -23,33 +20,13 @@ impl Wrangler {
     pub async fn start(origin_url: &str, edge_secret: &str, freshness_secs: u32) -> Wrangler {
         let root = repo_root();
         let wrangler = root.join("node_modules/.bin/wrangler");
-        assert!(
-            wrangler.exists(),
-            "wrangler is not installed: run `scripts/edge-build` (it runs npm ci)"
-        );
-        assert!(
-            root.join("edge/build/index.js").exists(),
-            "the edge is not built: run `scripts/edge-build`"
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let log = std::fs::File::create(
-            std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log")),
-        )
-        .unwrap();
+        assert!(wrangler.exists(), "wrangler is not installed: run `scripts/edge-build` (it runs npm ci)");
+        assert!(root.join("edge/build/index.js").exists(), "the edge is not built: run `scripts/edge-build`");
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::fs::File::create(std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"))).unwrap();
         let child = Command::new(wrangler)
             .current_dir(&root)
-            .args([
-                "dev",
-                "--ip",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--show-interactive-dev-session=false",
-            ])
+            .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string(), "--show-interactive-dev-session=false"])
             .args(["--inspector-port", "0"])
             .args(["--var", &format!("ORIGIN_URL:{origin_url}")])
             .args(["--var", &format!("EDGE_SECRET:{edge_secret}")])

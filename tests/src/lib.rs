@@ -27,8 +27,7 @@ pub fn cassandra_addr() -> String {
 
 /// Panics with instructions unless `addr` accepts TCP connections.
 pub async fn require(service: &str, addr: &str) {
-    let reachable =
-        tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
+    let reachable = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
     if !matches!(reachable, Ok(Ok(_))) {
         panic!("{service} is not reachable at {addr}: start it with `scripts/services start` (or set BLOOMGATE_TEST_* to its address)");
     }
@@ -41,11 +40,5 @@ pub fn unique_filter(prefix: &str) -> String {
 
 /// `n` random SHA-256-shaped hex keys.
 pub fn random_keys(n: usize) -> Vec<String> {
-    (0..n)
-        .map(|_| {
-            (0..4)
-                .map(|_| format!("{:016x}", rand::random::<u64>()))
-                .collect()
-        })
-        .collect()
+    (0..n).map(|_| (0..4).map(|_| format!("{:016x}", rand::random::<u64>())).collect()).collect()
 }

@@ -16,6 +16,8 @@ pub struct TestOrigin {
     pub base: String,
     /// HTTP client.
     pub http: reqwest::Client,
+    /// The origin's state (its gate and stores), for driving rebuilds directly.
+    pub state: bloomgate_origin::routes::AppState,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -34,6 +36,9 @@ pub fn config(redis_url: Option<String>, cassandra: &str) -> Config {
         writer_tokens: vec![TOKEN.into()],
         edge_secret: Some(EDGE_SECRET.into()),
         meta_cache_ms: 200,
+        // Tests share one Cassandra keyspace: an automatic rebuild in one test's origin would
+        // act on other tests' filters. Tests of recovery turn it on with their own keyspace.
+        recovery_interval_ms: 0,
         ..Config::default()
     }
 }
@@ -43,22 +48,13 @@ impl TestOrigin {
     pub async fn start(config: Config) -> TestOrigin {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let state = bloomgate_origin::build_state(config)
-            .await
-            .expect("origin state");
+        let state = bloomgate_origin::build_state(config).await.expect("origin state");
         let (tx, rx) = oneshot::channel();
-        tokio::spawn(bloomgate_origin::run(listener, state, async {
+        tokio::spawn(bloomgate_origin::run(listener, state.clone(), async {
             let _ = rx.await;
         }));
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-            .unwrap();
-        TestOrigin {
-            base,
-            http,
-            shutdown: Some(tx),
-        }
+        let http = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+        TestOrigin { base, http, state, shutdown: Some(tx) }
     }
 
     /// Creates a filter (hex:64 keys).
@@ -71,23 +67,13 @@ impl TestOrigin {
             .send()
             .await
             .unwrap();
-        assert!(
-            r.status().is_success(),
-            "create filter: {} {}",
-            r.status(),
-            r.text().await.unwrap()
-        );
+        assert!(r.status().is_success(), "create filter: {} {}", r.status(), r.text().await.unwrap());
         r.json().await.unwrap()
     }
 
     /// PUT one key; returns the response.
     pub async fn put(&self, filter: &str, key: &str) -> Response {
-        self.http
-            .put(format!("{}/v1/filters/{filter}/keys/{key}", self.base))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap()
+        self.http.put(format!("{}/v1/filters/{filter}/keys/{key}", self.base)).bearer_auth(TOKEN).send().await.unwrap()
     }
 
     /// Batch insert; panics unless acknowledged.
@@ -101,22 +87,31 @@ impl TestOrigin {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(
-                r.status(),
-                StatusCode::OK,
-                "insert batch: {}",
-                r.text().await.unwrap()
-            );
+            assert_eq!(r.status(), StatusCode::OK, "insert batch: {}", r.text().await.unwrap());
         }
+    }
+
+    /// DELETE one key.
+    pub async fn delete(&self, filter: &str, key: &str) -> Response {
+        self.http
+            .delete(format!("{}/v1/filters/{filter}/keys/{key}", self.base))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The filter's stats.
+    pub async fn stats(&self, filter: &str) -> Value {
+        let r =
+            self.http.get(format!("{}/v1/filters/{filter}/stats", self.base)).bearer_auth(TOKEN).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "stats");
+        r.json().await.unwrap()
     }
 
     /// GET one key.
     pub async fn get(&self, filter: &str, key: &str) -> Response {
-        self.http
-            .get(format!("{}/v1/filters/{filter}/keys/{key}", self.base))
-            .send()
-            .await
-            .unwrap()
+        self.http.get(format!("{}/v1/filters/{filter}/keys/{key}", self.base)).send().await.unwrap()
     }
 
     /// Batch lookup: (seen, answered_by) per key.
@@ -130,18 +125,10 @@ impl TestOrigin {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(
-                r.status(),
-                StatusCode::OK,
-                "lookup batch: {}",
-                r.text().await.unwrap()
-            );
+            assert_eq!(r.status(), StatusCode::OK, "lookup batch: {}", r.text().await.unwrap());
             let body: Value = r.json().await.unwrap();
             for result in body["results"].as_array().unwrap() {
-                out.push((
-                    result["seen"].as_bool().unwrap(),
-                    result["answered_by"].as_str().unwrap().to_owned(),
-                ));
+                out.push((result["seen"].as_bool().unwrap(), result["answered_by"].as_str().unwrap().to_owned()));
             }
         }
         out
@@ -149,21 +136,9 @@ impl TestOrigin {
 
     /// The value of a Prometheus sample line (exact name with labels), 0 if absent.
     pub async fn metric(&self, sample: &str) -> f64 {
-        let text = self
-            .http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = self.http.get(format!("{}/metrics", self.base)).send().await.unwrap().text().await.unwrap();
         text.lines()
-            .find_map(|l| {
-                l.strip_prefix(sample)
-                    .and_then(|rest| rest.strip_prefix(' '))
-                    .map(|v| v.parse().unwrap())
-            })
+            .find_map(|l| l.strip_prefix(sample).and_then(|rest| rest.strip_prefix(' ')).map(|v| v.parse().unwrap()))
             .unwrap_or(0.0)
     }
 }

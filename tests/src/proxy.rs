@@ -43,12 +43,7 @@ impl ChaosProxy {
                 tokio::spawn(pipe(sr, cw, m.clone(), d.clone()));
             }
         });
-        ChaosProxy {
-            addr,
-            mode,
-            delay_ms,
-            task,
-        }
+        ChaosProxy { addr, mode, delay_ms, task }
     }
 
     /// Drops every connection, open and new, until [`heal`](Self::heal).
@@ -70,8 +65,7 @@ impl ChaosProxy {
 
     /// Delays every chunk of data by `delay`.
     pub fn slow(&self, delay: Duration) {
-        self.delay_ms
-            .store(delay.as_millis() as u64, Ordering::SeqCst);
+        self.delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 }
 

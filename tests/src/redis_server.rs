@@ -12,11 +12,7 @@ pub struct RedisServer {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl RedisServer {
@@ -24,11 +20,7 @@ impl RedisServer {
     pub fn start() -> RedisServer {
         let dir = std::env::temp_dir().join(format!("bloomgate-redis-{:x}", rand::random::<u64>()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut server = RedisServer {
-            port: free_port(),
-            child: None,
-            dir,
-        };
+        let mut server = RedisServer { port: free_port(), child: None, dir };
         server.restart();
         server
     }
@@ -47,32 +39,17 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect(
-                "redis-server not found: run `scripts/services start redis` once to install it",
-            );
+            .expect("redis-server not found: run `scripts/services start redis` once to install it");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(self.addr()).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start on port {}",
-                self.port
-            );
+            assert!(Instant::now() < deadline, "redis-server did not start on port {}", self.port);
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -87,11 +64,7 @@ impl RedisServer {
 
     /// A connection for inspecting or breaking the data.
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap()
+        redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
     }
 }
 

@@ -19,12 +19,7 @@ use std::time::{Duration, Instant};
 /// The freshness bound S the edge runs with in this test.
 const FRESHNESS_SECS: u32 = 3;
 
-async fn edge_batch(
-    http: &reqwest::Client,
-    base: &str,
-    filter: &str,
-    keys: &[String],
-) -> Vec<(bool, String)> {
+async fn edge_batch(http: &reqwest::Client, base: &str, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
     let mut out = Vec::new();
     for chunk in keys.chunks(500) {
         let r = http
@@ -36,10 +31,7 @@ async fn edge_batch(
         assert_eq!(r.status(), StatusCode::OK, "edge batch");
         let body: Value = r.json().await.unwrap();
         for v in body["results"].as_array().unwrap() {
-            out.push((
-                v["seen"].as_bool().unwrap(),
-                v["answered_by"].as_str().unwrap_or("").to_owned(),
-            ));
+            out.push((v["seen"].as_bool().unwrap(), v["answered_by"].as_str().unwrap_or("").to_owned()));
         }
     }
     out
@@ -49,18 +41,9 @@ async fn edge_batch(
 async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     require("Redis", &redis_addr()).await;
     require("Cassandra", &cassandra_addr()).await;
-    let origin = TestOrigin::start(config(
-        Some(format!("redis://{}/", redis_addr())),
-        &cassandra_addr(),
-    ))
-    .await;
+    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
     let proxy = ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
-    let edge = Wrangler::start(
-        &format!("http://{}", proxy.addr),
-        EDGE_SECRET,
-        FRESHNESS_SECS,
-    )
-    .await;
+    let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, FRESHNESS_SECS).await;
     let http = reqwest::Client::new();
     let filter = unique_filter("edge");
     origin.create_filter(&filter, 50_000, 0.01).await;
@@ -69,55 +52,27 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
 
     // No false negatives across 10^4 present keys, through the edge.
     let answers = edge_batch(&http, &edge.base, &filter, &present).await;
-    assert!(
-        answers.iter().all(|(seen, _)| *seen),
-        "the edge answered 'not seen' for an acknowledged key"
-    );
+    assert!(answers.iter().all(|(seen, _)| *seen), "the edge answered 'not seen' for an acknowledged key");
     for key in present.iter().take(100) {
-        let r = http
-            .get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base))
-            .send()
-            .await
-            .unwrap();
+        let r = http.get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
     }
 
     // 10^4 absent keys: answered at the edge; the origin sees about fp_rate of them.
     let absent = random_keys(10_000);
-    let before = origin
-        .metric("bloomgate_lookups_total{answered_by=\"filter\"}")
-        .await
-        + origin
-            .metric("bloomgate_lookups_total{answered_by=\"database\"}")
-            .await;
+    let before = origin.metric("bloomgate_lookups_total{answered_by=\"filter\"}").await
+        + origin.metric("bloomgate_lookups_total{answered_by=\"database\"}").await;
     let answers = edge_batch(&http, &edge.base, &filter, &absent).await;
     assert!(answers.iter().all(|(seen, _)| !*seen));
-    let after = origin
-        .metric("bloomgate_lookups_total{answered_by=\"filter\"}")
-        .await
-        + origin
-            .metric("bloomgate_lookups_total{answered_by=\"database\"}")
-            .await;
+    let after = origin.metric("bloomgate_lookups_total{answered_by=\"filter\"}").await
+        + origin.metric("bloomgate_lookups_total{answered_by=\"database\"}").await;
     let reached_origin = after - before;
-    assert!(
-        reached_origin <= 200.0,
-        "{reached_origin} of 10000 absent keys reached the origin"
-    );
+    assert!(reached_origin <= 200.0, "{reached_origin} of 10000 absent keys reached the origin");
     let at_edge = answers.iter().filter(|(_, by)| by == "edge").count();
     assert!(at_edge >= 9_800, "{at_edge} answered at the edge");
-    let single = http
-        .get(format!(
-            "{}/v1/filters/{filter}/keys/{}",
-            edge.base, absent[0]
-        ))
-        .send()
-        .await
-        .unwrap();
+    let single = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, absent[0])).send().await.unwrap();
     if single.status() == StatusCode::NOT_FOUND
-        && single
-            .headers()
-            .get("x-bloomgate-answered-by")
-            .is_some_and(|v| v == "edge")
+        && single.headers().get("x-bloomgate-answered-by").is_some_and(|v| v == "edge")
     {
         assert_eq!(single.json::<Value>().await.unwrap()["seen"], false);
     }
@@ -125,11 +80,7 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     // Freshness: a key acknowledged by the origin is "seen" at the edge within S seconds.
     let fresh = random_keys(5);
     for key in &fresh {
-        let r = http
-            .get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base))
-            .send()
-            .await
-            .unwrap();
+        let r = http.get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND); // its segment is now held by the edge
     }
     let mut worst = Duration::ZERO;
@@ -137,18 +88,11 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         assert_eq!(origin.put(&filter, key).await.status(), StatusCode::CREATED);
         let acked = Instant::now();
         loop {
-            let r = http
-                .get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base))
-                .send()
-                .await
-                .unwrap();
+            let r = http.get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base)).send().await.unwrap();
             if r.status() == StatusCode::OK {
                 break;
             }
-            assert!(
-                acked.elapsed() <= Duration::from_secs(u64::from(FRESHNESS_SECS) + 1),
-                "stale past S for {key}"
-            );
+            assert!(acked.elapsed() <= Duration::from_secs(u64::from(FRESHNESS_SECS) + 1), "stale past S for {key}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         worst = worst.max(acked.elapsed());
@@ -157,38 +101,12 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
 
     // Bad keys get the origin's 4xx from the edge alone: with the origin cut off they still do.
     proxy.cut();
-    let r = http
-        .get(format!(
-            "{}/v1/filters/{filter}/keys/{}",
-            edge.base,
-            &present[0][..63]
-        ))
-        .send()
-        .await
-        .unwrap();
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, &present[0][..63])).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    assert_eq!(
-        r.json::<Value>().await.unwrap()["detail"],
-        "key must be 64 hex digits, got 63"
-    );
-    let r = http
-        .get(format!(
-            "{}/v1/filters/{filter}/keys/{}",
-            edge.base,
-            "g".repeat(64)
-        ))
-        .send()
-        .await
-        .unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["detail"], "key must be 64 hex digits, got 63");
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, "g".repeat(64))).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-    let r = http
-        .put(format!(
-            "{}/v1/filters/{filter}/keys/{}",
-            edge.base, present[0]
-        ))
-        .send()
-        .await
-        .unwrap();
+    let r = http.put(format!("{}/v1/filters/{filter}/keys/{}", edge.base, present[0])).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
 
     // Origin unreachable: for up to S after its last manifest, absent keys whose segments the
@@ -196,14 +114,7 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     // edge no longer trusts its copy (a writer may have reached the origin meanwhile): 503.
     proxy.heal();
     tokio::time::sleep(Duration::from_secs(u64::from(FRESHNESS_SECS))).await;
-    let r = http
-        .get(format!(
-            "{}/v1/filters/{filter}/keys/{}",
-            edge.base, absent[1]
-        ))
-        .send()
-        .await
-        .unwrap();
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, absent[1])).send().await.unwrap();
     assert!(r.status() == StatusCode::NOT_FOUND); // manifest fetched again just now
     proxy.cut();
     let cut_at = Instant::now();
@@ -211,16 +122,10 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         .iter()
         .chain(present[..20].iter())
         .map(|key| {
-            let (http, url) = (
-                http.clone(),
-                format!("{}/v1/filters/{filter}/keys/{key}", edge.base),
-            );
+            let (http, url) = (http.clone(), format!("{}/v1/filters/{filter}/keys/{key}", edge.base));
             tokio::spawn(async move {
                 let r = http.get(url).send().await.unwrap();
-                let by = r
-                    .headers()
-                    .get("x-bloomgate-answered-by")
-                    .map(|v| v.to_str().unwrap().to_owned());
+                let by = r.headers().get("x-bloomgate-answered-by").map(|v| v.to_str().unwrap().to_owned());
                 (r.status(), by, r.headers().contains_key("retry-after"))
             })
         })
@@ -234,38 +139,19 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         "probes took too long to test the window"
     );
     let (absent_out, present_out) = outcomes.split_at(100);
-    let edge_no = absent_out
-        .iter()
-        .filter(|(s, by, _)| *s == StatusCode::NOT_FOUND && by.as_deref() == Some("edge"))
-        .count();
+    let edge_no =
+        absent_out.iter().filter(|(s, by, _)| *s == StatusCode::NOT_FOUND && by.as_deref() == Some("edge")).count();
     assert!(absent_out
         .iter()
-        .all(|(s, _, retry)| *s == StatusCode::NOT_FOUND
-            || (*s == StatusCode::SERVICE_UNAVAILABLE && *retry)));
+        .all(|(s, _, retry)| *s == StatusCode::NOT_FOUND || (*s == StatusCode::SERVICE_UNAVAILABLE && *retry)));
+    assert!(edge_no >= 95, "{edge_no} of 100 absent keys answered at the edge with the origin down");
     assert!(
-        edge_no >= 95,
-        "{edge_no} of 100 absent keys answered at the edge with the origin down"
-    );
-    assert!(
-        present_out
-            .iter()
-            .all(|(s, _, retry)| *s == StatusCode::SERVICE_UNAVAILABLE && *retry),
+        present_out.iter().all(|(s, _, retry)| *s == StatusCode::SERVICE_UNAVAILABLE && *retry),
         "present key with the origin down: {present_out:?}"
     );
     tokio::time::sleep(Duration::from_secs(u64::from(FRESHNESS_SECS))).await;
-    let r = http
-        .get(format!(
-            "{}/v1/filters/{filter}/keys/{}",
-            edge.base, absent[2]
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        r.status(),
-        StatusCode::SERVICE_UNAVAILABLE,
-        "past S without a manifest the edge must not answer 'no'"
-    );
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, absent[2])).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "past S without a manifest the edge must not answer 'no'");
     proxy.heal();
 
     // A segment damaged in transit is rejected, never used: lookups go to the origin.
@@ -276,24 +162,12 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     // The manifest is small and passes; segment bodies (64 KiB) arrive damaged.
     proxy.corrupt_large_chunks();
     for key in random_keys(30) {
-        let r = http
-            .get(format!("{}/v1/filters/{damaged}/keys/{key}", edge.base))
-            .send()
-            .await
-            .unwrap();
+        let r = http.get(format!("{}/v1/filters/{damaged}/keys/{key}", edge.base)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
-        assert_ne!(
-            r.headers()["x-bloomgate-answered-by"],
-            "edge",
-            "a damaged segment was used"
-        );
+        assert_ne!(r.headers()["x-bloomgate-answered-by"], "edge", "a damaged segment was used");
     }
     for key in &few[..10] {
-        let r = http
-            .get(format!("{}/v1/filters/{damaged}/keys/{key}", edge.base))
-            .send()
-            .await
-            .unwrap();
+        let r = http.get(format!("{}/v1/filters/{damaged}/keys/{key}", edge.base)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
     }
     proxy.heal();

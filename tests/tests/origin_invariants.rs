@@ -26,40 +26,23 @@ async fn services() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_false_negatives_and_absent_keys_mostly_stop_at_the_filter() {
     services().await;
-    let origin = TestOrigin::start(config(
-        Some(format!("redis://{}/", redis_addr())),
-        &cassandra_addr(),
-    ))
-    .await;
+    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
     let filter = unique_filter("happy");
     origin.create_filter(&filter, 20_000, 0.01).await;
     let present = random_keys(5_000);
     origin.insert_all(&filter, &present).await;
 
     let answers = origin.lookup_all(&filter, &present).await;
-    assert!(
-        answers.iter().all(|(seen, _)| *seen),
-        "an acknowledged key was answered 'not seen'"
-    );
+    assert!(answers.iter().all(|(seen, _)| *seen), "an acknowledged key was answered 'not seen'");
     let upper: Vec<String> = present.iter().take(500).map(|k| k.to_uppercase()).collect();
-    assert!(
-        origin
-            .lookup_all(&filter, &upper)
-            .await
-            .iter()
-            .all(|(seen, _)| *seen),
-        "key case changed the answer"
-    );
+    assert!(origin.lookup_all(&filter, &upper).await.iter().all(|(seen, _)| *seen), "key case changed the answer");
 
     let absent = random_keys(10_000);
     let answers = origin.lookup_all(&filter, &absent).await;
     assert!(answers.iter().all(|(seen, _)| !*seen));
     let reached_db = answers.iter().filter(|(_, by)| by == "database").count();
     // Expected FPR well under 1 % at a quarter of capacity; 1 % of 10^4 leaves room for noise.
-    assert!(
-        reached_db <= 100,
-        "{reached_db} of 10000 absent keys reached Cassandra"
-    );
+    assert!(reached_db <= 100, "{reached_db} of 10000 absent keys reached Cassandra");
 
     let single = origin.get(&filter, &present[0]).await;
     assert_eq!(single.status(), StatusCode::OK);
@@ -84,48 +67,22 @@ async fn redis_killed_or_restarted_empty_never_turns_into_not_found() {
 
     redis.kill();
     let answers = origin.lookup_all(&filter, &present).await;
-    assert!(
-        answers.iter().all(|(seen, by)| *seen && by == "database"),
-        "Redis down must fall through to Cassandra"
-    );
-    assert!(origin
-        .lookup_all(&filter, &absent)
-        .await
-        .iter()
-        .all(|(seen, by)| !*seen && by == "database"));
+    assert!(answers.iter().all(|(seen, by)| *seen && by == "database"), "Redis down must fall through to Cassandra");
+    assert!(origin.lookup_all(&filter, &absent).await.iter().all(|(seen, by)| !*seen && by == "database"));
 
     let refused = random_keys(1).pop().unwrap();
     let r = origin.put(&filter, &refused).await;
-    assert_eq!(
-        r.status(),
-        StatusCode::SERVICE_UNAVAILABLE,
-        "a write without the filter must fail"
-    );
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "a write without the filter must fail");
     assert!(r.headers().contains_key("retry-after"));
 
     redis.restart(); // empty: no metadata, no segments
     tokio::time::sleep(Duration::from_millis(300)).await; // past the metadata cache
     let answers = origin.lookup_all(&filter, &present).await;
-    assert!(
-        answers.iter().all(|(seen, by)| *seen && by == "database"),
-        "restarted-empty Redis read as zeros"
-    );
+    assert!(answers.iter().all(|(seen, by)| *seen && by == "database"), "restarted-empty Redis read as zeros");
     let r = origin.get(&filter, &refused).await;
-    assert_eq!(
-        r.status(),
-        StatusCode::NOT_FOUND,
-        "the refused write must not have reached Cassandra"
-    );
-    assert_eq!(
-        origin.put(&filter, &refused).await.status(),
-        StatusCode::SERVICE_UNAVAILABLE
-    );
-    assert!(
-        origin
-            .metric("bloomgate_filter_fallthroughs_total{reason=\"meta_missing\"}")
-            .await
-            > 0.0
-    );
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "the refused write must not have reached Cassandra");
+    assert_eq!(origin.put(&filter, &refused).await.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(origin.metric("bloomgate_filter_fallthroughs_total{reason=\"meta_missing\"}").await > 0.0);
 }
 
 /// Invariant 2: FLUSHALL, one deleted segment, a deleted generation marker.
@@ -145,17 +102,9 @@ async fn flushed_or_missing_segments_and_metadata_fall_through() {
     assert!(segment_keys.len() >= 2, "{segment_keys:?}");
     let _: () = conn.del(&segment_keys[0]).await.unwrap();
     let answers = origin.lookup_all(&filter, &present).await;
-    assert!(
-        answers.iter().all(|(seen, _)| *seen),
-        "a deleted segment produced a false negative"
-    );
+    assert!(answers.iter().all(|(seen, _)| *seen), "a deleted segment produced a false negative");
     assert!(answers.iter().any(|(_, by)| by == "database"));
-    assert!(
-        origin
-            .metric("bloomgate_filter_fallthroughs_total{reason=\"segment_missing\"}")
-            .await
-            > 0.0
-    );
+    assert!(origin.metric("bloomgate_filter_fallthroughs_total{reason=\"segment_missing\"}").await > 0.0);
     // A write to a key in the deleted segment must fail rather than recreate it as zeros.
     let failed_before = origin.metric("bloomgate_write_filter_failures_total").await;
     let new_keys = random_keys(200);
@@ -166,27 +115,16 @@ async fn flushed_or_missing_segments_and_metadata_fall_through() {
         }
     }
     assert!(refused > 0, "no write landed in the deleted segment");
-    assert_eq!(
-        origin.metric("bloomgate_write_filter_failures_total").await - failed_before,
-        refused as f64
-    );
+    assert_eq!(origin.metric("bloomgate_write_filter_failures_total").await - failed_before, refused as f64);
     let exists: bool = conn.exists(&segment_keys[0]).await.unwrap();
     assert!(!exists, "an add recreated a deleted segment");
 
     let _: () = conn.del(format!("bg:{{{filter}}}:meta")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(origin
-        .lookup_all(&filter, &present)
-        .await
-        .iter()
-        .all(|(seen, by)| *seen && by == "database"));
+    assert!(origin.lookup_all(&filter, &present).await.iter().all(|(seen, by)| *seen && by == "database"));
 
     let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
-    assert!(origin
-        .lookup_all(&filter, &present)
-        .await
-        .iter()
-        .all(|(seen, by)| *seen && by == "database"));
+    assert!(origin.lookup_all(&filter, &present).await.iter().all(|(seen, by)| *seen && by == "database"));
 }
 
 /// Invariant 2: a Redis slower than its timeout is unavailable, not "no".
@@ -205,12 +143,7 @@ async fn redis_slower_than_its_timeout_falls_through() {
     proxy.slow(Duration::from_millis(300));
     let answers = origin.lookup_all(&filter, &present).await;
     assert!(answers.iter().all(|(seen, by)| *seen && by == "database"));
-    assert!(
-        origin
-            .metric("bloomgate_filter_fallthroughs_total{reason=\"timeout\"}")
-            .await
-            > 0.0
-    );
+    assert!(origin.metric("bloomgate_filter_fallthroughs_total{reason=\"timeout\"}").await > 0.0);
     proxy.heal();
 }
 
@@ -219,11 +152,7 @@ async fn redis_slower_than_its_timeout_falls_through() {
 async fn cassandra_down_is_503_never_404() {
     services().await;
     let proxy = ChaosProxy::start(&cassandra_addr()).await;
-    let origin = TestOrigin::start(config(
-        Some(format!("redis://{}/", redis_addr())),
-        &proxy.addr,
-    ))
-    .await;
+    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &proxy.addr)).await;
     let filter = unique_filter("nocass");
     origin.create_filter(&filter, 10_000, 0.01).await;
     let present = random_keys(50);
@@ -232,11 +161,7 @@ async fn cassandra_down_is_503_never_404() {
     proxy.cut();
     for key in &present {
         let r = origin.get(&filter, key).await;
-        assert_eq!(
-            r.status(),
-            StatusCode::SERVICE_UNAVAILABLE,
-            "present key during a Cassandra outage"
-        );
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "present key during a Cassandra outage");
         assert!(r.headers().contains_key("retry-after"));
     }
     // Keys the filter rules out are still answered, by the filter alone.
@@ -274,19 +199,10 @@ async fn a_burst_above_the_cap_is_refused_with_429() {
     let rss_before = rss_kib();
     let burst: Vec<_> = (0..600)
         .map(|i| {
-            let (http, url) = (
-                origin.http.clone(),
-                format!(
-                    "{}/v1/filters/{filter}/keys/{}",
-                    origin.base,
-                    present[i % 20]
-                ),
-            );
+            let (http, url) =
+                (origin.http.clone(), format!("{}/v1/filters/{filter}/keys/{}", origin.base, present[i % 20]));
             tokio::spawn(async move {
-                http.get(url)
-                    .send()
-                    .await
-                    .map(|r| (r.status(), r.headers().contains_key("retry-after")))
+                http.get(url).send().await.map(|r| (r.status(), r.headers().contains_key("retry-after")))
             })
         })
         .collect();
@@ -301,16 +217,10 @@ async fn a_burst_above_the_cap_is_refused_with_429() {
     }
     proxy.heal();
     assert!(ok >= 8, "{ok} answered");
-    assert!(
-        refused > 100,
-        "only {refused} of 600 refused with a cap of 8"
-    );
+    assert!(refused > 100, "only {refused} of 600 refused with a cap of 8");
     assert!(origin.metric("bloomgate_overloaded_total").await >= refused as f64);
     let growth = rss_kib().saturating_sub(rss_before);
-    assert!(
-        growth < 64 * 1024,
-        "memory grew by {growth} KiB during the burst"
-    );
+    assert!(growth < 64 * 1024, "memory grew by {growth} KiB during the burst");
 }
 
 /// Sends a GET with a raw socket; the status code, or None if the server closed first.
@@ -329,9 +239,7 @@ fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         })
         .unwrap_or(0)
 }
@@ -340,11 +248,7 @@ fn rss_kib() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inputs_get_the_right_4xx() {
     services().await;
-    let origin = TestOrigin::start(config(
-        Some(format!("redis://{}/", redis_addr())),
-        &cassandra_addr(),
-    ))
-    .await;
+    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
     let filter = unique_filter("bad");
     origin.create_filter(&filter, 1_000, 0.01).await;
     let base = format!("{}/v1/filters/{filter}", origin.base);
@@ -354,61 +258,30 @@ async fn bad_inputs_get_the_right_4xx() {
     let oversized: Vec<String> = random_keys(1001);
 
     let cases: Vec<(&str, reqwest::RequestBuilder, StatusCode)> = vec![
-        (
-            "empty key",
-            http.get(format!("{base}/keys/")),
-            StatusCode::NOT_FOUND,
-        ),
-        (
-            "wrong hex length",
-            http.get(format!("{base}/keys/{}", &good[..63])),
-            StatusCode::BAD_REQUEST,
-        ),
-        (
-            "non-hex",
-            http.get(format!("{base}/keys/{}", "z".repeat(64))),
-            StatusCode::BAD_REQUEST,
-        ),
-        (
-            "percent-encoded NUL",
-            http.get(format!("{base}/keys/%00{}", &good[..62])),
-            StatusCode::BAD_REQUEST,
-        ),
+        ("empty key", http.get(format!("{base}/keys/")), StatusCode::NOT_FOUND),
+        ("wrong hex length", http.get(format!("{base}/keys/{}", &good[..63])), StatusCode::BAD_REQUEST),
+        ("non-hex", http.get(format!("{base}/keys/{}", "z".repeat(64))), StatusCode::BAD_REQUEST),
+        ("percent-encoded NUL", http.get(format!("{base}/keys/%00{}", &good[..62])), StatusCode::BAD_REQUEST),
         (
             "unknown filter",
-            http.get(format!(
-                "{}/v1/filters/nope-{}/keys/{good}",
-                origin.base, filter
-            )),
+            http.get(format!("{}/v1/filters/nope-{}/keys/{good}", origin.base, filter)),
             StatusCode::NOT_FOUND,
         ),
-        (
-            "bad filter name",
-            http.get(format!("{}/v1/filters/UPPER/keys/{good}", origin.base)),
-            StatusCode::BAD_REQUEST,
-        ),
-        (
-            "missing token",
-            http.put(format!("{base}/keys/{good}")),
-            StatusCode::UNAUTHORIZED,
-        ),
+        ("bad filter name", http.get(format!("{}/v1/filters/UPPER/keys/{good}", origin.base)), StatusCode::BAD_REQUEST),
+        ("missing token", http.put(format!("{base}/keys/{good}")), StatusCode::UNAUTHORIZED),
         (
             "wrong token",
-            http.put(format!("{base}/keys/{good}"))
-                .bearer_auth("not-the-token-at-all"),
+            http.put(format!("{base}/keys/{good}")).bearer_auth("not-the-token-at-all"),
             StatusCode::FORBIDDEN,
         ),
         (
             "oversized batch",
-            http.post(format!("{base}/lookups"))
-                .json(&serde_json::json!({ "keys": oversized })),
+            http.post(format!("{base}/lookups")).json(&serde_json::json!({ "keys": oversized })),
             StatusCode::PAYLOAD_TOO_LARGE,
         ),
         (
             "malformed JSON",
-            http.post(format!("{base}/lookups"))
-                .header("content-type", "application/json")
-                .body("{\"keys\": [1,"),
+            http.post(format!("{base}/lookups")).header("content-type", "application/json").body("{\"keys\": [1,"),
             StatusCode::BAD_REQUEST,
         ),
         (
@@ -427,9 +300,7 @@ async fn bad_inputs_get_the_right_4xx() {
         ),
         (
             "value too large",
-            http.put(format!("{base}/keys/{good}"))
-                .bearer_auth(TOKEN)
-                .body(vec![b'v'; 5000]),
+            http.put(format!("{base}/keys/{good}")).bearer_auth(TOKEN).body(vec![b'v'; 5000]),
             StatusCode::PAYLOAD_TOO_LARGE,
         ),
     ];
@@ -437,33 +308,16 @@ async fn bad_inputs_get_the_right_4xx() {
         let r = request.send().await.unwrap();
         assert_eq!(r.status(), expected, "{name}");
         if r.status() != StatusCode::NOT_FOUND || name == "unknown filter" {
-            assert_eq!(
-                r.headers()["content-type"],
-                "application/problem+json",
-                "{name}"
-            );
+            assert_eq!(r.headers()["content-type"], "application/problem+json", "{name}");
         }
     }
     // A 10 MB key: sent raw (HTTP clients refuse such URLs), refused by the HTTP layer with a
     // 4xx before any handler or allocation sized by it, never a 5xx or a dropped process.
-    let status = raw_get_status(
-        &origin.base,
-        &format!("/v1/filters/{filter}/keys/{huge_key}"),
-    )
-    .await;
-    assert!(
-        status.is_none_or(|s| (400..500).contains(&s)),
-        "10 MB key answered {status:?}"
-    );
+    let status = raw_get_status(&origin.base, &format!("/v1/filters/{filter}/keys/{huge_key}")).await;
+    assert!(status.is_none_or(|s| (400..500).contains(&s)), "10 MB key answered {status:?}");
     // The batch with a bad key stored nothing (no partial write).
-    assert_eq!(
-        origin.get(&filter, &good).await.status(),
-        StatusCode::NOT_FOUND
-    );
+    assert_eq!(origin.get(&filter, &good).await.status(), StatusCode::NOT_FOUND);
     // And the origin is still fine.
-    assert_eq!(
-        origin.put(&filter, &good).await.status(),
-        StatusCode::CREATED
-    );
+    assert_eq!(origin.put(&filter, &good).await.status(), StatusCode::CREATED);
     assert_eq!(origin.get(&filter, &good).await.status(), StatusCode::OK);
 }

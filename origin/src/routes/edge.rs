@@ -14,10 +14,7 @@ use axum::{Json, Router};
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/filters/{filter}/manifest", get(manifest))
-        .route(
-            "/v1/filters/{filter}/segments/{generation}/{index}",
-            get(segment),
-        )
+        .route("/v1/filters/{filter}/segments/{generation}/{index}", get(segment))
 }
 
 async fn manifest(
@@ -29,9 +26,7 @@ async fn manifest(
     let manifest = s.gate.manifest(&filter).await?;
     let mut response = Json(manifest).into_response();
     // The manifest is what makes edges fresh: never cached on the way.
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
 }
 
@@ -43,10 +38,7 @@ async fn segment(
     require_edge(&headers, s.config.edge_secret.as_deref())?;
     let (version, wire) = s.gate.segment(&filter, generation, index).await?;
     let etag = format!("\"{generation}-{index}-{version}\"");
-    if headers
-        .get(header::IF_NONE_MATCH)
-        .is_some_and(|v| v.as_bytes() == etag.as_bytes())
-    {
+    if headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
         return Ok((axum::http::StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
     // Within a generation bits are only ever set, so a copy labelled version v answers
@@ -54,18 +46,9 @@ async fn segment(
     // the manifest decides when a newer version is needed.
     let mut response = wire.into_response();
     let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/vnd.bloomgate.segment"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("private, max-age=31536000, immutable"),
-    );
-    h.insert(
-        header::ETAG,
-        HeaderValue::from_str(&etag).map_err(|e| AppError::BadRequest(e.to_string()))?,
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/vnd.bloomgate.segment"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=31536000, immutable"));
+    h.insert(header::ETAG, HeaderValue::from_str(&etag).map_err(|e| AppError::BadRequest(e.to_string()))?);
     h.insert("x-bloomgate-segment-version", HeaderValue::from(version));
     Ok(response)
 }

@@ -20,10 +20,7 @@ pub const ANSWERED_BY_HEADER: &str = "x-bloomgate-answered-by";
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route(
-            "/v1/filters/{filter}/keys/{key}",
-            get(lookup).put(insert).delete(delete),
-        )
+        .route("/v1/filters/{filter}/keys/{key}", get(lookup).put(insert).delete(delete))
         .route("/v1/filters/{filter}/lookups", post(lookup_batch))
         .route("/v1/filters/{filter}/keys", post(insert_batch))
 }
@@ -56,16 +53,9 @@ async fn lookup(
     ApiPath((filter, key)): ApiPath<(String, String)>,
 ) -> Result<Response, AppError> {
     let answer = s.gate.lookup(&filter, path_key(&key)?).await?;
-    let status = if answer.seen {
-        StatusCode::OK
-    } else {
-        StatusCode::NOT_FOUND
-    };
+    let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = (status, Json(answer_json(&filter, &key, &answer))).into_response();
-    response.headers_mut().insert(
-        ANSWERED_BY_HEADER,
-        HeaderValue::from_static(answer.answered_by.as_str()),
-    );
+    response.headers_mut().insert(ANSWERED_BY_HEADER, HeaderValue::from_static(answer.answered_by.as_str()));
     Ok(response)
 }
 
@@ -75,12 +65,7 @@ async fn lookup_batch(
     ApiJson(body): ApiJson<KeysBody>,
 ) -> Result<Json<Value>, AppError> {
     let answers = s.gate.lookup_many(&filter, &body.keys).await?;
-    let results: Vec<Value> = body
-        .keys
-        .iter()
-        .zip(&answers)
-        .map(|(k, a)| answer_json(&filter, k, a))
-        .collect();
+    let results: Vec<Value> = body.keys.iter().zip(&answers).map(|(k, a)| answer_json(&filter, k, a)).collect();
     Ok(Json(json!({ "filter": filter, "results": results })))
 }
 
@@ -92,17 +77,10 @@ async fn insert(
 ) -> Result<Response, AppError> {
     require_writer(&headers, &s.config.writer_tokens)?;
     if value.len() > s.config.max_value_bytes {
-        return Err(AppError::ValueTooLarge {
-            max: s.config.max_value_bytes,
-            got: value.len(),
-        });
+        return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
     }
     s.gate.insert(&filter, path_key(&key)?, &value).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "filter": filter, "key": key, "stored": true })),
-    )
-        .into_response())
+    Ok((StatusCode::CREATED, Json(json!({ "filter": filter, "key": key, "stored": true }))).into_response())
 }
 
 async fn insert_batch(
@@ -123,7 +101,5 @@ async fn delete(
 ) -> Result<Json<Value>, AppError> {
     require_writer(&headers, &s.config.writer_tokens)?;
     let existed = s.gate.delete(&filter, path_key(&key)?).await?;
-    Ok(Json(
-        json!({ "filter": filter, "key": key, "deleted": existed }),
-    ))
+    Ok(Json(json!({ "filter": filter, "key": key, "deleted": existed })))
 }

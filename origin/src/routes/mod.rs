@@ -53,18 +53,11 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(v)) => Ok(ApiJson(v)),
-            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(AppError::BodyTooLarge)
-            }
+            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Err(AppError::BodyTooLarge),
             Err(e) if e.status() == axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE => {
-                Err(AppError::BadRequest(
-                    "send the body as JSON with 'Content-Type: application/json'".into(),
-                ))
+                Err(AppError::BadRequest("send the body as JSON with 'Content-Type: application/json'".into()))
             }
-            Err(e) => Err(AppError::BadRequest(format!(
-                "invalid JSON body: {}",
-                e.body_text()
-            ))),
+            Err(e) => Err(AppError::BadRequest(format!("invalid JSON body: {}", e.body_text()))),
         }
     }
 }
@@ -72,9 +65,7 @@ where
 /// Path keys arrive percent-decoded: refuse NUL, which no key format means to carry in a URL.
 pub fn path_key(key: &str) -> Result<&[u8], AppError> {
     if key.contains('\0') {
-        return Err(AppError::BadRequest(
-            "key must not contain NUL (%00)".into(),
-        ));
+        return Err(AppError::BadRequest("key must not contain NUL (%00)".into()));
     }
     Ok(key.as_bytes())
 }

@@ -12,17 +12,11 @@ use serde_json::json;
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+    Router::new().route("/metrics", get(metrics)).route("/healthz", get(healthz)).route("/readyz", get(readyz))
 }
 
 async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.gate.metrics.render(),
-    )
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.gate.metrics.render())
 }
 
 async fn healthz() -> impl IntoResponse {
@@ -32,11 +26,7 @@ async fn healthz() -> impl IntoResponse {
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
     let database = s.gate.key_store().ping().await;
     let filter = s.gate.filter_store().ping().await;
-    let status = if database.is_ok() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let status = if database.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({
         "ready": database.is_ok(),
         "database": database.map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),

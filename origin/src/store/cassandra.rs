@@ -40,8 +40,17 @@ pub struct CassandraKeyStore {
     delete_key: PreparedStatement,
     insert_filter: PreparedStatement,
     get_filter: PreparedStatement,
+    all_filters: PreparedStatement,
+    resize: PreparedStatement,
+    scan_range: PreparedStatement,
     ping: PreparedStatement,
 }
+
+/// Token ranges a full scan is cut into: enough for parallelism and resumable progress on a
+/// cluster, each a bounded, paged query.
+const SCAN_RANGES: i64 = 64;
+/// Rows per page of a scan.
+const SCAN_PAGE: i32 = 5000;
 
 fn err(e: impl std::fmt::Display) -> KeyStoreError {
     KeyStoreError::Error(e.to_string())
@@ -70,12 +79,7 @@ impl CassandraKeyStore {
             .connection_timeout(Duration::from_secs(5))
             .build()
             .await
-            .map_err(|e| {
-                err(format!(
-                    "cannot connect to Cassandra at {:?}: {e}",
-                    settings.nodes
-                ))
-            })?;
+            .map_err(|e| err(format!("cannot connect to Cassandra at {:?}: {e}", settings.nodes)))?;
         let ks = &settings.keyspace;
         let ddl = [
             format!("CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {}", settings.replication),
@@ -100,21 +104,10 @@ impl CassandraKeyStore {
                 Ok::<_, KeyStoreError>(p)
             }
         };
-        let get_key = prepare(
-            format!("SELECT value FROM {ks}.keys WHERE filter = ? AND key = ?"),
-            true,
-        )
-        .await?;
-        let put_key = prepare(
-            format!("INSERT INTO {ks}.keys (filter, key, value) VALUES (?, ?, ?)"),
-            true,
-        )
-        .await?;
-        let delete_key = prepare(
-            format!("DELETE FROM {ks}.keys WHERE filter = ? AND key = ? IF EXISTS"),
-            false,
-        )
-        .await?;
+        let get_key = prepare(format!("SELECT value FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?;
+        let put_key = prepare(format!("INSERT INTO {ks}.keys (filter, key, value) VALUES (?, ?, ?)"), true).await?;
+        let delete_key =
+            prepare(format!("DELETE FROM {ks}.keys WHERE filter = ? AND key = ? IF EXISTS"), false).await?;
         let mut insert_filter = prepare(
             format!(
                 "INSERT INTO {ks}.filters (name, key_format, capacity, fp_rate, segment_bytes) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
@@ -129,8 +122,19 @@ impl CassandraKeyStore {
             true,
         )
         .await?;
-        let mut ping =
-            prepare("SELECT release_version FROM system.local".to_string(), true).await?;
+        let all_filters =
+            prepare(format!("SELECT name, key_format, capacity, fp_rate, segment_bytes FROM {ks}.filters"), true)
+                .await?;
+        let resize = prepare(format!("UPDATE {ks}.filters SET capacity = ?, fp_rate = ? WHERE name = ?"), true).await?;
+        let mut scan_range = prepare(
+            format!("SELECT filter, key FROM {ks}.keys WHERE token(filter, key) >= ? AND token(filter, key) <= ?"),
+            true,
+        )
+        .await?;
+        scan_range.set_page_size(SCAN_PAGE);
+        // A rebuild may take minutes: each page gets a generous timeout, not the lookup one.
+        scan_range.set_request_timeout(Some(settings.timeout.max(Duration::from_secs(10))));
+        let mut ping = prepare("SELECT release_version FROM system.local".to_string(), true).await?;
         ping.set_consistency(Consistency::One);
         Ok(CassandraKeyStore {
             session: Arc::new(session),
@@ -139,6 +143,9 @@ impl CassandraKeyStore {
             delete_key,
             insert_filter,
             get_filter,
+            all_filters,
+            resize,
+            scan_range,
             ping,
         })
     }
@@ -151,9 +158,7 @@ impl CassandraKeyStore {
 
 type FilterRow = (String, String, i64, f64, i64);
 
-fn def_from_row(
-    (name, key_format, capacity, fp_rate, segment_bytes): FilterRow,
-) -> Result<FilterDef, KeyStoreError> {
+fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow) -> Result<FilterDef, KeyStoreError> {
     Ok(FilterDef {
         name,
         key_format: key_format.parse::<KeyFormat>().map_err(err)?,
@@ -163,20 +168,77 @@ fn def_from_row(
     })
 }
 
+/// The Murmur3 token ring cut into `n` contiguous, inclusive ranges covering all of it.
+pub fn token_ranges(n: i64) -> Vec<(i64, i64)> {
+    let (min, max) = (i64::MIN as i128, i64::MAX as i128);
+    let width = (max - min + 1) / n as i128;
+    (0..n as i128)
+        .map(|i| {
+            let start = min + i * width;
+            let end = if i == n as i128 - 1 { max } else { start + width - 1 };
+            (start as i64, end as i64)
+        })
+        .collect()
+}
+
 impl KeyStore for CassandraKeyStore {
+    fn scan_keys<'a>(
+        &'a self,
+        filter: &'a str,
+        concurrency: usize,
+        sink: &'a (dyn Fn(&[u8]) + Send + Sync),
+    ) -> BoxFuture<'a, Result<u64, KeyStoreError>> {
+        use futures::{StreamExt, TryStreamExt};
+        async move {
+            let scans = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| async move {
+                let mut rows = self
+                    .session
+                    .execute_iter(self.scan_range.clone(), (start, end))
+                    .await
+                    .map_err(err)?
+                    .rows_stream::<(String, Vec<u8>)>()
+                    .map_err(err)?;
+                let mut n = 0u64;
+                while let Some((row_filter, key)) = rows.try_next().await.map_err(err)? {
+                    if row_filter == filter {
+                        sink(&key);
+                        n += 1;
+                    }
+                }
+                Ok::<u64, KeyStoreError>(n)
+            });
+            let counts: Vec<u64> =
+                futures::stream::iter(scans).buffer_unordered(concurrency.max(1)).try_collect().await?;
+            Ok(counts.iter().sum())
+        }
+        .boxed()
+    }
+
+    fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>> {
+        async move {
+            let result = self.session.execute_unpaged(&self.all_filters, ()).await.map_err(classify)?;
+            let rows = result.into_rows_result().map_err(err)?;
+            let defs: Vec<FilterRow> = rows.rows::<FilterRow>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+            defs.into_iter().map(def_from_row).collect()
+        }
+        .boxed()
+    }
+
+    fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+        let name = name.to_owned();
+        async move {
+            let capacity = i64::try_from(capacity).map_err(err)?;
+            self.session.execute_unpaged(&self.resize, (capacity, fp_rate, name)).await.map_err(classify)?;
+            Ok(())
+        }
+        .boxed()
+    }
+
     #[instrument(skip_all, fields(filter))]
-    fn get(
-        &self,
-        filter: &str,
-        key: &[u8],
-    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
+    fn get(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
         let values = (filter.to_owned(), key.to_vec());
         async move {
-            let result = self
-                .session
-                .execute_unpaged(&self.get_key, values)
-                .await
-                .map_err(classify)?;
+            let result = self.session.execute_unpaged(&self.get_key, values).await.map_err(classify)?;
             let rows = result.into_rows_result().map_err(err)?;
             let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(err)?;
             Ok(row.map(|(value,)| value.unwrap_or_default()))
@@ -184,18 +246,10 @@ impl KeyStore for CassandraKeyStore {
         .boxed()
     }
 
-    fn put(
-        &self,
-        filter: &str,
-        key: &[u8],
-        value: &[u8],
-    ) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+    fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> BoxFuture<'_, Result<(), KeyStoreError>> {
         let values = (filter.to_owned(), key.to_vec(), value.to_vec());
         async move {
-            self.session
-                .execute_unpaged(&self.put_key, values)
-                .await
-                .map_err(classify)?;
+            self.session.execute_unpaged(&self.put_key, values).await.map_err(classify)?;
             Ok(())
         }
         .boxed()
@@ -204,11 +258,7 @@ impl KeyStore for CassandraKeyStore {
     fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>> {
         let values = (filter.to_owned(), key.to_vec());
         async move {
-            let result = self
-                .session
-                .execute_unpaged(&self.delete_key, values)
-                .await
-                .map_err(classify)?;
+            let result = self.session.execute_unpaged(&self.delete_key, values).await.map_err(classify)?;
             let rows = result.into_rows_result().map_err(err)?;
             let applied: Option<(bool,)> = rows.maybe_first_row().map_err(err)?;
             Ok(applied.is_some_and(|(applied,)| applied))
@@ -216,10 +266,7 @@ impl KeyStore for CassandraKeyStore {
         .boxed()
     }
 
-    fn create_filter(
-        &self,
-        def: &FilterDef,
-    ) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
+    fn create_filter(&self, def: &FilterDef) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
         let def = def.clone();
         async move {
             let values = (
@@ -229,11 +276,7 @@ impl KeyStore for CassandraKeyStore {
                 def.fp_rate,
                 i64::try_from(def.segment_bytes).map_err(err)?,
             );
-            let result = self
-                .session
-                .execute_unpaged(&self.insert_filter, values)
-                .await
-                .map_err(classify)?;
+            let result = self.session.execute_unpaged(&self.insert_filter, values).await.map_err(classify)?;
             // The first column of an LWT's result is `[applied]`.
             let rows = result.into_rows_result().map_err(err)?;
             let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(err)?;
@@ -242,10 +285,7 @@ impl KeyStore for CassandraKeyStore {
                 Some(Some(scylla::value::CqlValue::Boolean(true)))
             );
             // Whether we inserted or someone else did first, the stored row is the answer.
-            let stored = self
-                .filter(&def.name)
-                .await?
-                .ok_or_else(|| err("filter definition vanished after insert"))?;
+            let stored = self.filter(&def.name).await?.ok_or_else(|| err("filter definition vanished after insert"))?;
             Ok((stored, applied))
         }
         .boxed()
@@ -254,11 +294,7 @@ impl KeyStore for CassandraKeyStore {
     fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>> {
         let values = (name.to_owned(),);
         async move {
-            let result = self
-                .session
-                .execute_unpaged(&self.get_filter, values)
-                .await
-                .map_err(classify)?;
+            let result = self.session.execute_unpaged(&self.get_filter, values).await.map_err(classify)?;
             let rows = result.into_rows_result().map_err(err)?;
             let row: Option<FilterRow> = rows.maybe_first_row().map_err(err)?;
             row.map(def_from_row).transpose()
@@ -268,12 +304,25 @@ impl KeyStore for CassandraKeyStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), KeyStoreError>> {
         async move {
-            self.session
-                .execute_unpaged(&self.ping, ())
-                .await
-                .map_err(classify)?;
+            self.session.execute_unpaged(&self.ping, ()).await.map_err(classify)?;
             Ok(())
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_ranges_cover_the_ring_without_gaps_or_overlap() {
+        let ranges = token_ranges(64);
+        assert_eq!(ranges.len(), 64);
+        assert_eq!(ranges[0].0, i64::MIN);
+        assert_eq!(ranges[63].1, i64::MAX);
+        for pair in ranges.windows(2) {
+            assert_eq!(pair[0].1.checked_add(1), Some(pair[1].0));
+        }
     }
 }

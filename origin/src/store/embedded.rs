@@ -2,9 +2,7 @@
 //! `bloomgate-origin serve` answers with nothing else installed. Same traits, same guarantees
 //! (the filter is rebuilt from the key file at start-up), one process only.
 
-use super::{
-    FilterDef, FilterMeta, FilterStore, FilterUnavailable, KeyStore, KeyStoreError, SegmentBits,
-};
+use super::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore, KeyStoreError, SegmentBits};
 use bloomgate_filter::{BloomFilter, KeyHash};
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -16,63 +14,100 @@ use std::sync::{Arc, RwLock};
 
 /// One generation of an in-process filter.
 struct LocalFilter {
-    meta: FilterMeta,
     bits: BloomFilter,
     versions: Vec<AtomicU64>,
 }
 
-/// The filter held in this process's memory.
+/// The filter held in this process's memory: generations, states and leases, as in Redis.
 #[derive(Default)]
 pub struct MemoryFilterStore {
-    filters: RwLock<HashMap<String, Arc<LocalFilter>>>,
+    generations: RwLock<HashMap<(String, u64), Arc<LocalFilter>>>,
+    states: RwLock<HashMap<String, FilterState>>,
+    leases: RwLock<HashMap<String, (String, std::time::Instant)>>,
+}
+
+fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
+    async move { value }.boxed()
 }
 
 impl MemoryFilterStore {
-    fn get(&self, filter: &str) -> Result<Arc<LocalFilter>, FilterUnavailable> {
-        let filters = self.filters.read().unwrap_or_else(|e| e.into_inner());
-        filters
-            .get(filter)
-            .cloned()
-            .ok_or(FilterUnavailable::MetaMissing)
-    }
-
-    fn get_generation(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> Result<Arc<LocalFilter>, FilterUnavailable> {
-        let local = self.get(filter)?;
-        if local.meta != meta {
-            return Err(FilterUnavailable::MetaMissing);
-        }
-        Ok(local)
+    fn generation(&self, filter: &str, meta: FilterMeta) -> Result<Arc<LocalFilter>, FilterUnavailable> {
+        let generations = self.generations.read().unwrap_or_else(|e| e.into_inner());
+        generations.get(&(filter.to_owned(), meta.generation)).cloned().ok_or(FilterUnavailable::MetaMissing)
     }
 }
 
 impl FilterStore for MemoryFilterStore {
-    fn create(
+    fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let mut generations = self.generations.write().unwrap_or_else(|e| e.into_inner());
+        generations.entry((filter.to_owned(), meta.generation)).or_insert_with(|| {
+            let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
+            Arc::new(LocalFilter { bits: BloomFilter::new(meta.params), versions })
+        });
+        ready(Ok(()))
+    }
+
+    fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
+        let states = self.states.read().unwrap_or_else(|e| e.into_inner());
+        ready(states.get(filter).copied().ok_or(FilterUnavailable::MetaMissing))
+    }
+
+    fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        self.states.write().unwrap_or_else(|e| e.into_inner()).insert(filter.to_owned(), state);
+        ready(Ok(()))
+    }
+
+    fn merge_segment(
         &self,
         filter: &str,
         meta: FilterMeta,
+        index: u32,
+        payload: Vec<u8>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let mut filters = self.filters.write().unwrap_or_else(|e| e.into_inner());
-        if filters.get(filter).is_none_or(|f| f.meta != meta) {
-            let versions = (0..meta.params.segment_count)
-                .map(|_| AtomicU64::new(0))
-                .collect();
-            let local = LocalFilter {
-                meta,
-                bits: BloomFilter::new(meta.params),
-                versions,
-            };
-            filters.insert(filter.to_owned(), Arc::new(local));
-        }
-        async { Ok(()) }.boxed()
+        let result = self.generation(filter, meta).and_then(|f| {
+            // Rebuild the in-memory generation through a copy: only the quick start uses this.
+            let mut merged = BloomFilter::new(meta.params);
+            for i in 0..meta.params.segment_count {
+                merged.merge_segment_payload(i, &f.bits.segment_payload(i));
+            }
+            if !merged.merge_segment_payload(index, &payload) {
+                return Err(FilterUnavailable::SegmentMissing(index));
+            }
+            let versions = f.versions.iter().map(|v| AtomicU64::new(v.load(Ordering::SeqCst))).collect::<Vec<_>>();
+            versions[index as usize].fetch_add(1, Ordering::SeqCst);
+            let mut generations = self.generations.write().unwrap_or_else(|e| e.into_inner());
+            generations.insert((filter.to_owned(), meta.generation), Arc::new(LocalFilter { bits: merged, versions }));
+            Ok(())
+        });
+        ready(result)
     }
 
-    fn meta(&self, filter: &str) -> BoxFuture<'_, Result<FilterMeta, FilterUnavailable>> {
-        let meta = self.get(filter).map(|f| f.meta);
-        async move { meta }.boxed()
+    fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        self.generations.write().unwrap_or_else(|e| e.into_inner()).remove(&(filter.to_owned(), meta.generation));
+        ready(Ok(()))
+    }
+
+    fn lease(
+        &self,
+        filter: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+        let mut leases = self.leases.write().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        let free = leases.get(filter).is_none_or(|(holder, until)| holder == owner || *until <= now);
+        if free {
+            leases.insert(filter.to_owned(), (owner.to_owned(), now + ttl));
+        }
+        ready(Ok(free))
+    }
+
+    fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let mut leases = self.leases.write().unwrap_or_else(|e| e.into_inner());
+        if leases.get(filter).is_some_and(|(holder, _)| holder == owner) {
+            leases.remove(filter);
+        }
+        ready(Ok(()))
     }
 
     fn may_contain(
@@ -81,10 +116,7 @@ impl FilterStore for MemoryFilterStore {
         meta: FilterMeta,
         hash: KeyHash,
     ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
-        let answer = self
-            .get_generation(filter, meta)
-            .map(|f| f.bits.may_contain_hash(&hash));
-        async move { answer }.boxed()
+        ready(self.generation(filter, meta).map(|f| f.bits.may_contain_hash(&hash)))
     }
 
     fn add(
@@ -93,14 +125,13 @@ impl FilterStore for MemoryFilterStore {
         meta: FilterMeta,
         hashes: Vec<KeyHash>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let result = self.get_generation(filter, meta).map(|f| {
+        let result = self.generation(filter, meta).map(|f| {
             for hash in &hashes {
                 f.bits.insert_hash_shared(hash);
-                f.versions[meta.params.locate(hash).segment as usize]
-                    .fetch_add(1, Ordering::SeqCst);
+                f.versions[meta.params.locate(hash).segment as usize].fetch_add(1, Ordering::SeqCst);
             }
         });
-        async move { result }.boxed()
+        ready(result)
     }
 
     fn segment(
@@ -109,55 +140,32 @@ impl FilterStore for MemoryFilterStore {
         generation: u64,
         index: u32,
     ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
-        let result = self.get(filter).and_then(|f| {
-            if f.meta.generation != generation || index >= f.meta.params.segment_count {
-                return Err(FilterUnavailable::SegmentMissing(index));
+        let generations = self.generations.read().unwrap_or_else(|e| e.into_inner());
+        let result = match generations.get(&(filter.to_owned(), generation)) {
+            Some(f) if (index as usize) < f.versions.len() => {
+                // Version first, then bits: the bits are at least as new as the label.
+                let version = f.versions[index as usize].load(Ordering::SeqCst);
+                Ok(SegmentBits { version, payload: f.bits.segment_payload(index) })
             }
-            // Version first, then bits: the bits are at least as new as the label.
-            let version = f.versions[index as usize].load(Ordering::SeqCst);
-            Ok(SegmentBits {
-                version,
-                payload: f.bits.segment_payload(index),
-            })
-        });
-        async move { result }.boxed()
+            _ => Err(FilterUnavailable::SegmentMissing(index)),
+        };
+        ready(result)
     }
 
-    fn segment_versions(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
-        let result = self.get_generation(filter, meta).map(|f| {
-            f.versions
-                .iter()
-                .map(|v| v.load(Ordering::SeqCst))
-                .collect()
-        });
-        async move { result }.boxed()
+    fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
+        ready(self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect()))
     }
 
-    fn count_ones(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        let result = self
-            .get_generation(filter, meta)
-            .map(|f| f.bits.count_ones());
-        async move { result }.boxed()
+    fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        ready(self.generation(filter, meta).map(|f| f.bits.count_ones()))
     }
 
-    fn memory_bytes(
-        &self,
-        _filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
-        async move { Ok(Some(meta.params.total_bytes())) }.boxed()
+    fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
+        ready(Ok(Some(meta.params.total_bytes())))
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        async { Ok(()) }.boxed()
+        ready(Ok(()))
     }
 }
 
@@ -188,8 +196,7 @@ impl RedbKeyStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let db = Database::create(path)
-            .map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
+        let db = Database::create(path).map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
         let tx = db.begin_write().map_err(err)?;
         tx.open_table(KEYS).map_err(err)?;
         tx.open_table(FILTERS).map_err(err)?;
@@ -214,7 +221,7 @@ impl RedbKeyStore {
     }
 
     /// Every filter definition.
-    pub fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+    pub fn filter_defs(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
         let tx = self.db.begin_read().map_err(err)?;
         let table = tx.open_table(FILTERS).map_err(err)?;
         let mut out = Vec::new();
@@ -230,43 +237,63 @@ impl RedbKeyStore {
         work: impl FnOnce(&Database) -> Result<T, KeyStoreError> + Send + 'static,
     ) -> Result<T, KeyStoreError> {
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || work(&db))
-            .await
-            .map_err(err)?
+        tokio::task::spawn_blocking(move || work(&db)).await.map_err(err)?
     }
 }
 
 impl KeyStore for RedbKeyStore {
-    fn get(
-        &self,
-        filter: &str,
-        key: &[u8],
-    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
-        let k = row_key(filter, key);
+    fn scan_keys<'a>(
+        &'a self,
+        filter: &'a str,
+        _concurrency: usize,
+        sink: &'a (dyn Fn(&[u8]) + Send + Sync),
+    ) -> BoxFuture<'a, Result<u64, KeyStoreError>> {
+        async move {
+            let keys = self.keys_of(filter)?;
+            keys.iter().for_each(|k| sink(k));
+            Ok(keys.len() as u64)
+        }
+        .boxed()
+    }
+
+    fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>> {
+        ready(self.filter_defs())
+    }
+
+    fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+        let name = name.to_owned();
         self.blocking(move |db| {
-            let tx = db.begin_read().map_err(err)?;
-            let table = tx.open_table(KEYS).map_err(err)?;
-            Ok(table
-                .get(k.as_slice())
-                .map_err(err)?
-                .map(|v| v.value().to_vec()))
+            let tx = db.begin_write().map_err(err)?;
+            {
+                let mut table = tx.open_table(FILTERS).map_err(err)?;
+                let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
+                let Some(json) = json else { return Err(err(format!("no filter named {name:?}"))) };
+                let mut def: FilterDef = serde_json::from_str(&json).map_err(err)?;
+                def.capacity = capacity;
+                def.fp_rate = fp_rate;
+                let json = serde_json::to_string(&def).map_err(err)?;
+                table.insert(name.as_str(), json.as_str()).map_err(err)?;
+            }
+            tx.commit().map_err(err)
         })
         .boxed()
     }
 
-    fn put(
-        &self,
-        filter: &str,
-        key: &[u8],
-        value: &[u8],
-    ) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+    fn get(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
+        let k = row_key(filter, key);
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(err)?;
+            let table = tx.open_table(KEYS).map_err(err)?;
+            Ok(table.get(k.as_slice()).map_err(err)?.map(|v| v.value().to_vec()))
+        })
+        .boxed()
+    }
+
+    fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> BoxFuture<'_, Result<(), KeyStoreError>> {
         let (k, v) = (row_key(filter, key), value.to_vec());
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
-            tx.open_table(KEYS)
-                .map_err(err)?
-                .insert(k.as_slice(), v.as_slice())
-                .map_err(err)?;
+            tx.open_table(KEYS).map_err(err)?.insert(k.as_slice(), v.as_slice()).map_err(err)?;
             tx.commit().map_err(err)
         })
         .boxed()
@@ -276,38 +303,25 @@ impl KeyStore for RedbKeyStore {
         let k = row_key(filter, key);
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
-            let existed = tx
-                .open_table(KEYS)
-                .map_err(err)?
-                .remove(k.as_slice())
-                .map_err(err)?
-                .is_some();
+            let existed = tx.open_table(KEYS).map_err(err)?.remove(k.as_slice()).map_err(err)?.is_some();
             tx.commit().map_err(err)?;
             Ok(existed)
         })
         .boxed()
     }
 
-    fn create_filter(
-        &self,
-        def: &FilterDef,
-    ) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
+    fn create_filter(&self, def: &FilterDef) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
         let def = def.clone();
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
             let stored = {
                 let mut table = tx.open_table(FILTERS).map_err(err)?;
-                let existing = table
-                    .get(def.name.as_str())
-                    .map_err(err)?
-                    .map(|v| v.value().to_owned());
+                let existing = table.get(def.name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
                 match existing {
                     Some(json) => (serde_json::from_str(&json).map_err(err)?, false),
                     None => {
                         let json = serde_json::to_string(&def).map_err(err)?;
-                        table
-                            .insert(def.name.as_str(), json.as_str())
-                            .map_err(err)?;
+                        table.insert(def.name.as_str(), json.as_str()).map_err(err)?;
                         (def, true)
                     }
                 }
@@ -323,12 +337,8 @@ impl KeyStore for RedbKeyStore {
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(err)?;
             let table = tx.open_table(FILTERS).map_err(err)?;
-            let json = table
-                .get(name.as_str())
-                .map_err(err)?
-                .map(|v| v.value().to_owned());
-            json.map(|j| serde_json::from_str(&j).map_err(err))
-                .transpose()
+            let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
+            json.map(|j| serde_json::from_str(&j).map_err(err)).transpose()
         })
         .boxed()
     }

@@ -34,6 +34,30 @@ pub struct FilterMeta {
     pub params: Params,
 }
 
+/// Which generations a filter has: the one lookups read, the one a rebuild is filling (every
+/// add goes to both), and the one just replaced (kept while edges and caches move over).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterState {
+    /// Read by lookups. None while a filter is being recovered: lookups fall through.
+    pub active: Option<FilterMeta>,
+    /// Being built; adds go here too.
+    pub building: Option<FilterMeta>,
+    /// Replaced by the last switch; served to edges until deleted.
+    pub previous: Option<FilterMeta>,
+}
+
+impl FilterState {
+    /// The generations an add must reach: active and building.
+    pub fn write_targets(&self) -> impl Iterator<Item = FilterMeta> + '_ {
+        self.active.iter().chain(self.building.iter()).copied()
+    }
+
+    /// The generation with this number, if the filter still has it.
+    pub fn generation(&self, generation: u64) -> Option<FilterMeta> {
+        [self.active, self.building, self.previous].into_iter().flatten().find(|m| m.generation == generation)
+    }
+}
+
 /// Why the filter could not answer. Never means "not found": every one of these falls through
 /// to the key store. The label names the reason in metrics.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -75,15 +99,34 @@ pub struct SegmentBits {
 
 /// The shared filter.
 pub trait FilterStore: Send + Sync + 'static {
-    /// Creates generation `meta.generation` with all segments zeroed and makes it active.
-    /// Idempotent for the same meta.
-    fn create(
+    /// Creates generation `meta.generation` with all segments zeroed (idempotent). Does not
+    /// change which generation is active.
+    fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// The filter's generations; `MetaMissing` if the filter store has no record of it.
+    fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>>;
+    /// Replaces the filter's state in one atomic step.
+    fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// ORs a built segment's payload into generation `meta` (keeping bits that concurrent adds
+    /// set meanwhile) and bumps its version, atomically. Fails if the segment is missing.
+    fn merge_segment(
         &self,
         filter: &str,
         meta: FilterMeta,
+        index: u32,
+        payload: Vec<u8>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
-    /// The active generation and its params.
-    fn meta(&self, filter: &str) -> BoxFuture<'_, Result<FilterMeta, FilterUnavailable>>;
+    /// Deletes every segment of generation `meta`.
+    fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// Takes the filter's rebuild lease for `owner` unless someone else holds it; true if taken
+    /// (or already held by `owner`, in which case it is extended).
+    fn lease(
+        &self,
+        filter: &str,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
+    /// Releases the lease if `owner` holds it.
+    fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// Whether the key with this hash may be in the filter.
     fn may_contain(
         &self,
@@ -93,12 +136,8 @@ pub trait FilterStore: Send + Sync + 'static {
     ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
     /// Sets the keys' bits, each only if its segment exists, and bumps changed segments'
     /// versions. Errs if any key could not be added: the caller must not acknowledge it.
-    fn add(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hashes: Vec<KeyHash>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>)
+        -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// A segment's version and bits, read atomically.
     fn segment(
         &self,
@@ -107,23 +146,11 @@ pub trait FilterStore: Send + Sync + 'static {
         index: u32,
     ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>>;
     /// Current versions of all segments of a generation.
-    fn segment_versions(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>>;
+    fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>>;
     /// Number of set bits over the active generation (for stats).
-    fn count_ones(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
     /// Bytes of memory the filter store reports for this filter, if it knows.
-    fn memory_bytes(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
+    fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
     /// Whether the store is reachable now.
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
 }
@@ -142,26 +169,26 @@ pub enum KeyStoreError {
 /// The source of truth for keys and filter definitions.
 pub trait KeyStore: Send + Sync + 'static {
     /// Whether `key` is stored in `filter`, and its value.
-    fn get(
-        &self,
-        filter: &str,
-        key: &[u8],
-    ) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>>;
+    fn get(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>>;
     /// Stores `key` (idempotent; overwrites the value).
-    fn put(
-        &self,
-        filter: &str,
-        key: &[u8],
-        value: &[u8],
-    ) -> BoxFuture<'_, Result<(), KeyStoreError>>;
+    fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> BoxFuture<'_, Result<(), KeyStoreError>>;
     /// Removes `key`; true if it was there.
     fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>>;
+    /// Calls `sink` with every stored key of `filter` (normalised bytes), from as many
+    /// concurrent scans as the store likes (bounded by `concurrency`); returns the count.
+    fn scan_keys<'a>(
+        &'a self,
+        filter: &'a str,
+        concurrency: usize,
+        sink: &'a (dyn Fn(&[u8]) + Send + Sync),
+    ) -> BoxFuture<'a, Result<u64, KeyStoreError>>;
+    /// Every filter definition (for recovery checks).
+    fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>>;
+    /// Changes a filter's sizing (a resize); the next rebuild uses it.
+    fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>>;
     /// Stores a filter definition unless one exists. Returns the stored definition and whether
     /// this call created it (only a brand-new filter may start from empty bits).
-    fn create_filter(
-        &self,
-        def: &FilterDef,
-    ) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>>;
+    fn create_filter(&self, def: &FilterDef) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>>;
     /// A filter definition.
     fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>>;
     /// Whether the store is reachable now.

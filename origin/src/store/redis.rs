@@ -5,7 +5,8 @@
 //! segments spread over slots):
 //!
 //! ```text
-//! bg:{<filter>}:meta                 JSON FilterMeta: active generation and its params
+//! bg:{<filter>}:meta                 JSON FilterState: active, building, previous generations
+//! bg:{<filter>}:lease                owner of the rebuild lease (with expiry)
 //! bg:{<filter>:<gen>:<seg>}:bits     the segment's payload (bit p of the string = Redis bit p)
 //! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit
 //! ```
@@ -14,10 +15,8 @@
 //! Every read here checks the key exists at its full size, and every add runs in a script that
 //! refuses to create a segment, so a flushed or evicted filter reads as *unavailable*.
 
-use super::{FilterMeta, FilterStore, FilterUnavailable, SegmentBits};
-use bloomgate_filter::block::{
-    bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES,
-};
+use super::{FilterMeta, FilterState, FilterStore, FilterUnavailable, SegmentBits};
+use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -44,6 +43,32 @@ return tonumber(redis.call('GET', KEYS[2]))
 /// the version they are labelled with.
 const READ_SEGMENT_SCRIPT: &str = r"
 return {redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
+";
+
+/// ORs an uploaded payload into a segment (keeping bits set by concurrent adds) and bumps its
+/// version, only if the segment exists. Returns the new version or -1.
+const MERGE_SCRIPT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
+redis.call('SET', KEYS[3], ARGV[1])
+redis.call('BITOP', 'OR', KEYS[1], KEYS[1], KEYS[3])
+redis.call('DEL', KEYS[3])
+return redis.call('INCR', KEYS[2])
+";
+
+/// Takes or extends the lease for ARGV[1] with expiry ARGV[2] ms. Returns 1 if held.
+const LEASE_SCRIPT: &str = r"
+local holder = redis.call('GET', KEYS[1])
+if holder == false or holder == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+";
+
+/// Releases the lease only if ARGV[1] holds it.
+const RELEASE_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
 ";
 
 /// Creates a zeroed segment and its version unless they exist.
@@ -76,10 +101,21 @@ pub struct RedisFilterStore {
     add: Script,
     read_segment: Script,
     create_segment: Script,
+    merge: Script,
+    lease: Script,
+    release: Script,
 }
 
 fn meta_key(filter: &str) -> String {
     format!("bg:{{{filter}}}:meta")
+}
+
+fn lease_key(filter: &str) -> String {
+    format!("bg:{{{filter}}}:lease")
+}
+
+fn upload_key(filter: &str, generation: u64, index: u32) -> String {
+    format!("bg:{{{filter}:{generation}:{index}}}:upload")
 }
 
 fn segment_keys(filter: &str, generation: u64, index: u32) -> (String, String) {
@@ -105,6 +141,9 @@ impl RedisFilterStore {
             add: Script::new(ADD_SCRIPT),
             read_segment: Script::new(READ_SEGMENT_SCRIPT),
             create_segment: Script::new(CREATE_SEGMENT_SCRIPT),
+            merge: Script::new(MERGE_SCRIPT),
+            lease: Script::new(LEASE_SCRIPT),
+            release: Script::new(RELEASE_SCRIPT),
         })
     }
 
@@ -112,12 +151,7 @@ impl RedisFilterStore {
     /// through) but silently turns the filter off until a rebuild.
     pub async fn check_eviction_policy(&self) {
         let policy: Result<Vec<String>, _> = self
-            .call(
-                redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg("maxmemory-policy")
-                    .query_async(&mut self.conn.clone()),
-            )
+            .call(redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut self.conn.clone()))
             .await;
         match policy.as_deref() {
             Ok([_, policy]) if policy.starts_with("allkeys-") => warn!(
@@ -130,18 +164,12 @@ impl RedisFilterStore {
     }
 
     /// Runs a lookup-path Redis call under the lookup timeout.
-    async fn call<T>(
-        &self,
-        fut: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, FilterUnavailable> {
+    async fn call<T>(&self, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, FilterUnavailable> {
         Self::within(self.timeout, fut).await
     }
 
     /// Runs a write-path or heavy Redis call under the write timeout.
-    async fn call_slow<T>(
-        &self,
-        fut: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, FilterUnavailable> {
+    async fn call_slow<T>(&self, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, FilterUnavailable> {
         Self::within(self.write_timeout, fut).await
     }
 
@@ -161,15 +189,10 @@ impl RedisFilterStore {
 
 impl FilterStore for RedisFilterStore {
     #[instrument(skip(self, meta))]
-    fn create(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
             let size = meta.params.segment_bytes();
-            // Creating segments can take longer than one lookup's timeout: allow one per call.
             for index in 0..meta.params.segment_count {
                 let (bits, ver) = segment_keys(&filter, meta.generation, index);
                 let mut conn = self.conn.clone();
@@ -181,21 +204,84 @@ impl FilterStore for RedisFilterStore {
                     )));
                 }
             }
-            let json = serde_json::to_string(&meta).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
-            let mut conn = self.conn.clone();
-            self.call_slow(conn.set::<_, _, ()>(meta_key(&filter), json)).await
+            Ok(())
         }
         .boxed()
     }
 
-    fn meta(&self, filter: &str) -> BoxFuture<'_, Result<FilterMeta, FilterUnavailable>> {
+    fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
         let key = meta_key(filter);
         async move {
             let mut conn = self.conn.clone();
             let json: Option<String> = self.call(conn.get(key)).await?;
             let json = json.ok_or(FilterUnavailable::MetaMissing)?;
-            serde_json::from_str(&json)
-                .map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
+            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
+        }
+        .boxed()
+    }
+
+    fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let key = meta_key(filter);
+        async move {
+            let json = serde_json::to_string(&state).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
+            let mut conn = self.conn.clone();
+            self.call_slow(conn.set::<_, _, ()>(key, json)).await
+        }
+        .boxed()
+    }
+
+    fn merge_segment(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        index: u32,
+        payload: Vec<u8>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let (bits, ver) = segment_keys(filter, meta.generation, index);
+        let upload = upload_key(filter, meta.generation, index);
+        async move {
+            let mut conn = self.conn.clone();
+            let version: i64 = self
+                .call_slow(self.merge.key(&bits).key(&ver).key(&upload).arg(payload).invoke_async(&mut conn))
+                .await?;
+            if version < 0 {
+                return Err(FilterUnavailable::SegmentMissing(index));
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            for index in 0..meta.params.segment_count {
+                let (bits, ver) = segment_keys(&filter, meta.generation, index);
+                let mut conn = self.conn.clone();
+                self.call_slow(conn.del::<_, ()>(&[bits, ver])).await?;
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+        let (key, owner) = (lease_key(filter), owner.to_owned());
+        async move {
+            let mut conn = self.conn.clone();
+            let held: i64 = self
+                .call_slow(self.lease.key(&key).arg(&owner).arg(ttl.as_millis() as u64).invoke_async(&mut conn))
+                .await?;
+            Ok(held == 1)
+        }
+        .boxed()
+    }
+
+    fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let (key, owner) = (lease_key(filter), owner.to_owned());
+        async move {
+            let mut conn = self.conn.clone();
+            self.call_slow(self.release.key(&key).arg(&owner).invoke_async::<i64>(&mut conn)).await.map(|_| ())
         }
         .boxed()
     }
@@ -211,18 +297,12 @@ impl FilterStore for RedisFilterStore {
         async move {
             let start = at.byte_offset_in_segment() as isize;
             let mut conn = self.conn.clone();
-            let block: Vec<u8> = self
-                .call(conn.getrange(bits, start, start + BLOCK_BYTES as isize - 1))
-                .await?;
+            let block: Vec<u8> = self.call(conn.getrange(bits, start, start + BLOCK_BYTES as isize - 1)).await?;
             // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
             // is a missing segment, never "not seen".
-            let block: [u8; BLOCK_BYTES] = block
-                .try_into()
-                .map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
-            Ok(bytes_contain(
-                &block,
-                &probe_mask(hash.probe_bits, meta.params.k),
-            ))
+            let block: [u8; BLOCK_BYTES] =
+                block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
+            Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
         }
         .boxed()
     }
@@ -242,10 +322,7 @@ impl FilterStore for RedisFilterStore {
                 let at = meta.params.locate(hash);
                 let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
                 let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
-                by_segment
-                    .entry(at.segment)
-                    .or_default()
-                    .extend(positions[..n].iter().map(|p| base + u64::from(*p)));
+                by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
             }
             let calls = by_segment.into_iter().map(|(segment, offsets)| {
                 let (bits, ver) = segment_keys(&filter, meta.generation, segment);
@@ -277,14 +354,8 @@ impl FilterStore for RedisFilterStore {
         let (bits, ver) = segment_keys(filter, generation, index);
         async move {
             let mut conn = self.conn.clone();
-            let (version, payload): (Option<u64>, Option<Vec<u8>>) = self
-                .call(
-                    self.read_segment
-                        .key(&bits)
-                        .key(&ver)
-                        .invoke_async(&mut conn),
-                )
-                .await?;
+            let (version, payload): (Option<u64>, Option<Vec<u8>>) =
+                self.call(self.read_segment.key(&bits).key(&ver).invoke_async(&mut conn)).await?;
             match (version, payload) {
                 (Some(version), Some(payload)) => Ok(SegmentBits { version, payload }),
                 _ => Err(FilterUnavailable::SegmentMissing(index)),
@@ -293,11 +364,7 @@ impl FilterStore for RedisFilterStore {
         .boxed()
     }
 
-    fn segment_versions(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
+    fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
             let mut pipe = redis::pipe();
@@ -315,17 +382,12 @@ impl FilterStore for RedisFilterStore {
         .boxed()
     }
 
-    fn count_ones(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+    fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
             let mut pipe = redis::pipe();
             for index in 0..meta.params.segment_count {
-                pipe.cmd("BITCOUNT")
-                    .arg(segment_keys(&filter, meta.generation, index).0);
+                pipe.cmd("BITCOUNT").arg(segment_keys(&filter, meta.generation, index).0);
             }
             let mut conn = self.conn.clone();
             let counts: Vec<u64> = self.call_slow(pipe.query_async(&mut conn)).await?;
@@ -334,20 +396,14 @@ impl FilterStore for RedisFilterStore {
         .boxed()
     }
 
-    fn memory_bytes(
-        &self,
-        _filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
+    fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
         async move { Ok(Some(meta.params.total_bytes())) }.boxed()
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         async move {
             let mut conn = self.conn.clone();
-            self.call(redis::cmd("PING").query_async::<String>(&mut conn))
-                .await
-                .map(|_| ())
+            self.call(redis::cmd("PING").query_async::<String>(&mut conn)).await.map(|_| ())
         }
         .boxed()
     }

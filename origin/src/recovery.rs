@@ -1,0 +1,229 @@
+//! The filter's self-care: a background check that starts a rebuild when the bits are lost
+//! (Redis restarted empty, metadata or a segment missing) or no longer good enough (more keys
+//! than capacity, false positives above target, many deleted keys still set). The decision is
+//! [`rebuild_reason`], pure; the loop around it only gathers facts and starts rebuilds, under
+//! the lease (so many origins start one rebuild) and with backoff after failures.
+
+use crate::gate::Gate;
+use crate::rebuild::{self, RebuildOptions};
+use crate::store::FilterUnavailable;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// When to rebuild on its own.
+#[derive(Clone, Copy, Debug)]
+pub struct Thresholds {
+    /// Resize (double capacity) when estimated keys exceed capacity × this.
+    pub resize_at_fill: f64,
+    /// Rebuild when the observed false-positive rate exceeds the target × this...
+    pub fp_factor: f64,
+    /// ...over at least this many lookups of absent keys.
+    pub fp_min_samples: u64,
+    /// Rebuild when keys deleted since the build exceed this share of the estimated keys.
+    pub stale_delete_share: f64,
+}
+
+/// What the check saw for one filter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Health {
+    /// The filter store has no record of the filter (flushed, restarted empty).
+    pub meta_missing: bool,
+    /// A segment of the active generation is missing (evicted, deleted).
+    pub segment_missing: bool,
+    /// A rebuild is already under way.
+    pub building: bool,
+    /// Configured capacity.
+    pub capacity: u64,
+    /// Target false-positive rate.
+    pub target_fp: f64,
+    /// Keys estimated from the fill ratio.
+    pub estimated_keys: f64,
+    /// "No" answers of the filter since the build.
+    pub negatives: u64,
+    /// False positives since the build.
+    pub false_positives: u64,
+    /// Deletes since the build.
+    pub deletes: u64,
+}
+
+/// Why to rebuild, and whether to resize.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Action {
+    /// Human-readable reason (logged, and in metrics).
+    pub reason: &'static str,
+    /// New capacity for a resize.
+    pub capacity: Option<u64>,
+}
+
+/// The decision: lost bits first (correctness is not at stake, but every lookup pays the
+/// database), then drift.
+pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
+    if h.building {
+        return None;
+    }
+    if h.meta_missing {
+        return Some(Action { reason: "filter metadata missing", capacity: None });
+    }
+    if h.segment_missing {
+        return Some(Action { reason: "filter segment missing", capacity: None });
+    }
+    if h.estimated_keys > h.capacity as f64 * t.resize_at_fill {
+        // Double, and leave room: twice the capacity, or twice the keys if they already
+        // outgrew that.
+        let doubled = h.capacity.saturating_mul(2).max((2.0 * h.estimated_keys).ceil() as u64);
+        return Some(Action { reason: "more keys than capacity", capacity: Some(doubled) });
+    }
+    let absent_lookups = h.negatives + h.false_positives;
+    if absent_lookups >= t.fp_min_samples
+        && (h.false_positives as f64 / absent_lookups as f64) > h.target_fp * t.fp_factor
+    {
+        return Some(Action { reason: "observed false positives above target", capacity: None });
+    }
+    if h.estimated_keys > 0.0 && h.deletes as f64 > h.estimated_keys * t.stale_delete_share {
+        return Some(Action { reason: "many deleted keys still set", capacity: None });
+    }
+    None
+}
+
+/// Gathers a filter's health from the stores and this origin's counters.
+pub async fn health(gate: &Gate, name: &str, capacity: u64, target_fp: f64) -> Result<Health, FilterUnavailable> {
+    let mut h = Health { capacity, target_fp, ..Health::default() };
+    let state = match gate.filter_store().state(name).await {
+        Ok(s) => s,
+        Err(FilterUnavailable::MetaMissing) => {
+            h.meta_missing = true;
+            return Ok(h);
+        }
+        Err(e) => return Err(e),
+    };
+    h.building = state.building.is_some();
+    let Some(active) = state.active else {
+        h.meta_missing = !h.building;
+        return Ok(h);
+    };
+    match gate.filter_store().segment_versions(name, active).await {
+        Err(FilterUnavailable::SegmentMissing(_)) => {
+            h.segment_missing = true;
+            return Ok(h);
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    let ones = gate.filter_store().count_ones(name, active).await?;
+    h.estimated_keys = active.params.estimated_len(ones);
+    let c = gate.metrics.filter(name);
+    let since = c.build_baseline();
+    h.negatives = c.filter_negatives.load(Relaxed) - since.negatives;
+    h.false_positives = c.false_positives.load(Relaxed) - since.false_positives;
+    h.deletes = c.deletes.load(Relaxed) - since.deletes;
+    Ok(h)
+}
+
+/// Runs the check every `interval` until the process ends.
+pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, options: RebuildOptions) {
+    let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
+    let mut running: HashMap<String, tokio::task::JoinHandle<Result<rebuild::RebuildReport, rebuild::RebuildError>>> =
+        HashMap::new();
+    loop {
+        tokio::time::sleep(interval).await;
+        // Collect finished rebuilds: reset counters on success, back off on failure.
+        running.retain(|name, task| {
+            if !task.is_finished() {
+                return true;
+            }
+            let entry = backoff.entry(name.clone()).or_insert((Instant::now(), Duration::from_secs(2)));
+            entry.0 = Instant::now() + entry.1;
+            entry.1 = (entry.1 * 2).min(Duration::from_secs(300));
+            false
+        });
+        let defs = match gate.key_store().filters().await {
+            Ok(defs) => defs,
+            Err(e) => {
+                tracing::debug!(cause = %e, "recovery check: cannot list filters");
+                continue;
+            }
+        };
+        for def in defs {
+            if running.contains_key(&def.name)
+                || backoff.get(&def.name).is_some_and(|(until, _)| Instant::now() < *until)
+            {
+                continue;
+            }
+            let Ok(h) = health(&gate, &def.name, def.capacity, def.fp_rate).await else { continue };
+            let Some(action) = rebuild_reason(&h, &thresholds) else {
+                if !h.meta_missing && !h.segment_missing {
+                    backoff.remove(&def.name);
+                }
+                continue;
+            };
+            let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
+            match rebuild::start(gate.filter_store().clone(), gate.key_store().clone(), def.name.clone(), options).await
+            {
+                Ok(task) => {
+                    tracing::warn!(filter = %def.name, reason = action.reason, "starting an automatic rebuild");
+                    gate.metrics.filter(&def.name).mark_build();
+                    running.insert(def.name.clone(), task);
+                }
+                Err(rebuild::RebuildError::Busy) => {} // another origin is on it
+                Err(e) => tracing::warn!(filter = %def.name, cause = %e, "could not start a rebuild"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Thresholds =
+        Thresholds { resize_at_fill: 1.0, fp_factor: 3.0, fp_min_samples: 1000, stale_delete_share: 0.2 };
+
+    fn healthy() -> Health {
+        Health { capacity: 1000, target_fp: 0.01, estimated_keys: 500.0, ..Health::default() }
+    }
+
+    #[test]
+    fn healthy_filters_are_left_alone() {
+        assert_eq!(rebuild_reason(&healthy(), &T), None);
+    }
+
+    #[test]
+    fn lost_bits_rebuild_at_the_same_size() {
+        let h = Health { meta_missing: true, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T).unwrap().capacity, None);
+        let h = Health { segment_missing: true, ..healthy() };
+        assert!(rebuild_reason(&h, &T).is_some());
+        let h = Health { meta_missing: true, building: true, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None, "one rebuild at a time");
+    }
+
+    #[test]
+    fn over_capacity_doubles() {
+        let h = Health { estimated_keys: 1001.0, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T).unwrap().capacity, Some(2002));
+        let h = Health { estimated_keys: 900.0, capacity: 1000, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None);
+        let h = Health { estimated_keys: 4000.0, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T).unwrap().capacity, Some(8000));
+    }
+
+    #[test]
+    fn false_positives_need_enough_samples() {
+        let h = Health { negatives: 900, false_positives: 99, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None, "999 samples are not enough");
+        let h = Health { negatives: 950, false_positives: 50, ..healthy() };
+        assert!(rebuild_reason(&h, &T).is_some(), "5 % observed vs 1 % target");
+        let h = Health { negatives: 990, false_positives: 10, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None);
+    }
+
+    #[test]
+    fn many_stale_deletes_rebuild() {
+        let h = Health { deletes: 101, ..healthy() };
+        assert!(rebuild_reason(&h, &T).is_some());
+        let h = Health { deletes: 99, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None);
+    }
+}

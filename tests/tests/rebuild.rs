@@ -1,0 +1,263 @@
+//! Keeping the filter true over time, against real Redis and Cassandra: online rebuilds with
+//! writers running, deletes dropped by a rebuild, automatic resize, recovery after FLUSHALL,
+//! and the lease that lets exactly one origin build.
+//!
+//! # Running
+//! `scripts/services start`, then `cargo test -p bloomgate-tests --test rebuild -- --test-threads 1`
+//! (one at a time: the writers of one test would starve the others on a small machine).
+//! Tests that turn on automatic recovery use a keyspace of their own, so their origins only
+//! ever see their own filters.
+
+use bloomgate_origin::config::Config;
+use bloomgate_origin::rebuild::{self, RebuildError};
+use bloomgate_tests::origin::{config, TestOrigin};
+use bloomgate_tests::redis_server::RedisServer;
+use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
+use reqwest::StatusCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+async fn services() {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+}
+
+/// Short waits for tests; the argument in `rebuild` needs settle ≥ the longest write, which the
+/// request timeout bounds.
+fn fast_rebuilds(mut c: Config) -> Config {
+    // Batches of 1000 keys on a busy 2-core machine can take seconds.
+    c.request_timeout_ms = 10_000;
+    c.redis_write_timeout_ms = 2000;
+    c.rebuild_settle_ms = 0; // = request timeout + Redis write timeout
+    c.rebuild_grace_ms = 500;
+    c
+}
+
+fn own_keyspace(mut c: Config) -> Config {
+    c.cassandra_keyspace = format!("bg_test_{:x}", rand::random::<u32>());
+    c
+}
+
+async fn active_generation(origin: &TestOrigin, filter: &str) -> Option<u64> {
+    origin.state.gate.filter_store().state(filter).await.ok().and_then(|s| s.active).map(|m| m.generation)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_during_a_rebuild_are_never_lost() {
+    services().await;
+    let mut cfg = fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()));
+    // Longer than the longest write (request timeout), and long so many writes land inside.
+    cfg.rebuild_settle_ms = 45_000;
+    let origin = Arc::new(TestOrigin::start(cfg).await);
+    let filter = unique_filter("during");
+    origin.create_filter(&filter, 400_000, 0.01).await;
+    let before = random_keys(20_000);
+    origin.insert_all(&filter, &before).await;
+    let first = active_generation(&origin, &filter).await.unwrap();
+
+    // Writers run before, during and after the build; every acknowledged key is recorded.
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|_| {
+            let (origin, filter, acked, stop) = (origin.clone(), filter.clone(), acked.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let batch = random_keys(1000);
+                    let r = origin
+                        .http
+                        .post(format!("{}/v1/filters/{filter}/keys", origin.base))
+                        .bearer_auth(bloomgate_tests::origin::TOKEN)
+                        .json(&serde_json::json!({ "keys": batch }))
+                        .send()
+                        .await
+                        .unwrap();
+                    // Only acknowledged keys count; a refused batch is what a client retries.
+                    if r.status() == StatusCode::OK {
+                        acked.lock().unwrap().extend(batch);
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let options = origin.state.config.rebuild_options(false);
+    let gate = &origin.state.gate;
+    let report =
+        rebuild::rebuild(gate.filter_store().clone(), gate.key_store().clone(), &filter, options).await.unwrap();
+    let during = acked.lock().unwrap().len();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    eprintln!(
+        "rebuild: {} keys scanned in {:.2}s ({:.0} keys/s), {} keys written while it ran ({:.0}s)",
+        report.keys,
+        report.scan_secs,
+        report.keys_per_sec,
+        during,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(during >= 100_000, "only {during} keys were written during the build");
+    assert_ne!(active_generation(&origin, &filter).await, Some(first), "the rebuild did not switch");
+
+    // Past the metadata cache: lookups read the new generation. Every acknowledged key is seen.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let all: Vec<String> = before.into_iter().chain(acked).collect();
+    let answers = origin.lookup_all(&filter, &all).await;
+    let missed = answers.iter().filter(|(seen, _)| !seen).count();
+    assert_eq!(missed, 0, "{missed} of {} acknowledged keys answered 'not seen' after the switch", all.len());
+    // And the new generation answers "no" for strangers.
+    let absent = origin.lookup_all(&filter, &random_keys(2000)).await;
+    assert!(absent.iter().filter(|(_, by)| by == "filter").count() >= 1900);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_drops_the_bits_of_deleted_keys() {
+    services().await;
+    let origin =
+        TestOrigin::start(fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()))).await;
+    let filter = unique_filter("deletes");
+    origin.create_filter(&filter, 20_000, 0.01).await;
+    let keys = random_keys(10_000);
+    origin.insert_all(&filter, &keys).await;
+    let (deleted, kept) = keys.split_at(8_000);
+    for key in &deleted[..2_000] {
+        assert_eq!(origin.delete(&filter, key).await.status(), StatusCode::OK);
+    }
+    let stale = &deleted[..2_000];
+    let answers = origin.lookup_all(&filter, stale).await;
+    assert!(answers.iter().all(|(seen, by)| !seen && by == "database"), "deleted keys still pass the filter");
+    let stats = origin.stats(&filter).await;
+    assert_eq!(stats["deletes_since_build"], 2000);
+
+    let gate = &origin.state.gate;
+    rebuild::rebuild(
+        gate.filter_store().clone(),
+        gate.key_store().clone(),
+        &filter,
+        origin.state.config.rebuild_options(false),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answers = origin.lookup_all(&filter, stale).await;
+    let through = answers.iter().filter(|(_, by)| by == "database").count();
+    assert!(through <= 60, "{through} of 2000 deleted keys still reach the database after the rebuild");
+    assert!(origin.lookup_all(&filter, kept).await.iter().all(|(seen, _)| *seen));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overfull_filter_is_resized_automatically() {
+    services().await;
+    let mut cfg = own_keyspace(fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())));
+    cfg.recovery_interval_ms = 500;
+    let origin = TestOrigin::start(cfg).await;
+    let filter = unique_filter("overfull");
+    origin.create_filter(&filter, 2_000, 0.01).await;
+    let keys = random_keys(8_000);
+    origin.insert_all(&filter, &keys).await;
+    let first = active_generation(&origin, &filter).await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = origin.stats(&filter).await;
+        // Resized (maybe in more than one step, if a check ran while keys were still arriving)
+        // and settled: a new generation, no build under way, sized for the keys it holds.
+        let settled = stats["generation"].as_u64() != Some(first)
+            && stats["building_generation"].is_null()
+            && stats["capacity"].as_u64().unwrap_or(0) >= 8_000
+            && stats["expected_fp_rate_now"].as_f64().is_some_and(|p| p <= 0.01);
+        if settled {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no automatic resize within 60 s: {stats}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(origin.lookup_all(&filter, &keys).await.iter().all(|(seen, _)| *seen));
+    eprintln!("after resize: {}", origin.stats(&filter).await);
+    let absent = origin.lookup_all(&filter, &random_keys(5_000)).await;
+    let fp = absent.iter().filter(|(_, by)| by == "database").count() as f64 / 5_000.0;
+    let text = origin.http.get(format!("{}/metrics", origin.base)).send().await.unwrap().text().await.unwrap();
+    assert!(
+        fp <= 0.01,
+        "false-positive rate {fp} after the resize; {}",
+        text.lines().filter(|l| l.contains("fallthrough")).collect::<Vec<_>>().join(" ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_mid_traffic_stays_correct_and_recovers_on_its_own() {
+    services().await;
+    let redis = RedisServer::start();
+    let mut cfg = own_keyspace(fast_rebuilds(config(Some(redis.url()), &cassandra_addr())));
+    cfg.recovery_interval_ms = 500;
+    let origin = Arc::new(TestOrigin::start(cfg).await);
+    let filter = unique_filter("flushed");
+    origin.create_filter(&filter, 20_000, 0.01).await;
+    let present = random_keys(3_000);
+    origin.insert_all(&filter, &present).await;
+    let absent = random_keys(1_000);
+
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    let flushed_at = Instant::now();
+    // Correct answers all the way through: while the filter is gone, while it is rebuilt,
+    // and after.
+    let mut recovered_after = None;
+    while flushed_at.elapsed() < Duration::from_secs(60) {
+        let answers = origin.lookup_all(&filter, &present[..500]).await;
+        assert!(answers.iter().all(|(seen, _)| *seen), "false negative during recovery");
+        let answers = origin.lookup_all(&filter, &absent).await;
+        assert!(answers.iter().all(|(seen, _)| !seen));
+        if answers.iter().filter(|(_, by)| by == "filter").count() >= 950 {
+            recovered_after = Some(flushed_at.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let recovered_after = recovered_after.expect("filter negatives did not resume within 60 s of FLUSHALL");
+    eprintln!("recovered {recovered_after:?} after FLUSHALL");
+    assert!(origin.lookup_all(&filter, &present).await.iter().all(|(seen, _)| *seen));
+    // Writes work again too.
+    assert_eq!(origin.put(&filter, &random_keys(1)[0]).await.status(), StatusCode::CREATED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_origins_racing_to_rebuild_build_once() {
+    services().await;
+    let cfg = || fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()));
+    let a = TestOrigin::start(cfg()).await;
+    let b = TestOrigin::start(cfg()).await;
+    let filter = unique_filter("race");
+    a.create_filter(&filter, 10_000, 0.01).await;
+    a.insert_all(&filter, &random_keys(1_000)).await;
+    let start = |o: &TestOrigin| {
+        let gate = o.state.gate.clone();
+        let (filter, options) = (filter.clone(), o.state.config.rebuild_options(false));
+        async move { rebuild::start(gate.filter_store().clone(), gate.key_store().clone(), filter, options).await }
+    };
+    let (ra, rb) = tokio::join!(start(&a), start(&b));
+    let started: Vec<_> = [ra, rb]
+        .into_iter()
+        .filter_map(|r| match r {
+            Ok(task) => Some(task),
+            Err(RebuildError::Busy) => None,
+            Err(e) => panic!("unexpected: {e}"),
+        })
+        .collect();
+    assert_eq!(started.len(), 1, "exactly one origin may build");
+    for task in started {
+        task.await.unwrap().unwrap();
+    }
+    // Over HTTP too: a second rebuild while one runs is 409.
+    let http = reqwest::Client::new();
+    let url = |o: &TestOrigin| format!("{}/v1/filters/{filter}/rebuild", o.base);
+    let first = http.post(url(&a)).bearer_auth(bloomgate_tests::origin::TOKEN).send().await.unwrap();
+    assert_eq!(first.status(), StatusCode::ACCEPTED);
+    let second = http.post(url(&b)).bearer_auth(bloomgate_tests::origin::TOKEN).send().await.unwrap();
+    assert_eq!(second.status(), StatusCode::CONFLICT);
+}
