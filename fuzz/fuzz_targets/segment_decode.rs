@@ -52,8 +52,10 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 /// value (0 bytes) without. A header whose log2 byte (offset 17) is that large is skipped, so the
 /// fuzzer can explore everything else; `artifacts/` keeps the crashing input. Delete this guard
 /// once the fix lands.
-fn hits_known_log2_overflow(bytes: &[u8]) -> bool {
-    bytes.get(17).is_some_and(|&log2| log2 >= 58)
+/// Was a guard for a `Params::new` overflow at log2 ≥ 58, found here and fixed in the core;
+/// kept as a no-op so the targets' shape stays the same.
+fn hits_known_log2_overflow(_bytes: &[u8]) -> bool {
+    false
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -128,7 +128,9 @@ impl Params {
             return Err(ParamsError::KOutOfRange(k));
         }
         if segment_blocks_log2 > MAX_SEGMENT_BLOCKS_LOG2 {
-            return Err(ParamsError::BadSegmentSize(BLOCK_BYTES as u64 * (1u64 << segment_blocks_log2.min(63))));
+            // 64 << log2 overflows u64 from log2 = 58 on (found by fuzzing): saturate, never panic.
+            let bytes = u64::try_from((BLOCK_BYTES as u128) << segment_blocks_log2.min(64)).unwrap_or(u64::MAX);
+            return Err(ParamsError::BadSegmentSize(bytes));
         }
         if segment_count == 0 {
             return Err(ParamsError::ZeroCapacity);
@@ -375,6 +377,10 @@ mod tests {
         assert_eq!(Params::new(1, 0, 0, 1), Err(ParamsError::KOutOfRange(0)));
         assert_eq!(Params::new(1, 17, 0, 1), Err(ParamsError::KOutOfRange(17)));
         assert!(Params::new(1, 8, 17, 1).is_err());
+        // Any log2 byte a segment header can carry is refused without overflow.
+        for log2 in 17..=u8::MAX {
+            assert!(matches!(Params::new(0, 6, log2, 1), Err(ParamsError::BadSegmentSize(_))), "{log2}");
+        }
         assert_eq!(Params::new(1, 8, 0, 0), Err(ParamsError::ZeroCapacity));
     }
 
