@@ -25,6 +25,8 @@ async fn the_harness_measures_what_the_filter_saves() {
         seed: 6,
         present: 2_000,
         fp_rate: FP_RATE,
+        capacity_headroom: 1.1,
+        segment_bytes: Some(4096),
         miss_share: MISS_SHARE,
         zipf_s: 0.99,
         connections: 8,
@@ -37,7 +39,16 @@ async fn the_harness_measures_what_the_filter_saves() {
         redis_url: format!("redis://{}/", redis_addr()),
         cassandra: cassandra_addr(),
         keyspace: "bloomgate_loadgen_smoke".into(),
-        sweep: Some(SweepConfig { present: 2_000, fp_rates: vec![0.1], miss_shares: vec![0.0, 0.95], lookups: 1_000 }),
+        sweep: Some(SweepConfig {
+            present: 2_000,
+            fp_rates: vec![0.1],
+            miss_shares: vec![0.0, 0.95],
+            lookups: 1_000,
+            segment_bytes: Some(4096),
+        }),
+        edge_connections: None,
+        edge_duration: None,
+        quiet_wait: Duration::ZERO,
         progress: false,
         command: "cargo test -p bloomgate-tests --test loadgen_smoke".into(),
     };
@@ -50,7 +61,7 @@ async fn the_harness_measures_what_the_filter_saves() {
         assert_eq!(t.wrong_answers, 0, "{}: wrong answers", t.name);
     }
     let names: Vec<&str> = report.targets.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["floor", "baseline", "filter", "filter-negatives", "filter-negatives-half"]);
+    assert_eq!(names, ["floor", "floor-half", "baseline", "filter", "filter-negatives", "filter-negatives-half"]);
 
     // The baseline reads Cassandra for every lookup, and Cassandra agrees when it can be asked.
     let baseline = report.target("baseline").unwrap();
@@ -82,6 +93,7 @@ async fn the_harness_measures_what_the_filter_saves() {
     );
 
     // The sweep: no misses = one read per lookup; 95 % misses at fp 10 % ≈ 0.05 + 0.095.
+    assert_eq!(report.sweep_error, None);
     assert_eq!(report.sweep.len(), 2);
     let all_hits = &report.sweep[0];
     assert!((all_hits.reads_per_lookup - 1.0).abs() < 1e-9);

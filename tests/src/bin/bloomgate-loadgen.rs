@@ -44,11 +44,15 @@ struct RunArgs {
     #[arg(long, default_value_t = 6)]
     seed: u64,
     /// Present keys preloaded into the main filter (also its capacity).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 100_000)]
     present: usize,
     /// The main filter's false-positive rate.
     #[arg(long, default_value_t = 0.01)]
     fp_rate: f64,
+    /// Filters are created for this many times the keys loaded into them (the origin resizes
+    /// a filter whose estimated keys pass its capacity).
+    #[arg(long, default_value_t = 1.1)]
+    capacity_headroom: f64,
     /// Share of lookups for absent keys.
     #[arg(long, default_value_t = 0.8)]
     miss_share: f64,
@@ -70,6 +74,15 @@ struct RunArgs {
     /// Skip the edge (wrangler dev).
     #[arg(long)]
     no_edge: bool,
+    /// Seconds of the edge's measured run (default: --duration).
+    #[arg(long)]
+    edge_duration: Option<f64>,
+    /// Connections for the edge (default: --connections).
+    #[arg(long)]
+    edge_connections: Option<usize>,
+    /// Seconds to wait, before each run, for the rest of the machine to go quiet (0 = don't).
+    #[arg(long, default_value_t = 30.0)]
+    quiet_wait: f64,
     /// The edge's freshness bound S, seconds.
     #[arg(long, default_value_t = 5)]
     edge_freshness: u32,
@@ -92,10 +105,14 @@ struct RunArgs {
     #[arg(long)]
     no_sweep: bool,
     /// Present keys per sweep filter.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 20_000)]
     sweep_present: usize,
+    /// Segment size of every filter the run creates, bytes (a power of two ≥ 64; 0 = the
+    /// origin's default, 64 KiB, which over-sizes filters of 10⁵ keys).
+    #[arg(long, default_value_t = 4096)]
+    segment_bytes: u64,
     /// Lookups per sweep point.
-    #[arg(long, default_value_t = 40_000)]
+    #[arg(long, default_value_t = 20_000)]
     sweep_lookups: u64,
     /// Directory for results.json and the charts.
     #[arg(long, default_value = "docs/bench")]
@@ -146,6 +163,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         seed: args.seed,
         present: args.present,
         fp_rate: args.fp_rate,
+        capacity_headroom: args.capacity_headroom,
+        segment_bytes: (args.segment_bytes > 0).then_some(args.segment_bytes),
         miss_share: args.miss_share,
         zipf_s: args.zipf,
         connections: args.connections,
@@ -163,7 +182,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             fp_rates: vec![0.1, 0.01, 0.001],
             miss_shares: vec![0.0, 0.5, 0.8, 0.95],
             lookups: args.sweep_lookups,
+            segment_bytes: (args.segment_bytes > 0).then_some(args.segment_bytes),
         }),
+        edge_connections: args.edge_connections,
+        edge_duration: args.edge_duration.map(Duration::from_secs_f64),
+        quiet_wait: Duration::from_secs_f64(args.quiet_wait),
         progress: true,
         command: std::env::args()
             .map(|a| if a == me.to_string_lossy() { "bloomgate-loadgen".into() } else { a })

@@ -4,7 +4,7 @@
 //! miss-share × fp_rate sweep. Every target sees the same seeded workload.
 
 use super::driver::{drive, DriveSpec, DriveStats};
-use super::probe::{descendants, pids_matching, CassandraReads, CpuGroup, Samples};
+use super::probe::{descendants, machine_busy_seconds, pids_matching, CassandraReads, CpuGroup, Samples};
 use super::report::{BenchReport, Check, Machine, SweepPoint, TargetResult};
 use super::servers::{start_floor, start_origin, CountingProxy, Launch, OriginSettings, Server};
 use super::workload::{present_keys, Workload};
@@ -27,6 +27,9 @@ pub struct SweepConfig {
     pub miss_shares: Vec<f64>,
     /// Lookups per point.
     pub lookups: u64,
+    /// Segment size of the sweep filters: small segments size a small filter close to its
+    /// fp_rate (a filter is whole segments, so a 64 KiB default would over-size it).
+    pub segment_bytes: Option<u64>,
 }
 
 /// Everything a run needs.
@@ -38,6 +41,11 @@ pub struct BenchConfig {
     pub present: usize,
     /// The main filter's false-positive rate.
     pub fp_rate: f64,
+    /// Filters are created for `keys × capacity_headroom` (≥ 1).
+    pub capacity_headroom: f64,
+    /// Segment size of the main filter (`None` = the origin's default, 64 KiB). A filter is
+    /// whole segments, so at 10⁵ keys 64 KiB segments over-size it (lower FPR than asked).
+    pub segment_bytes: Option<u64>,
     /// Share of lookups for absent keys in the mixed runs.
     pub miss_share: f64,
     /// Zipf exponent of the hits.
@@ -64,6 +72,14 @@ pub struct BenchConfig {
     pub keyspace: String,
     /// The sweep, if any.
     pub sweep: Option<SweepConfig>,
+    /// Connections for the edge (wrangler dev), `None` = `connections`.
+    pub edge_connections: Option<usize>,
+    /// Length of the edge's measured run, `None` = `duration` (wrangler dev is slow: a longer
+    /// run gives a steadier hit share, and so a steadier origin-requests figure).
+    pub edge_duration: Option<Duration>,
+    /// Before each measured run, wait up to this long for the rest of the machine to go quiet
+    /// (other processes using under half a core over one second).
+    pub quiet_wait: Duration,
     /// Progress bars and step lines on stderr.
     pub progress: bool,
     /// How this run was started, for the report.
@@ -83,6 +99,7 @@ struct Snapshot {
     coordinator_reads: Option<u64>,
     proxy: Option<super::servers::ProxyTally>,
     cpu: Vec<f64>,
+    machine: f64,
 }
 
 /// One target to measure.
@@ -95,6 +112,10 @@ struct Target<'a> {
     proxy: Option<&'a CountingProxy>,
     miss_share: f64,
     rate: Option<f64>,
+    /// Connections, when not the configured default.
+    connections: Option<usize>,
+    /// Measured length, when not the configured default.
+    duration: Option<Duration>,
     /// Whether a filter stands before Cassandra (false for the floor and the baseline).
     filtered: bool,
 }
@@ -120,25 +141,58 @@ impl Env {
             coordinator_reads,
             proxy: t.proxy.map(|p| p.counts.tally()),
             cpu: self.groups.iter().map(CpuGroup::seconds).collect(),
+            machine: machine_busy_seconds().unwrap_or(0.0),
         })
+    }
+
+    /// Cores the machine spends outside this run's processes, over `window`.
+    async fn others_busy(&self, window: Duration) -> f64 {
+        let mine = |g: &[CpuGroup]| g.iter().map(CpuGroup::seconds).sum::<f64>();
+        let (m0, g0) = (machine_busy_seconds().unwrap_or(0.0), mine(&self.groups));
+        tokio::time::sleep(window).await;
+        let (m1, g1) = (machine_busy_seconds().unwrap_or(0.0), mine(&self.groups));
+        ((m1 - m0) - (g1 - g0)).max(0.0) / window.as_secs_f64()
+    }
+
+    /// Waits up to `max` for others to use under half a core; the last reading.
+    async fn wait_quiet(&self, max: Duration) -> f64 {
+        let deadline = Instant::now() + max;
+        loop {
+            let others = self.others_busy(Duration::from_secs(1)).await;
+            if others < 0.5 || Instant::now() >= deadline {
+                return others;
+            }
+        }
     }
 }
 
-/// Creates `filter` and stores `keys` through the origin's batch API, four batches at a time.
+/// A filter to create.
+#[derive(Clone, Debug)]
+pub struct FilterSpec<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Target false-positive rate at capacity.
+    pub fp_rate: f64,
+    /// Keys it is sized for.
+    pub capacity: u64,
+    /// Segment size; `None` = the origin's default.
+    pub segment_bytes: Option<u64>,
+}
+
+/// Creates the filter and stores `keys` through the origin's batch API, four batches at a time.
 pub async fn preload(
     http: &reqwest::Client,
     base: &str,
-    filter: &str,
-    fp_rate: f64,
+    spec: &FilterSpec<'_>,
     keys: &Arc<Vec<String>>,
     progress: bool,
 ) -> anyhow::Result<()> {
-    let r = http
-        .put(format!("{base}/v1/filters/{filter}"))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "capacity": keys.len().max(1), "fp_rate": fp_rate }))
-        .send()
-        .await?;
+    let filter = spec.name;
+    let mut body = json!({ "capacity": spec.capacity.max(1), "fp_rate": spec.fp_rate });
+    if let Some(b) = spec.segment_bytes {
+        body["segment_bytes"] = json!(b);
+    }
+    let r = http.put(format!("{base}/v1/filters/{filter}")).bearer_auth(TOKEN).json(&body).send().await?;
     anyhow::ensure!(
         r.status().is_success(),
         "create filter {filter}: {} {}",
@@ -173,13 +227,15 @@ pub async fn preload(
                 if r.status().is_success() {
                     break;
                 }
+                // The origin answers 503 when its filter-state read times out behind other
+                // batches' Redis scripts (see BENCHMARKS.md): back off and retry.
                 anyhow::ensure!(
-                    attempt < 5 && r.status().is_server_error(),
+                    attempt < 30 && r.status().is_server_error(),
                     "insert batch: {} {}",
                     r.status(),
                     r.text().await.unwrap_or_default()
                 );
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(Duration::from_millis(200 * (attempt + 1).min(10))).await;
             }
             bar.inc(chunk.len() as u64);
             anyhow::Ok(())
@@ -219,7 +275,7 @@ async fn measure(
         label: format!("{}/warmup", t.name),
         base: t.base.clone(),
         filter: filter.to_owned(),
-        connections: cfg.connections,
+        connections: t.connections.unwrap_or(cfg.connections),
         duration: Some(cfg.warmup),
         max_lookups: None,
         rate: t.rate,
@@ -231,11 +287,20 @@ async fn measure(
         miss_share: t.miss_share,
         zipf: workload.zipf.clone(),
     };
+    if !cfg.quiet_wait.is_zero() {
+        let others = env.wait_quiet(cfg.quiet_wait).await;
+        step(env, &format!("  others on the machine: {others:.2} cores"));
+    }
     if !cfg.warmup.is_zero() {
         drive(&spec, &workload).await?;
     }
     let before = env.snapshot(&t).await?;
-    let spec = DriveSpec { label: t.name.to_owned(), duration: Some(cfg.duration), progress: env.progress, ..spec };
+    let spec = DriveSpec {
+        label: t.name.to_owned(),
+        duration: Some(t.duration.unwrap_or(cfg.duration)),
+        progress: env.progress,
+        ..spec
+    };
     let stats = drive(&spec, &workload).await?;
     let after = env.snapshot(&t).await?;
     let n = stats.lookups.max(1) as f64;
@@ -243,7 +308,7 @@ async fn measure(
         name: t.name.to_owned(),
         description: t.description,
         miss_share: t.miss_share,
-        connections: cfg.connections,
+        connections: spec.connections,
         fixed_rate: t.rate,
         lookups: stats.lookups,
         hits: stats.hits,
@@ -254,6 +319,7 @@ async fn measure(
         p99_ms: stats.quantile_ms(0.99),
         p999_ms: stats.quantile_ms(0.999),
         max_ms: stats.latency_us.max() as f64 / 1000.0,
+        max_ms_by_second: stats.max_us_by_second.iter().map(|us| *us as f64 / 1000.0).collect(),
         errors: stats.errors.clone(),
         error_total: stats.errors.total(),
         wrong_answers: stats.wrong_answers,
@@ -294,11 +360,16 @@ async fn measure(
         let stopped = stats.misses_answered_by.get(first_no).copied().unwrap_or(0);
         result.fp_observed = Some((stats.misses - stopped) as f64 / stats.misses as f64);
     }
+    let mut mine = 0.0;
     for (i, g) in env.groups.iter().enumerate() {
         let secs = (after.cpu[i] - before.cpu[i]).max(0.0);
+        mine += secs;
         result.cpu_ms_per_1k_lookups.insert(g.name.clone(), secs * 1000.0 / n * 1000.0);
         result.cpu_cores.insert(g.name.clone(), secs / stats.seconds.max(1e-9));
     }
+    // Everything else on the machine: other people's builds and tests share these cores.
+    let others = ((after.machine - before.machine) - mine).max(0.0);
+    result.cpu_cores.insert("zz-others".into(), others / stats.seconds.max(1e-9));
     Ok((result, stats))
 }
 
@@ -324,17 +395,28 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let floor = start_floor(&cfg.floor).await?;
     env.cassandra = CassandraReads::connect(&cfg.cassandra, &cfg.keyspace).await;
 
+    // Filters get headroom over the keys they hold: the origin resizes (rebuilds at double
+    // capacity) a filter whose *estimated* key count passes its capacity, and at exactly full
+    // the estimate's noise trips that about half the time.
+    let sized = |n: usize| (n as f64 * cfg.capacity_headroom).ceil() as u64;
     let filter = format!("bench-{:016x}", rand::random::<u64>());
     let present = Arc::new(present_keys(cfg.seed, cfg.present));
     step(&env, &format!("preloading {} present keys into {filter} (fp_rate {})", cfg.present, cfg.fp_rate));
     let t0 = Instant::now();
-    preload(&http, &origin.base, &filter, cfg.fp_rate, &present, cfg.progress).await?;
+    let spec = FilterSpec {
+        name: &filter,
+        fp_rate: cfg.fp_rate,
+        capacity: sized(cfg.present),
+        segment_bytes: cfg.segment_bytes,
+    };
+    preload(&http, &origin.base, &spec, &present, cfg.progress).await?;
     let preload_secs = t0.elapsed().as_secs_f64();
     let workload = Workload::new(cfg.seed, present.clone(), cfg.miss_share, cfg.zipf_s);
 
     let me = std::process::id();
+    // In-process servers share this process: their CPU shows under `loadgen` then.
     let mut groups = vec![
-        CpuGroup { name: "origin".into(), pids: vec![origin.pid] },
+        CpuGroup { name: "origin".into(), pids: if origin.pid == me { vec![] } else { vec![origin.pid] } },
         CpuGroup {
             name: "redis".into(),
             pids: pids_matching("redis-server", Some(&format!(":{}", redis_port(&cfg.redis_url)))),
@@ -365,10 +447,37 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             miss_share: 1.0,
             filtered: false,
             rate: None,
+            connections: None,
+            duration: None,
         },
     )
     .await?;
+    let floor_rate = r.lookups_per_sec;
     results.push(r);
+    if cfg.half_rate && floor_rate > 0.0 {
+        // The control for the p99 target: what this machine's scheduling alone does to the
+        // tail of a server at half its rate.
+        let (r, _) = measure(
+            &env,
+            cfg,
+            &workload,
+            &filter,
+            Target {
+                name: "floor-half",
+                description: "the floor at half its measured maximum rate".into(),
+                base: floor.base.clone(),
+                origin: None,
+                proxy: None,
+                miss_share: 1.0,
+                filtered: false,
+                rate: Some(floor_rate / 2.0),
+                connections: None,
+                duration: None,
+            },
+        )
+        .await?;
+        results.push(r);
+    }
     let (r, _) = measure(
         &env,
         cfg,
@@ -383,6 +492,8 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             miss_share: cfg.miss_share,
             filtered: false,
             rate: None,
+            connections: None,
+            duration: None,
         },
     )
     .await?;
@@ -401,6 +512,8 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             miss_share: cfg.miss_share,
             filtered: true,
             rate: None,
+            connections: None,
+            duration: None,
         },
     )
     .await?;
@@ -419,6 +532,8 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
             miss_share: 1.0,
             filtered: true,
             rate: None,
+            connections: None,
+            duration: None,
         },
     )
     .await?;
@@ -439,6 +554,8 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
                 miss_share: 1.0,
                 filtered: true,
                 rate: Some(max_negative_rate / 2.0),
+                connections: None,
+                duration: None,
             },
         )
         .await?;
@@ -466,6 +583,8 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
                 miss_share: cfg.miss_share,
                 filtered: true,
                 rate: None,
+                connections: cfg.edge_connections,
+                duration: cfg.edge_duration,
             },
         )
         .await?;
@@ -477,59 +596,21 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let mut stats_by_filter = BTreeMap::new();
     stats_by_filter.insert(filter.clone(), filter_stats(&http, &origin.base, &filter).await);
     let mut sweep = Vec::new();
+    let mut sweep_error = None;
     if let Some(s) = &cfg.sweep {
-        let keys = Arc::new(present_keys(cfg.seed ^ 0x5eed, s.present));
-        for &fp in &s.fp_rates {
-            let sweep_filter = format!("sweep-{:016x}", rand::random::<u64>());
-            step(&env, &format!("sweep: preloading {} keys into {sweep_filter} (fp_rate {fp})", s.present));
-            preload(&http, &origin.base, &sweep_filter, fp, &keys, cfg.progress).await?;
-            for &miss in &s.miss_shares {
-                let w = Workload::new(cfg.seed ^ 0x5eed, keys.clone(), miss, cfg.zipf_s);
-                let before = Samples::scrape(&http, &origin.base).await?;
-                let spec = DriveSpec {
-                    label: format!("sweep fp {fp} miss {miss}"),
-                    base: origin.base.clone(),
-                    filter: sweep_filter.clone(),
-                    connections: cfg.connections,
-                    duration: None,
-                    max_lookups: Some(s.lookups),
-                    rate: None,
-                    progress: cfg.progress,
-                };
-                let stats = drive(&spec, &w).await?;
-                let after = Samples::scrape(&http, &origin.base).await?;
-                let n = stats.lookups.max(1) as f64;
-                let reads = after.delta(&before, "bloomgate_database_reads_total") / n;
-                let hit_share = stats.hits as f64 / n;
-                sweep.push(SweepPoint {
-                    fp_rate: fp,
-                    miss_share: miss,
-                    lookups: stats.lookups,
-                    reads_per_lookup: reads,
-                    theory: (1.0 - miss) + miss * fp,
-                    fp_observed: fp_from_origin(&before, &after, &sweep_filter),
-                    hit_share_measured: hit_share,
-                    excess_reads_per_lookup: reads - hit_share,
-                    excess_theory: miss * fp,
-                    filter_expected_fp: None,
-                    errors: stats.errors.total(),
-                    wrong_answers: stats.wrong_answers,
-                });
-            }
-            let st = filter_stats(&http, &origin.base, &sweep_filter).await;
-            let expected = st["expected_fp_rate_now"].as_f64();
-            for p in sweep.iter_mut().filter(|p| p.fp_rate == fp) {
-                p.filter_expected_fp = expected;
-            }
-            stats_by_filter.insert(sweep_filter.clone(), st);
+        // A failed sweep must not lose the side-by-side results measured above.
+        if let Err(e) = run_sweep(&env, cfg, s, &origin, &mut sweep, &mut stats_by_filter).await {
+            eprintln!("[loadgen] sweep failed: {e:#}");
+            sweep_error = Some(format!("{e:#}"));
         }
     }
-
     let mut settings = BTreeMap::new();
     for (k, v) in [
         ("seed", cfg.seed.to_string()),
         ("present_keys", cfg.present.to_string()),
         ("fp_rate", cfg.fp_rate.to_string()),
+        ("capacity_headroom", cfg.capacity_headroom.to_string()),
+        ("segment_bytes", cfg.segment_bytes.map_or("origin default".into(), |b| b.to_string())),
         ("miss_share", cfg.miss_share.to_string()),
         ("zipf_s", cfg.zipf_s.to_string()),
         ("connections", cfg.connections.to_string()),
@@ -561,11 +642,74 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         sweep,
         checks: Vec::new(),
         filter_stats: stats_by_filter,
+        sweep_error,
         wall_seconds: 0.0,
     };
     report.checks = checks(&report, cfg);
     report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The miss-share × fp_rate sweep: one filter per fp_rate, every miss share against it.
+async fn run_sweep(
+    env: &Env,
+    cfg: &BenchConfig,
+    s: &SweepConfig,
+    origin: &Server,
+    sweep: &mut Vec<SweepPoint>,
+    stats_by_filter: &mut BTreeMap<String, serde_json::Value>,
+) -> anyhow::Result<()> {
+    let http = &env.http;
+    let sized = |n: usize| (n as f64 * cfg.capacity_headroom).ceil() as u64;
+
+    let keys = Arc::new(present_keys(cfg.seed ^ 0x5eed, s.present));
+    for &fp in &s.fp_rates {
+        let sweep_filter = format!("sweep-{:016x}", rand::random::<u64>());
+        step(env, &format!("sweep: preloading {} keys into {sweep_filter} (fp_rate {fp})", s.present));
+        let spec =
+            FilterSpec { name: &sweep_filter, fp_rate: fp, capacity: sized(s.present), segment_bytes: s.segment_bytes };
+        preload(http, &origin.base, &spec, &keys, cfg.progress).await?;
+        for &miss in &s.miss_shares {
+            let w = Workload::new(cfg.seed ^ 0x5eed, keys.clone(), miss, cfg.zipf_s);
+            let before = Samples::scrape(http, &origin.base).await?;
+            let spec = DriveSpec {
+                label: format!("sweep fp {fp} miss {miss}"),
+                base: origin.base.clone(),
+                filter: sweep_filter.clone(),
+                connections: cfg.connections,
+                duration: None,
+                max_lookups: Some(s.lookups),
+                rate: None,
+                progress: cfg.progress,
+            };
+            let stats = drive(&spec, &w).await?;
+            let after = Samples::scrape(http, &origin.base).await?;
+            let n = stats.lookups.max(1) as f64;
+            let reads = after.delta(&before, "bloomgate_database_reads_total") / n;
+            let hit_share = stats.hits as f64 / n;
+            sweep.push(SweepPoint {
+                fp_rate: fp,
+                miss_share: miss,
+                lookups: stats.lookups,
+                reads_per_lookup: reads,
+                theory: (1.0 - miss) + miss * fp,
+                fp_observed: fp_from_origin(&before, &after, &sweep_filter),
+                hit_share_measured: hit_share,
+                excess_reads_per_lookup: reads - hit_share,
+                excess_theory: miss * fp,
+                filter_expected_fp: None,
+                errors: stats.errors.total(),
+                wrong_answers: stats.wrong_answers,
+            });
+        }
+        let st = filter_stats(http, &origin.base, &sweep_filter).await;
+        let expected = st["expected_fp_rate_now"].as_f64();
+        for p in sweep.iter_mut().filter(|p| p.fp_rate == fp) {
+            p.filter_expected_fp = expected;
+        }
+        stats_by_filter.insert(sweep_filter.clone(), st);
+    }
+    Ok(())
 }
 
 /// Issue 6's targets against what was measured.
@@ -588,10 +732,14 @@ pub fn checks(report: &BenchReport, cfg: &BenchConfig) -> Vec<Check> {
     if let Some(e) = report.target("edge") {
         let r = e.origin_requests_per_lookup.unwrap_or(f64::NAN);
         let leaked = e.edge_no_forwarded.unwrap_or(i64::MAX);
+        // A lookup that failed (5xx) may or may not have reached the origin before it failed.
+        let failed = e.errors.status_5xx as i64;
         out.push(Check {
             target: "origin requests per warm edge lookup ≤ 0.21, zero for edge \"no\" answers".into(),
-            measured: format!("{r:.3} (forwarded lookups − lookups not answered by the edge = {leaked})"),
-            met: r <= 0.21 && leaked == 0,
+            measured: format!(
+                "{r:.3}; forwarded lookups − lookups the edge did not answer itself = {leaked} (≤ {failed} failed lookups)"
+            ),
+            met: r <= 0.21 && (0..=failed).contains(&leaked),
         });
     }
     if let (Some(n), Some(f)) = (report.target("filter-negatives"), report.target("floor")) {

@@ -182,6 +182,11 @@ fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
     })
 }
 
+/// The sweep filter's own expected false-positive rate for a configured `fp`.
+fn expected_fp(report: &BenchReport, fp: f64) -> Option<f64> {
+    report.sweep.iter().find(|p| p.fp_rate == fp).and_then(|p| p.filter_expected_fp)
+}
+
 fn sweep(path: &Path, report: &BenchReport) -> DrawResult<()> {
     let mut fps: Vec<f64> = report.sweep.iter().map(|p| p.fp_rate).collect();
     fps.sort_by(|a, b| b.total_cmp(a));
@@ -189,7 +194,7 @@ fn sweep(path: &Path, report: &BenchReport) -> DrawResult<()> {
     draw(path, (2 * W - 200, H), |root| {
         let (left, right) = root.split_horizontally(W - 100);
         let mut chart = ChartBuilder::on(&left)
-            .caption("Cassandra reads per lookup (dots measured, lines theory)", (FONT, 18))
+            .caption("Cassandra reads/lookup: dots measured, lines fp_rate, dashed the filter's FPR", (FONT, 18))
             .margin(16)
             .x_label_area_size(44)
             .y_label_area_size(64)
@@ -210,6 +215,15 @@ fn sweep(path: &Path, report: &BenchReport) -> DrawResult<()> {
                 .draw_series(LineSeries::new(theory, color.stroke_width(2)))?
                 .label(format!("fp_rate {} %", fp * 100.0))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+            // The filter's own expectation at its fill (sizing rounds up to whole blocks and
+            // segments, so it is at or under the fp_rate asked for), dashed.
+            if let Some(e) = expected_fp(report, *fp) {
+                let expected = (0..=100).map(|m| {
+                    let m = m as f64 / 100.0;
+                    (m * 100.0, (1.0 - m) + m * e)
+                });
+                chart.draw_series(DashedLineSeries::new(expected, 6, 4, color.stroke_width(1)))?;
+            }
             chart.draw_series(
                 report
                     .sweep
@@ -243,6 +257,10 @@ fn sweep(path: &Path, report: &BenchReport) -> DrawResult<()> {
             let color = PALETTE[i % PALETTE.len()];
             let theory = (5..=100).map(|m| (m as f64, m as f64 / 100.0 * fp));
             chart.draw_series(LineSeries::new(theory, color.stroke_width(2)))?;
+            if let Some(e) = expected_fp(report, *fp) {
+                let expected = (5..=100).map(|m| (m as f64, m as f64 / 100.0 * e));
+                chart.draw_series(DashedLineSeries::new(expected, 6, 4, color.stroke_width(1)))?;
+            }
             chart.draw_series(
                 report
                     .sweep

@@ -95,6 +95,8 @@ pub struct DriveStats {
     pub seconds: f64,
     /// Latency of answered lookups, µs.
     pub latency_us: Histogram<u64>,
+    /// Slowest answer per second of the run (by when it was due), µs.
+    pub max_us_by_second: Vec<u64>,
 }
 
 impl DriveStats {
@@ -109,6 +111,7 @@ impl DriveStats {
             errors: Errors::default(),
             seconds: 0.0,
             latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("histogram bounds"),
+            max_us_by_second: Vec::new(),
         }
     }
 
@@ -125,6 +128,12 @@ impl DriveStats {
         self.wrong_answers += o.wrong_answers;
         self.errors.add(&o.errors);
         let _ = self.latency_us.add(&o.latency_us);
+        if self.max_us_by_second.len() < o.max_us_by_second.len() {
+            self.max_us_by_second.resize(o.max_us_by_second.len(), 0);
+        }
+        for (m, v) in self.max_us_by_second.iter_mut().zip(&o.max_us_by_second) {
+            *m = (*m).max(*v);
+        }
     }
 
     /// Answered lookups per second.
@@ -214,6 +223,11 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
                     Ok((status @ (200 | 404), by)) => {
                         let us = (due.elapsed().as_micros() as u64).clamp(1, MAX_LATENCY_US);
                         let _ = stats.latency_us.record(us);
+                        let second = due.saturating_duration_since(start).as_secs() as usize;
+                        if stats.max_us_by_second.len() <= second {
+                            stats.max_us_by_second.resize(second + 1, 0);
+                        }
+                        stats.max_us_by_second[second] = stats.max_us_by_second[second].max(us);
                         stats.lookups += 1;
                         done.fetch_add(1, Relaxed);
                         let seen = status == 200;

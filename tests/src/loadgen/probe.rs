@@ -89,6 +89,17 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// Busy CPU seconds of the whole machine since boot (user, nice, system, irq, softirq, steal
+/// over all CPUs), from `/proc/stat`: what others on the machine used shows as the difference.
+pub fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let f: Vec<f64> = cpu.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal
+    let busy = f.first()? + f.get(1)? + f.get(2)? + f.get(5)? + f.get(6)? + f.get(7).unwrap_or(&0.0);
+    Some(busy / 100.0)
+}
+
 fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))

@@ -38,6 +38,9 @@ pub struct TargetResult {
     pub p999_ms: f64,
     /// Slowest, ms.
     pub max_ms: f64,
+    /// Slowest answer in each second of the run, ms: a stall shows as one bad second, a slow
+    /// system as many.
+    pub max_ms_by_second: Vec<f64>,
     /// Failed requests by kind.
     pub errors: Errors,
     /// All failed requests.
@@ -163,6 +166,8 @@ pub struct BenchReport {
     pub targets: Vec<TargetResult>,
     /// Miss share × fp_rate sweep.
     pub sweep: Vec<SweepPoint>,
+    /// Why the sweep stopped early, if it did.
+    pub sweep_error: Option<String>,
     /// Issue 6's targets.
     pub checks: Vec<Check>,
     /// The origin's `/stats` of every filter used, after the runs (sizing, fill, FPR).
@@ -186,19 +191,25 @@ impl BenchReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| target | miss share | lookups/s | p50 ms | p99 ms | p99.9 ms | Cassandra reads/lookup (origin · Cassandra) | origin requests/lookup | observed FP | errors | wrong |"
+            "| target | miss share | conns | lookups/s | p50 ms | p99 ms | p99.9 ms | Cassandra reads/lookup (origin · Cassandra) | origin requests/lookup | observed FP | Redis fall-throughs/lookup | errors | wrong |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for t in &self.targets {
             let rate = match t.fixed_rate {
                 Some(r) => format!("{:.0} (fixed {:.0})", t.lookups_per_sec, r),
                 None => format!("{:.0}", t.lookups_per_sec),
             };
+            // The edge's FP is what it forwarded; the origin's is its own counter (fall-throughs
+            // are counted apart).
+            let fp = if t.origin_requests.is_some() { t.fp_observed } else { t.fp_observed_origin };
+            let fall: f64 = t.fallthroughs.iter().filter(|(r, _)| *r != "disabled").map(|(_, v)| v).sum::<f64>() + 0.0; // not −0
+            let has_filter = t.fp_observed.is_some();
             let _ = writeln!(
                 out,
-                "| {} | {:.0} % | {} | {:.2} | {:.2} | {:.2} | {} · {} | {} | {} | {} | {} |",
+                "| {} | {:.0} % | {} | {} | {:.2} | {:.2} | {:.2} | {} · {} | {} | {} | {} | {} | {} |",
                 t.name,
                 t.miss_share * 100.0,
+                t.connections,
                 rate,
                 t.p50_ms,
                 t.p99_ms,
@@ -206,7 +217,8 @@ impl BenchReport {
                 opt(t.cassandra_reads_per_lookup, 3),
                 opt(t.cassandra_coordinator_reads_per_lookup, 3),
                 opt(t.origin_requests_per_lookup, 3),
-                opt(t.fp_observed.map(|f| f * 100.0), 2) + if t.fp_observed.is_some() { " %" } else { "" },
+                opt(fp.map(|f| f * 100.0), 2) + if fp.is_some() { " %" } else { "" },
+                if has_filter { format!("{:.4}", fall / t.lookups.max(1) as f64) } else { "–".into() },
                 t.error_total,
                 t.wrong_answers,
             );
@@ -215,7 +227,7 @@ impl BenchReport {
             let mut groups: Vec<&String> = self.targets.iter().flat_map(|t| t.cpu_cores.keys()).collect();
             groups.sort();
             groups.dedup();
-            let _ = writeln!(out, "\nCPU, cores busy on average during each run (2 = the whole machine):\n");
+            let _ = writeln!(out, "\nCPU, cores busy on average during each run (2 = the whole machine; zz-others = everything else on it):\n");
             let _ = write!(out, "| target |");
             for g in &groups {
                 let _ = write!(out, " {g} |");
@@ -236,13 +248,13 @@ impl BenchReport {
         if !self.sweep.is_empty() {
             let _ = writeln!(
                 out,
-                "\n| fp_rate | miss share | lookups | Cassandra reads/lookup | theory | excess reads/lookup (FP) | theory m×fp | observed FP | errors |"
+                "\n| fp_rate | miss share | lookups | Cassandra reads/lookup | theory | excess reads/lookup (FP) | theory m×fp | observed FP | filter's expected FP | errors |"
             );
-            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
             for p in &self.sweep {
                 let _ = writeln!(
                     out,
-                    "| {} % | {:.0} % | {} | {:.4} | {:.4} | {:.5} | {:.5} | {} | {} |",
+                    "| {} % | {:.0} % | {} | {:.4} | {:.4} | {:.5} | {:.5} | {} | {} | {} |",
                     p.fp_rate * 100.0,
                     p.miss_share * 100.0,
                     p.lookups,
@@ -251,6 +263,8 @@ impl BenchReport {
                     p.excess_reads_per_lookup,
                     p.excess_theory,
                     opt(p.fp_observed.map(|f| f * 100.0), 3) + if p.fp_observed.is_some() { " %" } else { "" },
+                    opt(p.filter_expected_fp.map(|f| f * 100.0), 3)
+                        + if p.filter_expected_fp.is_some() { " %" } else { "" },
                     p.errors,
                 );
             }
