@@ -94,7 +94,9 @@ impl Default for Config {
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,
             rebuild_concurrency: 4,
-            auto_resize_at_fill: 1.0,
+            // Above 1.0: the estimate from the fill ratio is noisy, and a filter loaded exactly to
+            // capacity should not be resized half the time.
+            auto_resize_at_fill: 1.1,
             auto_fp_factor: 3.0,
             auto_fp_min_samples: 10_000,
             auto_stale_delete_share: 0.2,

@@ -289,7 +289,7 @@ impl Gate {
             self.metrics.write_filter_failures.fetch_add(1, Relaxed);
             AppError::FilterWrite(e)
         };
-        let state = self.filters.state(name).await.map_err(fail)?;
+        let state = self.filters.state_for_write(name).await.map_err(fail)?;
         let targets: Vec<FilterMeta> = state.write_targets().collect();
         if targets.is_empty() {
             return Err(fail(FilterUnavailable::MetaMissing));

@@ -104,6 +104,11 @@ pub trait FilterStore: Send + Sync + 'static {
     fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The filter's generations; `MetaMissing` if the filter store has no record of it.
     fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>>;
+    /// [`state`](Self::state) for the write path: under the write timeout, since a write must
+    /// not fail because lookups' short timeout expired behind other writes' scripts.
+    fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
+        self.state(filter)
+    }
     /// Replaces the filter's state in one atomic step.
     fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// ORs a built segment's payload into generation `meta` (keeping bits that concurrent adds

@@ -220,6 +220,17 @@ impl FilterStore for RedisFilterStore {
         .boxed()
     }
 
+    fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
+        let key = meta_key(filter);
+        async move {
+            let mut conn = self.conn.clone();
+            let json: Option<String> = self.call_slow(conn.get(key)).await?;
+            let json = json.ok_or(FilterUnavailable::MetaMissing)?;
+            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
+        }
+        .boxed()
+    }
+
     fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let key = meta_key(filter);
         async move {
