@@ -173,6 +173,14 @@ impl RedisFilterStore {
         Self::within(self.write_timeout, fut).await
     }
 
+    /// Reads a filter's state from its meta key under `limit` (lookups and writes wait differently long).
+    async fn read_state(&self, key: String, limit: Duration) -> Result<FilterState, FilterUnavailable> {
+        let mut conn = self.conn.clone();
+        let json: Option<String> = Self::within(limit, conn.get(key)).await?;
+        let json = json.ok_or(FilterUnavailable::MetaMissing)?;
+        serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
+    }
+
     /// Maps a timeout or failure to "unavailable".
     async fn within<T>(
         limit: Duration,
@@ -210,25 +218,11 @@ impl FilterStore for RedisFilterStore {
     }
 
     fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        let key = meta_key(filter);
-        async move {
-            let mut conn = self.conn.clone();
-            let json: Option<String> = self.call(conn.get(key)).await?;
-            let json = json.ok_or(FilterUnavailable::MetaMissing)?;
-            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
-        }
-        .boxed()
+        self.read_state(meta_key(filter), self.timeout).boxed()
     }
 
     fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        let key = meta_key(filter);
-        async move {
-            let mut conn = self.conn.clone();
-            let json: Option<String> = self.call_slow(conn.get(key)).await?;
-            let json = json.ok_or(FilterUnavailable::MetaMissing)?;
-            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
-        }
-        .boxed()
+        self.read_state(meta_key(filter), self.write_timeout).boxed()
     }
 
     fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
