@@ -11,6 +11,17 @@ WASM_TOOLS_ROOT="${WASM_TOOLS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." 
 
 _wasm_tools_say() { printf 'wasm-tools: %s\n' "$*" >&2; }
 
+# Runs a download step up to three times: one dropped connection should not fail a CI run.
+_with_retries() {
+  local attempt
+  for attempt in 1 2 3; do
+    "$@" && return 0
+    _wasm_tools_say "attempt $attempt of 3 failed: $*"
+    sleep $((attempt * 5))
+  done
+  return 1
+}
+
 # Version of a registry package as recorded in Cargo.lock (first match).
 cargo_lock_version() {
   awk -v want="$1" '
@@ -26,16 +37,17 @@ _ensure_cargo_bin() {
   if [[ -z "$version" ]]; then
     _wasm_tools_say "cannot find the $crate version in Cargo.lock"; return 1
   fi
-  have="$("$bin" --version 2>/dev/null | awk '{print $NF}')"
+  # `|| true`: a missing tool is the normal first-run case, not an error under `set -e -o pipefail`.
+  have="$("$bin" --version 2>/dev/null | awk '{print $NF}')" || true
   [[ "$have" == "$version" ]] && return 0
   _wasm_tools_say "installing $crate $version (found: ${have:-none}); takes a few minutes"
-  cargo install --quiet --version "$version" "$crate"
+  _with_retries cargo install --quiet --version "$version" "$crate"
 }
 
 ensure_wasm_target() {
   rustup target list --installed | grep -qx wasm32-unknown-unknown && return 0
   _wasm_tools_say "adding rust target wasm32-unknown-unknown"
-  rustup target add wasm32-unknown-unknown >/dev/null
+  _with_retries rustup target add wasm32-unknown-unknown
 }
 
 # wasm-bindgen's CLI refuses modules from any other wasm-bindgen version, so it follows the lock.
@@ -52,7 +64,7 @@ ensure_node_modules() {
   local lock="$WASM_TOOLS_ROOT/package-lock.json" stamp="$WASM_TOOLS_ROOT/node_modules/.package-lock.json"
   if [[ -f "$stamp" && ! "$lock" -nt "$stamp" ]]; then return 0; fi
   _wasm_tools_say "npm ci (wrangler, binaryen)"
-  (cd "$WASM_TOOLS_ROOT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  (cd "$WASM_TOOLS_ROOT" && _with_retries npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 }
 
 # All of the above.
