@@ -63,6 +63,10 @@ pub fn misconfigured() -> Problem {
 /// Header naming who answered a lookup; the edge writes `edge` when it answered alone.
 pub const ANSWERED_BY: &str = "x-bloomgate-answered-by";
 
+/// Header on an edge "no": the filter generation whose segment answered (for operators
+/// following a rebuild to the edge, and for the tests that prove the edge follows it).
+pub const GENERATION: &str = "x-bloomgate-generation";
+
 /// Body of a "not seen" answered at the edge: the same shape as the origin's.
 #[derive(Debug, Serialize)]
 pub struct NotSeen<'a> {

@@ -25,6 +25,13 @@ pub fn manifest_is_fresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> 
     now_ms >= asked_at_ms && now_ms - asked_at_ms < f64::from(freshness_secs) * 1000.0
 }
 
+/// Whether a manifest still fresh at `now_ms` is old enough to fetch its successor in the
+/// background, so that under steady traffic no request waits for a manifest: past half its
+/// freshness.
+pub fn manifest_wants_refresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> bool {
+    now_ms - asked_at_ms >= f64::from(freshness_secs) * 500.0
+}
+
 /// Which segment a normalised key lives in under this manifest.
 pub fn segment_of(manifest: &Manifest, key: &[u8]) -> u32 {
     manifest.params.locate(&hash_key(key, manifest.params.seed)).segment
@@ -121,6 +128,13 @@ mod tests {
         assert!(manifest_is_fresh(1000.0, 5999.0, 5));
         assert!(!manifest_is_fresh(1000.0, 6000.0, 5));
         assert!(!manifest_is_fresh(1000.0, 999.0, 5), "a clock going backwards is not fresh");
+    }
+
+    #[test]
+    fn a_manifest_is_refreshed_ahead_from_half_its_freshness() {
+        assert!(!manifest_wants_refresh(1000.0, 3499.0, 5));
+        assert!(manifest_wants_refresh(1000.0, 3500.0, 5));
+        assert!(manifest_is_fresh(1000.0, 3500.0, 5), "refresh starts while the copy is still in use");
     }
 
     #[test]

@@ -2,23 +2,29 @@
 //! comes from `route`, `decide` and `answer`, which are tested natively.
 //!
 //! Isolate state lives in a thread-local (an isolate runs one thread): manifests with the time
-//! they were asked for, a byte-bounded LRU of verified segments, and the fetches in flight, so
-//! concurrent requests for the same missing segment share one subrequest.
+//! they were asked for, a byte-bounded LRU of verified segments, and the fetches in flight
+//! ([`Flights`]), so concurrent requests for the same missing manifest or segment share one
+//! subrequest without ever awaiting another request's promise (workerd cancels a request
+//! that does). A manifest past half its freshness is refreshed in the background
+//! (`ctx.wait_until`), so under steady traffic no request waits for one.
 
 use crate::answer;
 use crate::config::EdgeConfig;
 use crate::decide::{self, Decision};
+use crate::flight::{Check, Flights, Role};
 use crate::lru::ByteLru;
 use crate::route::{self, Route};
 use bloomgate_filter::{validate_filter_name, Manifest, Segment};
-use futures::future::{FutureExt, LocalBoxFuture, Shared};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
 use std::rc::Rc;
+use std::time::Duration;
 use worker::{
-    console_error, console_log, event, Cache, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response,
-    Result,
+    console_error, console_log, event, Cache, Context, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
+    Response, Result,
 };
 
 /// Header carrying the edge secret to the origin.
@@ -26,9 +32,12 @@ const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";
 /// Largest batch body the edge reads (the origin enforces its own, smaller, key count).
 const MAX_BATCH_BODY: usize = 4 * 1024 * 1024;
 
+/// How often a request waiting on another's fetch checks back (its own timer keeps it alive).
+const FOLLOW_POLL: Duration = Duration::from_millis(5);
+/// A fetch this old is presumed lost with its request (cancelled): a waiting request takes over.
+const TAKEOVER_MS: f64 = 10_000.0;
+
 type SegmentKey = (String, u64, u32);
-type SharedSegment = Shared<LocalBoxFuture<'static, Option<Rc<Segment>>>>;
-type SharedManifest = Shared<LocalBoxFuture<'static, ManifestFetch>>;
 
 /// Outcome of asking the origin for a manifest.
 #[derive(Clone)]
@@ -42,8 +51,8 @@ enum ManifestFetch {
 struct Isolate {
     manifests: HashMap<String, (Rc<Manifest>, f64)>,
     segments: ByteLru<SegmentKey, Rc<Segment>>,
-    segment_fetches: HashMap<(SegmentKey, u64), SharedSegment>,
-    manifest_fetches: HashMap<String, SharedManifest>,
+    segment_flights: Flights<(SegmentKey, u64), Option<Rc<Segment>>>,
+    manifest_flights: Flights<String, ManifestFetch>,
 }
 
 thread_local! {
@@ -56,8 +65,8 @@ fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) -> T) -> T 
         let isolate = slot.get_or_insert_with(|| Isolate {
             manifests: HashMap::new(),
             segments: ByteLru::new(config.memory_cache_bytes),
-            segment_fetches: HashMap::new(),
-            manifest_fetches: HashMap::new(),
+            segment_flights: Flights::default(),
+            manifest_flights: Flights::default(),
         });
         f(isolate)
     })
@@ -112,7 +121,7 @@ async fn handle_lookup(
     let Some(key_bytes) = route::percent_decode(raw_key) else {
         return json(&answer::bad_request("key has a malformed %-escape".into()), 400, answer::PROBLEM_JSON);
     };
-    let manifest = match manifest(config, filter).await {
+    let manifest = match manifest(config, ctx, filter).await {
         ManifestFetch::Found(m, _) => m,
         ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
         ManifestFetch::Failed => return forward(config, req).await,
@@ -130,6 +139,7 @@ async fn handle_lookup(
         Decision::NotSeen => {
             let r = json(&answer::not_seen(filter, raw_key), 404, answer::JSON)?;
             r.headers().set(answer::ANSWERED_BY, "edge")?;
+            r.headers().set(answer::GENERATION, &manifest.generation.to_string())?;
             Ok(r)
         }
         Decision::ForwardMaybe | Decision::ForwardNoSegment => forward(config, req).await,
@@ -163,7 +173,7 @@ async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filt
         Ok(b) => b,
         Err(e) => return json(&answer::bad_request(format!("invalid JSON body: {e}")), 400, answer::PROBLEM_JSON),
     };
-    let manifest = match manifest(config, filter).await {
+    let manifest = match manifest(config, ctx, filter).await {
         ManifestFetch::Found(m, _) => m,
         ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
         ManifestFetch::Failed => {
@@ -208,35 +218,145 @@ async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filt
     relay_json(&BatchResult { filter: filter.to_owned(), results })
 }
 
-/// The manifest, from isolate memory while fresh, else from the origin (one fetch per isolate
-/// at a time, shared by concurrent requests).
-async fn manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
+/// The manifest, from isolate memory while fresh (refreshed in the background from half its
+/// freshness on), else from the origin: one fetch per isolate at a time, the others wait.
+async fn manifest(config: &EdgeConfig, ctx: &Context, filter: &str) -> ManifestFetch {
     let cached = with_isolate(config, |iso| iso.manifests.get(filter).cloned());
     if let Some((m, asked_at)) = cached {
-        if decide::manifest_is_fresh(asked_at, now_ms(), config.freshness_secs) {
+        let now = now_ms();
+        if decide::manifest_is_fresh(asked_at, now, config.freshness_secs) {
+            if decide::manifest_wants_refresh(asked_at, now, config.freshness_secs) {
+                refresh_manifest_ahead(config, ctx, filter);
+            }
             return ManifestFetch::Found(m, asked_at);
         }
     }
-    let shared = with_isolate(config, |iso| {
-        iso.manifest_fetches
-            .entry(filter.to_owned())
-            .or_insert_with(|| fetch_manifest(config.clone(), filter.to_owned()).boxed_local().shared())
-            .clone()
-    });
-    let outcome = shared.await;
-    with_isolate(config, |iso| {
-        iso.manifest_fetches.remove(filter);
-        if let ManifestFetch::Found(m, asked_at) = &outcome {
-            let newer = iso.manifests.get(filter).is_none_or(|(_, t)| *t <= *asked_at);
-            if newer {
-                iso.manifests.insert(filter.to_owned(), (m.clone(), *asked_at));
-            }
+    let outcome = once(
+        config,
+        |iso| &mut iso.manifest_flights,
+        filter.to_owned(),
+        || fetch_and_keep_manifest(config.clone(), filter.to_owned()),
+    )
+    .await;
+    match outcome {
+        // Another request's fetch that took longer than the freshness bound: not usable.
+        ManifestFetch::Found(_, asked_at) if !decide::manifest_is_fresh(asked_at, now_ms(), config.freshness_secs) => {
+            ManifestFetch::Failed
         }
+        outcome => outcome,
+    }
+}
+
+/// Starts fetching the manifest's successor in this request's `wait_until`, unless a fetch is
+/// already under way; requests keep answering from the copy in hand meanwhile.
+fn refresh_manifest_ahead(config: &EdgeConfig, ctx: &Context, filter: &str) {
+    let key = filter.to_owned();
+    let Some(id) = with_isolate(config, |iso| iso.manifest_flights.lead_if_idle(&key, now_ms(), TAKEOVER_MS)) else {
+        return;
+    };
+    let config = config.clone();
+    ctx.wait_until(async move {
+        let fetch = fetch_and_keep_manifest(config.clone(), key.clone());
+        lead(&config, |iso| &mut iso.manifest_flights, key, id, fetch).await;
     });
+}
+
+/// Fetches the manifest and keeps it in isolate memory unless a newer one is there already.
+async fn fetch_and_keep_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
+    let outcome = fetch_manifest(&config, &filter).await;
+    if let ManifestFetch::Found(m, asked_at) = &outcome {
+        with_isolate(&config, |iso| {
+            let newer = iso.manifests.get(&filter).is_none_or(|(_, t)| *t <= *asked_at);
+            if newer {
+                iso.manifests.insert(filter.clone(), (m.clone(), *asked_at));
+            }
+        });
+    }
     outcome
 }
 
-async fn fetch_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
+/// Which of the isolate's flight tables a fetch uses.
+type FlightsOf<K, V> = fn(&mut Isolate) -> &mut Flights<K, V>;
+
+/// Runs `fetch` for `key` once per isolate at a time. The first request leads: it fetches in
+/// its own context. Others follow: they check back on their own timer for the leader's
+/// result (plain data), and lead the next attempt if the leader went away or is late.
+async fn once<K, V, Fut>(config: &EdgeConfig, flights: FlightsOf<K, V>, key: K, fetch: impl Fn() -> Fut) -> V
+where
+    K: Eq + Hash + Clone + 'static,
+    V: Clone + 'static,
+    Fut: Future<Output = V>,
+{
+    loop {
+        let id = match with_isolate(config, |iso| flights(iso).join(&key, now_ms(), TAKEOVER_MS)) {
+            Role::Lead(id) => return lead(config, flights, key, id, fetch()).await,
+            Role::Follow(id) => id,
+        };
+        let mut waiting = FlightGuard { flights, key: key.clone(), id, leader: false };
+        loop {
+            Delay::from(FOLLOW_POLL).await;
+            match with_isolate(config, |iso| flights(iso).check(&key, id, now_ms(), TAKEOVER_MS)) {
+                Check::Waiting => continue,
+                Check::Ready(outcome) => {
+                    waiting.disarm();
+                    return outcome;
+                }
+                Check::Gone => {
+                    waiting.disarm();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The leader's part: fetch, then post the result for the followers.
+async fn lead<K, V>(config: &EdgeConfig, flights: FlightsOf<K, V>, key: K, id: u64, fetch: impl Future<Output = V>) -> V
+where
+    K: Eq + Hash + Clone + 'static,
+    V: Clone + 'static,
+{
+    let mut leading = FlightGuard { flights, key, id, leader: true };
+    let outcome = fetch.await;
+    leading.disarm();
+    with_isolate(config, |iso| flights(iso).finish(&leading.key, id, outcome.clone()));
+    outcome
+}
+
+/// Leaves a flight when a request's future is dropped mid-wait (its request cancelled), so a
+/// leader's followers do not wait out [`TAKEOVER_MS`] and a follower's place is not held.
+struct FlightGuard<K: Eq + Hash + Clone + 'static, V: Clone + 'static> {
+    flights: FlightsOf<K, V>,
+    key: K,
+    id: u64,
+    leader: bool,
+}
+
+impl<K: Eq + Hash + Clone + 'static, V: Clone + 'static> FlightGuard<K, V> {
+    fn disarm(&mut self) {
+        self.id = 0; // flight ids start at 1
+    }
+}
+
+impl<K: Eq + Hash + Clone + 'static, V: Clone + 'static> Drop for FlightGuard<K, V> {
+    fn drop(&mut self) {
+        if self.id == 0 {
+            return;
+        }
+        ISOLATE.with(|cell| {
+            if let Some(iso) = cell.try_borrow_mut().ok().as_deref_mut().and_then(Option::as_mut) {
+                let flights = (self.flights)(iso);
+                if self.leader {
+                    flights.abandon(&self.key, self.id);
+                } else {
+                    flights.leave(&self.key, self.id);
+                }
+            }
+        });
+    }
+}
+
+async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     // The time is taken before asking: freshness counts from the ask, not the answer.
     let asked_at = now_ms();
     let url = format!("{}/v1/filters/{filter}/manifest", config.origin_url);
@@ -272,38 +392,51 @@ async fn segment(config: &EdgeConfig, ctx: &Context, manifest: &Rc<Manifest>, in
     if let Some(s) = held.filter(|s| decide::segment_usable(manifest, s.header())) {
         return Some(s);
     }
-    let shared = with_isolate(config, |iso| {
-        iso.segment_fetches
-            .entry((key.clone(), version))
-            .or_insert_with(|| load_segment(config.clone(), manifest.clone(), index, version).boxed_local().shared())
-            .clone()
-    });
-    let loaded = shared.await;
-    with_isolate(config, |iso| {
-        iso.segment_fetches.remove(&(key.clone(), version));
-        if let Some(s) = &loaded {
-            iso.segments.insert(key.clone(), s.clone(), s.as_bytes().len());
-        }
-    });
-    if let Some(s) = &loaded {
-        // Deferred: the answer does not wait for the cache write.
-        let cache_url = decide::segment_cache_url(manifest, index, s.header().version);
-        let bytes = s.as_bytes().to_vec();
+    once(
+        config,
+        |iso| &mut iso.segment_flights,
+        (key.clone(), version),
+        || load_and_keep_segment(config, ctx, manifest, index, version),
+    )
+    .await
+}
+
+/// Loads a segment and keeps it: in isolate memory, and (when the origin sent it) in the
+/// Cache API, written after the answer in `wait_until`.
+async fn load_and_keep_segment(
+    config: &EdgeConfig,
+    ctx: &Context,
+    manifest: &Rc<Manifest>,
+    index: u32,
+    version: u64,
+) -> Option<Rc<Segment>> {
+    let (segment, from_origin) = load_segment(config, manifest, index, version).await?;
+    let key: SegmentKey = (manifest.filter.clone(), manifest.generation, index);
+    with_isolate(config, |iso| iso.segments.insert(key, segment.clone(), segment.as_bytes().len()));
+    if from_origin {
+        let cache_url = decide::segment_cache_url(manifest, index, segment.header().version);
+        let bytes = segment.as_bytes().to_vec();
         ctx.wait_until(async move {
             if let Err(e) = put_in_cache(&cache_url, bytes).await {
                 console_error!("cache put {cache_url}: {e}");
             }
         });
     }
-    loaded
+    Some(segment)
 }
 
-async fn load_segment(config: EdgeConfig, manifest: Rc<Manifest>, index: u32, version: u64) -> Option<Rc<Segment>> {
-    let cache_url = decide::segment_cache_url(&manifest, index, version);
+/// A usable segment from the Cache API (false) or else the origin (true).
+async fn load_segment(
+    config: &EdgeConfig,
+    manifest: &Manifest,
+    index: u32,
+    version: u64,
+) -> Option<(Rc<Segment>, bool)> {
+    let cache_url = decide::segment_cache_url(manifest, index, version);
     if let Ok(Some(mut cached)) = Cache::default().get(cache_url.as_str(), false).await {
         if let Ok(bytes) = cached.bytes().await {
             match Segment::decode(bytes) {
-                Ok(s) if decide::segment_usable(&manifest, s.header()) => return Some(Rc::new(s)),
+                Ok(s) if decide::segment_usable(manifest, s.header()) => return Some((Rc::new(s), false)),
                 Ok(_) => console_error!("cached segment {cache_url} does not match the manifest: dropped"),
                 Err(e) => console_error!("cached segment {cache_url} rejected: {e}"),
             }
@@ -326,7 +459,7 @@ async fn load_segment(config: EdgeConfig, manifest: Rc<Manifest>, index: u32, ve
     };
     let bytes = response.bytes().await.ok()?;
     match Segment::decode(bytes) {
-        Ok(s) if decide::segment_usable(&manifest, s.header()) => Some(Rc::new(s)),
+        Ok(s) if decide::segment_usable(manifest, s.header()) => Some((Rc::new(s), true)),
         Ok(s) => {
             console_error!(
                 "segment {url} is generation {} version {}: not usable for this manifest",

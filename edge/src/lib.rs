@@ -1,14 +1,18 @@
 //! bloomgate edge: a Cloudflare Worker (Rust compiled to wasm) in front of the origin.
 //!
-//! For now it is the minimal worker that proves the toolchain end to end: `GET /healthz`
-//! answers locally, `GET /v1/filters/:filter/keys/:key` is relayed to the origin with a
-//! subrequest, anything else is a 404 problem. The filter logic arrives later.
+//! A lookup whose key the filter rules out is answered `404 {"seen":false}` here, from a
+//! cached filter segment, with no request to the origin; every other lookup (a "maybe", or
+//! no usable segment) is forwarded and the origin's answer relayed. Writes are refused (405).
 //!
 //! # Layout
-//! - [`config`]: the worker's settings (`ORIGIN_URL`, `EDGE_SECRET`, `FRESHNESS_SECS`),
-//!   parsed once per request into [`config::EdgeConfig`].
-//! - [`answer`]: pure decisions — response bodies and the origin URL a lookup goes to.
-//! - `glue` (wasm32 only): the `#[event]` entry points, router and I/O.
+//! - [`route`]: which request is which (lookup, batch, write, health).
+//! - [`decide`]: manifest freshness, segment choice and cache keys, what a segment says.
+//! - [`answer`]: response bodies and the origin URL a lookup goes to.
+//! - [`lru`]: the byte-bounded in-isolate segment cache.
+//! - [`flight`]: one fetch at a time per missing manifest or segment, without sharing promises.
+//! - [`config`]: the worker's settings (`ORIGIN_URL`, `EDGE_SECRET`, `FRESHNESS_SECS`,
+//!   `MEMORY_CACHE_MB`), parsed once per request into [`config::EdgeConfig`].
+//! - `glue` (wasm32 only): the `#[event]` entry points and all I/O.
 //!
 //! Only `glue` touches the Workers runtime, so `cargo test -p bloomgate-edge` runs natively.
 //! Build the worker with `scripts/edge-build`; see `edge/README.md`.
@@ -17,6 +21,7 @@
 pub mod answer;
 pub mod config;
 pub mod decide;
+pub mod flight;
 pub mod lru;
 pub mod route;
 

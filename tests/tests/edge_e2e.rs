@@ -1,6 +1,7 @@
 //! The edge under `wrangler dev` (workerd) in front of a real origin over real Redis and
 //! Cassandra: no false negatives, absent keys answered at the edge, the freshness bound,
-//! behaviour with the origin cut off, corrupted segments, and bad keys.
+//! behaviour with the origin cut off, corrupted segments, and bad keys; and the edge following
+//! the origin to a new filter generation (a rebuild, a recovery after FLUSHALL) within S.
 //!
 //! # Running
 //! `scripts/services start` and `scripts/edge-build` (builds the worker, installs wrangler),
@@ -9,8 +10,9 @@
 //! or make corrupt large bodies.
 
 use bloomgate_tests::edge::Wrangler;
-use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET};
+use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::proxy::ChaosProxy;
+use bloomgate_tests::redis_server::RedisServer;
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -171,4 +173,109 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         assert_eq!(r.status(), StatusCode::OK);
     }
     proxy.heal();
+}
+
+/// The generation the origin serves, None while its filter is lost.
+async fn origin_generation(origin: &TestOrigin, filter: &str) -> Option<u64> {
+    origin.state.gate.filter_store().state(filter).await.ok().and_then(|s| s.active).map(|m| m.generation)
+}
+
+/// Waits until the origin serves a generation other than `old`; returns it and when it was seen.
+async fn switch_from(origin: &TestOrigin, filter: &str, old: u64, within: Duration) -> (u64, Instant) {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(generation) = origin_generation(origin, filter).await.filter(|g| *g != old) {
+            return (generation, Instant::now());
+        }
+        assert!(Instant::now() < deadline, "the origin did not switch from generation {old} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Looks up fresh absent keys at the edge until one is answered there from `generation`,
+/// checking between tries that present keys stay "seen" through the edge. Returns how long
+/// after `since` that was.
+async fn edge_moves_to(
+    http: &reqwest::Client,
+    base: &str,
+    filter: &str,
+    generation: u64,
+    present: &[String],
+    since: Instant,
+) -> Duration {
+    let limit = Duration::from_secs(u64::from(FRESHNESS_SECS) + 1);
+    for round in 0.. {
+        let start = (round * 20) % present.len();
+        let answers = edge_batch(http, base, filter, &present[start..(start + 20).min(present.len())]).await;
+        assert!(answers.iter().all(|(seen, _)| *seen), "a present key answered 'not seen' while the edge moves");
+        for key in random_keys(5) {
+            let r = http.get(format!("{base}/v1/filters/{filter}/keys/{key}")).send().await.unwrap();
+            assert!(
+                r.status() == StatusCode::NOT_FOUND || r.status() == StatusCode::SERVICE_UNAVAILABLE,
+                "absent key answered {}",
+                r.status()
+            );
+            let from = r.headers().get("x-bloomgate-generation").map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+            if from == Some(generation) {
+                return since.elapsed();
+            }
+        }
+        assert!(
+            since.elapsed() <= limit,
+            "the edge still does not answer from generation {generation} after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    unreachable!("the loop above returns or fails")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_follows_a_rebuild_and_a_recovery_within_its_freshness_bound() {
+    require("Cassandra", &cassandra_addr()).await;
+    let redis = RedisServer::start();
+    let mut cfg = config(Some(redis.url()), &cassandra_addr());
+    // Its own keyspace: the automatic rebuild must not act on other tests' filters.
+    cfg.cassandra_keyspace = format!("bg_test_{:x}", rand::random::<u32>());
+    cfg.recovery_interval_ms = 500;
+    cfg.request_timeout_ms = 10_000;
+    let origin = TestOrigin::start(cfg).await;
+    let edge = Wrangler::start(&origin.base, EDGE_SECRET, FRESHNESS_SECS).await;
+    let http = reqwest::Client::new();
+    let filter = unique_filter("follow");
+    origin.create_filter(&filter, 20_000, 0.01).await;
+    let present = random_keys(2_000);
+    origin.insert_all(&filter, &present).await;
+    let first = origin_generation(&origin, &filter).await.expect("a new filter has a generation");
+    edge_moves_to(&http, &edge.base, &filter, first, &present, Instant::now()).await;
+
+    // An operator's rebuild switches generations: the edge follows within S.
+    let r = http.post(format!("{}/v1/filters/{filter}/rebuild", origin.base)).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let (second, switched_at) = switch_from(&origin, &filter, first, Duration::from_secs(60)).await;
+    let moved = edge_moves_to(&http, &edge.base, &filter, second, &present, switched_at).await;
+    eprintln!(
+        "rebuild: the edge answered from generation {second} {moved:?} after the switch (S = {FRESHNESS_SECS} s)"
+    );
+
+    // Redis loses everything; the origin notices and rebuilds on its own. Throughout, present
+    // keys stay "seen" at the edge; once rebuilt, the edge answers from the new generation.
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+    let flushed_at = Instant::now();
+    let (third, recovered_at) = loop {
+        let answers = edge_batch(&http, &edge.base, &filter, &present[..100]).await;
+        assert!(answers.iter().all(|(seen, _)| *seen), "a present key answered 'not seen' after FLUSHALL");
+        if let Some(g) = origin_generation(&origin, &filter).await.filter(|g| *g != second) {
+            break (g, Instant::now());
+        }
+        assert!(flushed_at.elapsed() < Duration::from_secs(90), "no automatic rebuild within 90 s of FLUSHALL");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let moved = edge_moves_to(&http, &edge.base, &filter, third, &present, recovered_at).await;
+    eprintln!(
+        "FLUSHALL: rebuilt as generation {third} {:?} after the flush; the edge answered from it {moved:?} later",
+        recovered_at - flushed_at
+    );
+    let answers = edge_batch(&http, &edge.base, &filter, &present).await;
+    assert!(answers.iter().all(|(seen, _)| *seen), "a present key answered 'not seen' after the recovery");
 }
