@@ -315,8 +315,24 @@ impl Gate {
         let existed = self.keys.delete(name, &key).await?;
         if existed {
             self.metrics.filter(name).deletes.fetch_add(1, Relaxed);
+            self.count_stale(name).await;
         }
         Ok(existed)
+    }
+
+    /// Counts a deleted key against every generation whose bits may hold it (the one being
+    /// built may have scanned it already). Advisory: the delete stands if this fails, and the
+    /// stale-delete rebuild merely comes later.
+    async fn count_stale(&self, name: &str) {
+        let state = match self.filters.state_for_write(name).await {
+            Ok(state) => state,
+            Err(e) => return tracing::warn!(filter = name, cause = %e, "delete not counted: filter state unreadable"),
+        };
+        for meta in state.write_targets() {
+            if let Err(e) = self.filters.count_deletes(name, meta, 1).await {
+                tracing::warn!(filter = name, generation = meta.generation, cause = %e, "delete not counted");
+            }
+        }
     }
 
     /// Creates a filter, or confirms an identical one exists.
@@ -402,8 +418,27 @@ impl Gate {
     pub async fn stats(&self, name: &str) -> Result<serde_json::Value, AppError> {
         let def = self.def(name).await?;
         let state = self.state(name).await?;
-        let meta = state.active.ok_or(AppError::FilterRead(FilterUnavailable::MetaMissing))?;
+        let rebuild = match state.building {
+            Some(building) => {
+                let published = self.filters.progress(name).await.ok().flatten();
+                published.filter(|p| p.generation == building.generation).map(|p| p.to_json())
+            }
+            None => None,
+        };
+        let Some(meta) = state.active else {
+            // Bits lost and a rebuild under way: what there is to see is its progress.
+            return match state.building {
+                Some(building) => Ok(serde_json::json!({
+                    "filter": name,
+                    "generation": null,
+                    "building_generation": building.generation,
+                    "rebuild": rebuild,
+                })),
+                None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
+            };
+        };
         let ones = self.filters.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
+        let deletes = self.filters.deletes(name, meta).await.map_err(AppError::FilterRead)?;
         let memory = self.filters.memory_bytes(name, meta).await.map_err(AppError::FilterRead)?;
         let c = self.metrics.filter(name);
         let (maybes, fps) = (c.filter_maybes.load(Relaxed), c.false_positives.load(Relaxed));
@@ -417,6 +452,7 @@ impl Gate {
             "target_fp_rate": def.fp_rate,
             "generation": meta.generation,
             "building_generation": state.building.map(|m| m.generation),
+            "rebuild": rebuild,
             "previous_generation": state.previous.map(|m| m.generation),
             "k": meta.params.k,
             "segment_count": meta.params.segment_count,
@@ -431,7 +467,7 @@ impl Gate {
             "filter_maybes": maybes,
             "observed_false_positives": fps,
             "observed_false_positive_ratio": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
-            "deletes_since_build": c.deletes.load(Relaxed) - c.build_baseline().deletes,
+            "deletes_since_build": deletes,
             "observed_fp_rate": observed_fp_rate,
         }))
     }

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod build_progress;
 pub mod config;
 pub mod error;
 pub mod gate;

@@ -24,6 +24,22 @@ enum Command {
     Load(LoadArgs),
     /// Rebuild a filter online from the database into a new generation (optionally resized).
     Rebuild(Box<RebuildArgs>),
+    /// Print a filter's stats from a running origin: generations, fill, observed false
+    /// positives, stale deletes, and a running rebuild's progress with its ETA.
+    Stats(StatsArgs),
+}
+
+#[derive(Args)]
+struct StatsArgs {
+    /// Filter to describe.
+    #[arg(long)]
+    filter: String,
+    /// Origin base URL.
+    #[arg(long, env = "BLOOMGATE_ORIGIN_URL", default_value = "http://127.0.0.1:8080")]
+    origin: String,
+    /// Writer token.
+    #[arg(long, env = "BLOOMGATE_WRITER_TOKEN")]
+    token: String,
 }
 
 /// Flags override `BLOOMGATE_*` variables, which override the config file.
@@ -211,6 +227,22 @@ async fn main() -> anyhow::Result<()> {
                     report.failed_batches
                 );
             }
+        }
+        Command::Stats(args) => {
+            let url = format!("{}/v1/filters/{}/stats", args.origin.trim_end_matches('/'), args.filter);
+            let response = reqwest::Client::new()
+                .get(&url)
+                .bearer_auth(&args.token)
+                .send()
+                .await
+                .with_context(|| format!("cannot reach the origin at {}: is it running?", args.origin))?;
+            let status = response.status();
+            let body = response.text().await?;
+            if !status.is_success() {
+                anyhow::bail!("{url} answered {status}: {body}");
+            }
+            let stats: serde_json::Value = serde_json::from_str(&body).context("the origin's stats are not JSON")?;
+            println!("{}", serde_json::to_string_pretty(&stats)?);
         }
     }
     Ok(())

@@ -22,7 +22,8 @@ pub struct FilterCounters {
     pub filter_maybes: AtomicU64,
     /// "Maybe" answers the key store then answered "absent".
     pub false_positives: AtomicU64,
-    /// Keys deleted (cumulative; subtract [`build_baseline`](Self::build_baseline)).
+    /// Keys deleted through this origin (cumulative). Deletes since the build, from every
+    /// origin, are counted in the filter store (`FilterStore::deletes`).
     pub deletes: AtomicU64,
     baseline: Mutex<Baseline>,
 }
@@ -35,8 +36,6 @@ pub struct Baseline {
     pub negatives: u64,
     /// False positives then.
     pub false_positives: u64,
-    /// Deletes then.
-    pub deletes: u64,
 }
 
 impl FilterCounters {
@@ -50,7 +49,6 @@ impl FilterCounters {
         let now = Baseline {
             negatives: self.filter_negatives.load(Relaxed),
             false_positives: self.false_positives.load(Relaxed),
-            deletes: self.deletes.load(Relaxed),
         };
         *self.baseline.lock().unwrap_or_else(|e| e.into_inner()) = now;
     }
@@ -193,7 +191,7 @@ impl Metrics {
             ("bloomgate_filter_negatives_total", "Lookups the filter answered 'no'."),
             ("bloomgate_filter_maybes_total", "Lookups the filter answered 'maybe'."),
             ("bloomgate_false_positives_total", "'Maybe' answers the key store answered 'absent'."),
-            ("bloomgate_stale_deletes_total", "Keys deleted since the filter was built (bits still set)."),
+            ("bloomgate_deletes_total", "Keys deleted through this origin (their bits stay set until a rebuild)."),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
             for name in &names {

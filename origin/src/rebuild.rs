@@ -17,6 +17,7 @@
 //! origins' metadata cache), so readers still holding it keep working, then it is deleted.
 //! One rebuild per filter at a time: a lease with expiry in the filter store.
 
+use crate::build_progress::{BuildPhase, BuildProgress};
 use crate::store::{FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore, KeyStoreError};
 use bloomgate_filter::{BloomFilter, Params, SizingOptions};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -183,12 +184,25 @@ async fn build_and_switch(
         settle_ms = options.settle.as_millis() as u64,
         "rebuild: new generation named; waiting out writes in flight"
     );
+    let expected = expected_keys(filters.as_ref(), filter, &state).await;
+    let mut progress = BuildProgress {
+        generation: new.generation,
+        phase: BuildPhase::Settling,
+        keys_scanned: 0,
+        keys_expected: expected,
+        started_ms: crate::gate::now_ms(),
+        updated_ms: crate::gate::now_ms(),
+    };
+    publish(filters.as_ref(), filter, &progress).await;
     tokio::time::sleep(options.settle).await;
 
     let started = Instant::now();
     let bits = BloomFilter::new_with_huge_pages(params);
     let scanned = AtomicU64::new(0);
-    let bar = progress_bar(options.progress, state.active.map(|_| def.capacity));
+    let bar = progress_bar(options.progress, expected);
+    let now = crate::gate::now_ms();
+    progress = BuildProgress { phase: BuildPhase::Scanning, started_ms: now, updated_ms: now, ..progress };
+    publish(filters.as_ref(), filter, &progress).await;
     let sink = |key: &[u8]| {
         bits.insert_shared(key);
         let n = scanned.fetch_add(1, Ordering::Relaxed) + 1;
@@ -196,12 +210,30 @@ async fn build_and_switch(
             bar.set_position(n);
         }
     };
-    let count = keys.scan_keys(filter, options.concurrency, &sink).await?;
+    let scan = keys.scan_keys(filter, options.concurrency, &sink);
+    tokio::pin!(scan);
+    let count = loop {
+        match tokio::time::timeout(PUBLISH_EVERY, &mut scan).await {
+            Ok(result) => break result?,
+            Err(_) => {
+                progress.keys_scanned = scanned.load(Ordering::Relaxed);
+                progress.updated_ms = crate::gate::now_ms();
+                publish(filters.as_ref(), filter, &progress).await;
+            }
+        }
+    };
     bar.set_position(count);
     bar.finish_and_clear();
     let scan_secs = started.elapsed().as_secs_f64();
 
     let uploading = Instant::now();
+    progress = BuildProgress {
+        phase: BuildPhase::Uploading,
+        keys_scanned: count,
+        updated_ms: crate::gate::now_ms(),
+        ..progress
+    };
+    publish(filters.as_ref(), filter, &progress).await;
     for index in 0..params.segment_count {
         if lost.load(Ordering::SeqCst) {
             return Err(RebuildError::LeaseLost);
@@ -241,6 +273,26 @@ async fn build_and_switch(
         upload_secs,
         filter_bytes: params.total_bytes(),
     })
+}
+
+/// How often a rebuild publishes its progress for stats.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+/// Publishes progress; a failure only leaves stats a step behind.
+async fn publish(filters: &dyn FilterStore, filter: &str, progress: &BuildProgress) {
+    if let Err(e) = filters.set_progress(filter, *progress).await {
+        tracing::debug!(filter, cause = %e, "rebuild progress not published");
+    }
+}
+
+/// How many keys the scan should find, for the ETA: the keys the active generation holds,
+/// estimated from its fill (deleted keys included, so an upper bound). None when there is no
+/// active generation (recovery).
+async fn expected_keys(filters: &dyn FilterStore, filter: &str, state: &FilterState) -> Option<u64> {
+    let active = state.active?;
+    let ones = filters.count_ones(filter, active).await.ok()?;
+    let estimate = active.params.estimated_len(ones);
+    estimate.is_finite().then(|| estimate.round() as u64)
 }
 
 fn progress_bar(show: bool, expected: Option<u64>) -> ProgressBar {

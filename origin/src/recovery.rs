@@ -117,7 +117,7 @@ pub async fn health(gate: &Gate, name: &str, capacity: u64, target_fp: f64) -> R
     let since = c.build_baseline();
     h.negatives = c.filter_negatives.load(Relaxed) - since.negatives;
     h.false_positives = c.false_positives.load(Relaxed) - since.false_positives;
-    h.deletes = c.deletes.load(Relaxed) - since.deletes;
+    h.deletes = gate.filter_store().deletes(name, active).await?;
     Ok(h)
 }
 

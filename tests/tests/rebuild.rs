@@ -83,10 +83,26 @@ async fn writes_during_a_rebuild_are_never_lost() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
     let options = origin.state.config.rebuild_options(false);
-    let gate = &origin.state.gate;
-    let report =
-        rebuild::rebuild(gate.filter_store().clone(), gate.key_store().clone(), &filter, options).await.unwrap();
+    let gate = origin.state.gate.clone();
+    let name = filter.clone();
+    let rebuilding = tokio::spawn(async move {
+        rebuild::rebuild(gate.filter_store().clone(), gate.key_store().clone(), &name, options).await
+    });
+    // Meanwhile the stats show the build's progress.
+    let mut snapshots = Vec::new();
+    while !rebuilding.is_finished() {
+        let progress = origin.stats(&filter).await["rebuild"].clone();
+        if !progress.is_null() {
+            snapshots.push(progress);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let report = rebuilding.await.unwrap().unwrap();
     let during = acked.lock().unwrap().len();
+    assert!(snapshots.iter().all(|p| p["generation"] == report.generation), "progress of another generation");
+    assert!(snapshots.iter().any(|p| p["phase"] == "settling"), "no progress shown while the build settled");
+    let expected = snapshots[0]["keys_expected"].as_u64().expect("the active generation's keys are expected");
+    assert!(expected >= 19_000, "expected {expected} keys, but 20000 were there before the build");
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     for w in writers {
         w.await.unwrap();
@@ -101,6 +117,9 @@ async fn writes_during_a_rebuild_are_never_lost() {
         started.elapsed().as_secs_f64()
     );
     assert!(during >= 100_000, "only {during} keys were written during the build");
+    let scanned: Vec<u64> = snapshots.iter().filter_map(|p| p["keys_scanned"].as_u64()).collect();
+    assert!(scanned.windows(2).all(|w| w[0] <= w[1]), "keys scanned went backwards: {scanned:?}");
+    assert!(scanned.last().is_some_and(|n| *n <= report.keys));
     assert_ne!(active_generation(&origin, &filter).await, Some(first), "the rebuild did not switch");
 
     // Past the metadata cache: lookups read the new generation. Every acknowledged key is seen.
@@ -117,21 +136,24 @@ async fn writes_during_a_rebuild_are_never_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_drops_the_bits_of_deleted_keys() {
     services().await;
-    let origin =
-        TestOrigin::start(fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()))).await;
+    let cfg = || fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()));
+    let origin = TestOrigin::start(cfg()).await;
+    let other = TestOrigin::start(cfg()).await;
     let filter = unique_filter("deletes");
     origin.create_filter(&filter, 20_000, 0.01).await;
     let keys = random_keys(10_000);
     origin.insert_all(&filter, &keys).await;
     let (deleted, kept) = keys.split_at(8_000);
-    for key in &deleted[..2_000] {
-        assert_eq!(origin.delete(&filter, key).await.status(), StatusCode::OK);
+    // Deletes through two origins: the count since the build is shared, not per process.
+    for (i, key) in deleted[..2_000].iter().enumerate() {
+        let through = if i % 2 == 0 { &origin } else { &other };
+        assert_eq!(through.delete(&filter, key).await.status(), StatusCode::OK);
     }
     let stale = &deleted[..2_000];
     let answers = origin.lookup_all(&filter, stale).await;
     assert!(answers.iter().all(|(seen, by)| !seen && by == "database"), "deleted keys still pass the filter");
-    let stats = origin.stats(&filter).await;
-    assert_eq!(stats["deletes_since_build"], 2000);
+    assert_eq!(origin.stats(&filter).await["deletes_since_build"], 2000);
+    assert_eq!(other.stats(&filter).await["deletes_since_build"], 2000);
 
     let gate = &origin.state.gate;
     rebuild::rebuild(
@@ -146,6 +168,7 @@ async fn a_rebuild_drops_the_bits_of_deleted_keys() {
     let answers = origin.lookup_all(&filter, stale).await;
     let through = answers.iter().filter(|(_, by)| by == "database").count();
     assert!(through <= 60, "{through} of 2000 deleted keys still reach the database after the rebuild");
+    assert_eq!(origin.stats(&filter).await["deletes_since_build"], 0, "a new generation starts with no stale keys");
     assert!(origin.lookup_all(&filter, kept).await.iter().all(|(seen, _)| *seen));
 }
 
@@ -165,10 +188,13 @@ async fn an_overfull_filter_is_resized_automatically() {
     loop {
         let stats = origin.stats(&filter).await;
         // Resized (maybe in more than one step, if a check ran while keys were still arriving)
-        // and settled: a new generation, no build under way, sized for the keys it holds.
+        // and settled: a new generation, no build under way, sized for the keys it holds. A
+        // check that ran mid-insert may have sized for fewer than all 8000 keys (twice what
+        // it saw); the filter is settled once the checker would not resize it again.
+        let resize_at = origin.state.config.auto_resize_at_fill;
         let settled = stats["generation"].as_u64() != Some(first)
             && stats["building_generation"].is_null()
-            && stats["capacity"].as_u64().unwrap_or(0) >= 8_000
+            && stats["capacity"].as_f64().unwrap_or(0.0) * resize_at >= 8_000.0
             && stats["expected_fp_rate_now"].as_f64().is_some_and(|p| p <= 0.01);
         if settled {
             break;

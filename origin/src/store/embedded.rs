@@ -3,6 +3,7 @@
 //! (the filter is rebuilt from the key file at start-up), one process only.
 
 use super::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore, KeyStoreError, SegmentBits};
+use crate::build_progress::BuildProgress;
 use bloomgate_filter::{BloomFilter, KeyHash};
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -24,6 +25,8 @@ pub struct MemoryFilterStore {
     generations: RwLock<HashMap<(String, u64), Arc<LocalFilter>>>,
     states: RwLock<HashMap<String, FilterState>>,
     leases: RwLock<HashMap<String, (String, std::time::Instant)>>,
+    deletes: RwLock<HashMap<(String, u64), u64>>,
+    progress: RwLock<HashMap<String, BuildProgress>>,
 }
 
 fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
@@ -82,8 +85,30 @@ impl FilterStore for MemoryFilterStore {
         ready(result)
     }
 
+    fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let mut deletes = self.deletes.write().unwrap_or_else(|e| e.into_inner());
+        *deletes.entry((filter.to_owned(), meta.generation)).or_default() += n;
+        ready(Ok(()))
+    }
+
+    fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        let deletes = self.deletes.read().unwrap_or_else(|e| e.into_inner());
+        ready(Ok(deletes.get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0)))
+    }
+
+    fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        self.progress.write().unwrap_or_else(|e| e.into_inner()).insert(filter.to_owned(), progress);
+        ready(Ok(()))
+    }
+
+    fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>> {
+        ready(Ok(self.progress.read().unwrap_or_else(|e| e.into_inner()).get(filter).copied()))
+    }
+
     fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        self.generations.write().unwrap_or_else(|e| e.into_inner()).remove(&(filter.to_owned(), meta.generation));
+        let key = (filter.to_owned(), meta.generation);
+        self.deletes.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        self.generations.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
         ready(Ok(()))
     }
 

@@ -6,6 +6,7 @@ pub mod cassandra;
 pub mod embedded;
 pub mod redis;
 
+use crate::build_progress::BuildProgress;
 use bloomgate_filter::{KeyFormat, KeyHash, Params};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -120,7 +121,17 @@ pub trait FilterStore: Send + Sync + 'static {
         index: u32,
         payload: Vec<u8>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
-    /// Deletes every segment of generation `meta`.
+    /// Counts `n` keys deleted from the key store whose bits generation `meta` still holds.
+    /// Kept in the filter store, so every origin's deletes count toward the stale-delete
+    /// threshold, and a new generation starts from zero.
+    fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// Deletes counted against generation `meta` (0 if none).
+    fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    /// Publishes a rebuild's progress (it expires on its own if not republished).
+    fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// The last published progress of a rebuild of `filter`, if any.
+    fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>>;
+    /// Deletes every segment of generation `meta`, and its delete count.
     fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// Takes the filter's rebuild lease for `owner` unless someone else holds it; true if taken
     /// (or already held by `owner`, in which case it is extended).

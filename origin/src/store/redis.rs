@@ -7,6 +7,8 @@
 //! ```text
 //! bg:{<filter>}:meta                 JSON FilterState: active, building, previous generations
 //! bg:{<filter>}:lease                owner of the rebuild lease (with expiry)
+//! bg:{<filter>}:deletes:<gen>        keys deleted whose bits generation <gen> still holds
+//! bg:{<filter>}:progress             JSON BuildProgress of a running rebuild (expires)
 //! bg:{<filter>:<gen>:<seg>}:bits     the segment's payload (bit p of the string = Redis bit p)
 //! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit
 //! ```
@@ -16,6 +18,7 @@
 //! refuses to create a segment, so a flushed or evicted filter reads as *unavailable*.
 
 use super::{FilterMeta, FilterState, FilterStore, FilterUnavailable, SegmentBits};
+use crate::build_progress::BuildProgress;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
 use futures::future::BoxFuture;
@@ -112,6 +115,17 @@ fn meta_key(filter: &str) -> String {
 
 fn lease_key(filter: &str) -> String {
     format!("bg:{{{filter}}}:lease")
+}
+
+fn progress_key(filter: &str) -> String {
+    format!("bg:{{{filter}}}:progress")
+}
+
+/// A rebuild's published progress outlives its last update by this much, then vanishes.
+const PROGRESS_TTL_MS: u64 = 30_000;
+
+fn deletes_key(filter: &str, generation: u64) -> String {
+    format!("bg:{{{filter}}}:deletes:{generation}")
 }
 
 fn upload_key(filter: &str, generation: u64, index: u32) -> String {
@@ -257,9 +271,50 @@ impl FilterStore for RedisFilterStore {
         .boxed()
     }
 
+    fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let key = deletes_key(filter, meta.generation);
+        async move {
+            let mut conn = self.conn.clone();
+            self.call_slow(conn.incr::<_, _, ()>(key, n)).await
+        }
+        .boxed()
+    }
+
+    fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        let key = deletes_key(filter, meta.generation);
+        async move {
+            let mut conn = self.conn.clone();
+            Ok(self.call(conn.get::<_, Option<u64>>(key)).await?.unwrap_or(0))
+        }
+        .boxed()
+    }
+
+    fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let key = progress_key(filter);
+        async move {
+            let json = serde_json::to_string(&progress).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
+            let mut conn = self.conn.clone();
+            self.call_slow(conn.pset_ex::<_, _, ()>(key, json, PROGRESS_TTL_MS)).await
+        }
+        .boxed()
+    }
+
+    fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>> {
+        let key = progress_key(filter);
+        async move {
+            let mut conn = self.conn.clone();
+            let json: Option<String> = self.call(conn.get(key)).await?;
+            // Unreadable progress is no progress: it is advisory.
+            Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+        }
+        .boxed()
+    }
+
     fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
+            let mut conn = self.conn.clone();
+            self.call_slow(conn.del::<_, ()>(deletes_key(&filter, meta.generation))).await?;
             for index in 0..meta.params.segment_count {
                 let (bits, ver) = segment_keys(&filter, meta.generation, index);
                 let mut conn = self.conn.clone();
