@@ -28,14 +28,15 @@ pub struct BuildProgress {
     pub keys_scanned: u64,
     /// Keys the scan should find (the active generation's estimate), if known.
     pub keys_expected: Option<u64>,
-    /// When the scan started, ms since the Unix epoch.
+    /// When the current phase's clock started, ms since the Unix epoch: the settle's start
+    /// while settling, the scan's start from then on (the rate counts scan time only).
     pub started_ms: u64,
     /// When this snapshot was taken, ms since the Unix epoch.
     pub updated_ms: u64,
 }
 
 impl BuildProgress {
-    /// Keys per second since the scan started.
+    /// Keys per second since `started_ms`.
     pub fn keys_per_sec(&self) -> f64 {
         let secs = self.updated_ms.saturating_sub(self.started_ms) as f64 / 1000.0;
         if secs > 0.0 {
