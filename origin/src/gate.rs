@@ -417,7 +417,9 @@ impl Gate {
     /// The `nodetool tablestats` of a filter.
     pub async fn stats(&self, name: &str) -> Result<serde_json::Value, AppError> {
         let def = self.def(name).await?;
-        let state = self.state(name).await?;
+        // Under the write timeout: stats may wait, and are most wanted when Redis is busiest
+        // (a rebuild under write load), where the lookup timeout would turn them into 503s.
+        let state = self.filters.state_for_write(name).await.map_err(AppError::FilterRead)?;
         let rebuild = match state.building {
             Some(building) => {
                 let published = self.filters.progress(name).await.ok().flatten();

@@ -105,8 +105,9 @@ pub trait FilterStore: Send + Sync + 'static {
     fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The filter's generations; `MetaMissing` if the filter store has no record of it.
     fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>>;
-    /// [`state`](Self::state) for the write path: under the write timeout, since a write must
-    /// not fail because lookups' short timeout expired behind other writes' scripts.
+    /// [`state`](Self::state) for the write path and admin reads (stats): under the write
+    /// timeout, since a write must not fail because lookups' short timeout expired behind
+    /// other writes' scripts.
     fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
         self.state(filter)
     }

@@ -284,7 +284,7 @@ impl FilterStore for RedisFilterStore {
         let key = deletes_key(filter, meta.generation);
         async move {
             let mut conn = self.conn.clone();
-            Ok(self.call(conn.get::<_, Option<u64>>(key)).await?.unwrap_or(0))
+            Ok(self.call_slow(conn.get::<_, Option<u64>>(key)).await?.unwrap_or(0))
         }
         .boxed()
     }
@@ -303,7 +303,7 @@ impl FilterStore for RedisFilterStore {
         let key = progress_key(filter);
         async move {
             let mut conn = self.conn.clone();
-            let json: Option<String> = self.call(conn.get(key)).await?;
+            let json: Option<String> = self.call_slow(conn.get(key)).await?;
             // Unreadable progress is no progress: it is advisory.
             Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
         }
