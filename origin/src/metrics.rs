@@ -106,6 +106,11 @@ pub struct Metrics {
     pub fallthroughs: [AtomicU64; FALLTHROUGH_REASONS.len()],
     /// Requests refused with 429.
     pub overloaded: AtomicU64,
+    /// Manifests served to edges: one per isolate per refresh, the traffic that grows with the
+    /// edge's footprint.
+    pub edge_manifests: AtomicU64,
+    /// Segments served to edges (cold isolates, new versions).
+    pub edge_segments: AtomicU64,
     /// Keys written (acknowledged).
     pub writes: AtomicU64,
     /// Writes refused because the filter could not record the key.
@@ -171,6 +176,13 @@ impl Metrics {
             let _ = writeln!(out, "bloomgate_filter_fallthroughs_total{{reason=\"{reason}\"}} {}", n.load(Relaxed));
         }
         counter(&mut out, "bloomgate_overloaded_total", "Requests refused with 429.", self.overloaded.load(Relaxed));
+        let _ = writeln!(
+            out,
+            "# HELP bloomgate_edge_requests_total Manifests and segments served to edges.\n# TYPE bloomgate_edge_requests_total counter"
+        );
+        for (kind, n) in [("manifest", &self.edge_manifests), ("segment", &self.edge_segments)] {
+            let _ = writeln!(out, "bloomgate_edge_requests_total{{kind=\"{kind}\"}} {}", n.load(Relaxed));
+        }
         counter(&mut out, "bloomgate_writes_total", "Keys written and acknowledged.", self.writes.load(Relaxed));
         counter(
             &mut out,
@@ -226,7 +238,10 @@ mod tests {
         m.filter("hashes").false_positives.fetch_add(2, Relaxed);
         m.lookup_latency.observe(Duration::from_micros(50));
         m.lookup_latency.observe(Duration::from_millis(3));
+        m.edge_segments.fetch_add(4, Relaxed);
         let text = m.render();
+        assert!(text.contains("bloomgate_edge_requests_total{kind=\"segment\"} 4"));
+        assert!(text.contains("bloomgate_edge_requests_total{kind=\"manifest\"} 0"));
         assert!(text.contains("bloomgate_lookups_total{answered_by=\"filter\"} 3"));
         assert!(text.contains("bloomgate_filter_fallthroughs_total{reason=\"segment_missing\"} 1"));
         assert!(text.contains("bloomgate_false_positives_total{filter=\"hashes\"} 2"));

@@ -173,6 +173,26 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         assert_eq!(r.status(), StatusCode::OK);
     }
     proxy.heal();
+
+    // Lookups arriving together at a cold isolate share one segment fetch: a new filter (one
+    // segment, in no cache yet), 16 lookups at once.
+    let cold = unique_filter("cold");
+    origin.create_filter(&cold, 20_000, 0.01).await;
+    origin.insert_all(&cold, &random_keys(100)).await;
+    let segment_fetches = || origin.metric("bloomgate_edge_requests_total{kind=\"segment\"}");
+    let before = segment_fetches().await;
+    let lookups: Vec<_> = random_keys(16)
+        .into_iter()
+        .map(|key| {
+            let (http, url) = (http.clone(), format!("{}/v1/filters/{cold}/keys/{key}", edge.base));
+            tokio::spawn(async move { http.get(url).send().await.unwrap().status() })
+        })
+        .collect();
+    for lookup in lookups {
+        assert_eq!(lookup.await.unwrap(), StatusCode::NOT_FOUND);
+    }
+    let fetched = segment_fetches().await - before;
+    assert_eq!(fetched, 1.0, "16 concurrent lookups in a cold isolate made {fetched} segment fetches");
 }
 
 /// The generation the origin serves, None while its filter is lost.

@@ -9,6 +9,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -23,6 +24,7 @@ async fn manifest(
     ApiPath(filter): ApiPath<String>,
 ) -> Result<Response, AppError> {
     require_edge(&headers, s.config.edge_secret.as_deref())?;
+    s.gate.metrics.edge_manifests.fetch_add(1, Relaxed);
     let manifest = s.gate.manifest(&filter).await?;
     let mut response = Json(manifest).into_response();
     // The manifest is what makes edges fresh: never cached on the way.
@@ -36,6 +38,7 @@ async fn segment(
     ApiPath((filter, generation, index)): ApiPath<(String, u64, u32)>,
 ) -> Result<Response, AppError> {
     require_edge(&headers, s.config.edge_secret.as_deref())?;
+    s.gate.metrics.edge_segments.fetch_add(1, Relaxed);
     let (version, wire) = s.gate.segment(&filter, generation, index).await?;
     let etag = format!("\"{generation}-{index}-{version}\"");
     if headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
