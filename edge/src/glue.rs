@@ -396,7 +396,7 @@ async fn segment(config: &EdgeConfig, ctx: &Context, manifest: &Rc<Manifest>, in
         config,
         |iso| &mut iso.segment_flights,
         (key.clone(), version),
-        || load_and_keep_segment(config, ctx, manifest, index, version),
+        || load_and_keep_segment(config, ctx, manifest, key.clone(), version),
     )
     .await
 }
@@ -407,11 +407,11 @@ async fn load_and_keep_segment(
     config: &EdgeConfig,
     ctx: &Context,
     manifest: &Rc<Manifest>,
-    index: u32,
+    key: SegmentKey,
     version: u64,
 ) -> Option<Rc<Segment>> {
+    let index = key.2;
     let (segment, from_origin) = load_segment(config, manifest, index, version).await?;
-    let key: SegmentKey = (manifest.filter.clone(), manifest.generation, index);
     with_isolate(config, |iso| iso.segments.insert(key, segment.clone(), segment.as_bytes().len()));
     if from_origin {
         let cache_url = decide::segment_cache_url(manifest, index, segment.header().version);
