@@ -1,7 +1,33 @@
 //! Who may call what: writer tokens for the write API, the edge secret for segments.
 
 use crate::error::AppError;
+use crate::routes::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::HeaderMap;
+
+/// A request from a writer: extracting it checks the bearer token. As a handler's first
+/// argument it runs before the body is read, so a caller without a token costs no body.
+pub struct Writer;
+
+impl FromRequestParts<AppState> for Writer {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        require_writer(&parts.headers, &state.config.writer_tokens).map(|()| Writer)
+    }
+}
+
+/// A request from the edge: extracting it checks the edge secret.
+pub struct Edge;
+
+impl FromRequestParts<AppState> for Edge {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        require_edge(&parts.headers, state.config.edge_secret.as_deref()).map(|()| Edge)
+    }
+}
 
 /// Header carrying the edge's shared secret.
 pub const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";

@@ -36,6 +36,14 @@ pub struct Config {
     pub edge_secret: Option<String>,
     /// Requests handled at once; above it the answer is 429.
     pub max_in_flight: usize,
+    /// Open client connections at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// A connection that has not sent a complete request head within this many ms (idle
+    /// keep-alive connections included) is closed.
+    pub header_read_timeout_ms: u64,
+    /// Largest filter, in bytes of bits, that a create, rebuild or automatic resize may ask
+    /// for: checked before anything is stored.
+    pub max_filter_bytes: u64,
     /// Whole-request timeout in ms.
     pub request_timeout_ms: u64,
     /// Keys per batch request.
@@ -50,14 +58,17 @@ pub struct Config {
     pub filter_enabled: bool,
     /// How often to check filters for lost bits or drift and rebuild on its own, in ms; 0 = off.
     pub recovery_interval_ms: u64,
-    /// Wait between naming a rebuild's generation and scanning, in ms; 0 = request timeout plus
-    /// the Redis write timeout (the longest a write can take).
+    /// Wait between naming a rebuild's generation and scanning, in ms. Not needed for
+    /// correctness (writes re-read the state after the key store; see `rebuild`); 0 = none.
     pub rebuild_settle_ms: u64,
     /// How long a replaced generation is kept for edges and caches, in ms. Keep it above the
     /// edges' FRESHNESS_SECS and `meta_cache_ms`.
     pub rebuild_grace_ms: u64,
     /// Concurrent token-range scans in a rebuild.
     pub rebuild_concurrency: usize,
+    /// How long a rebuild's lease lives without renewal, in ms: a rebuild whose origin died is
+    /// taken over by another origin's recovery check this long after.
+    pub rebuild_lease_ms: u64,
     /// Automatic resize when estimated keys exceed capacity × this.
     pub auto_resize_at_fill: f64,
     /// Automatic rebuild when the observed false-positive rate exceeds the target × this.
@@ -84,6 +95,9 @@ impl Default for Config {
             writer_tokens: Vec::new(),
             edge_secret: None,
             max_in_flight: 512,
+            max_connections: 4096,
+            header_read_timeout_ms: 10_000,
+            max_filter_bytes: 4 << 30,
             request_timeout_ms: 5000,
             max_batch: 1000,
             max_value_bytes: 4096,
@@ -94,6 +108,7 @@ impl Default for Config {
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,
             rebuild_concurrency: 4,
+            rebuild_lease_ms: 30_000,
             // Above 1.0: the estimate from the fill ratio is noisy, and a filter loaded exactly to
             // capacity should not be resized half the time.
             auto_resize_at_fill: 1.1,
@@ -139,6 +154,10 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
             ("max_in_flight", self.max_in_flight as u64),
+            ("max_connections", self.max_connections as u64),
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("max_filter_bytes", self.max_filter_bytes),
+            ("rebuild_lease_ms", self.rebuild_lease_ms),
             ("max_batch", self.max_batch as u64),
             ("request_timeout_ms", self.request_timeout_ms),
             ("redis_timeout_ms", self.redis_timeout_ms),
@@ -151,6 +170,11 @@ impl Config {
         self.consistency()?;
         if self.writer_tokens.iter().any(|t| t.len() < 16) {
             return Err(ConfigError::Invalid("writer tokens must be at least 16 characters".into()));
+        }
+        if self.edge_secret.as_ref().is_some_and(|s| s.len() < 16) {
+            return Err(ConfigError::Invalid(
+                "edge_secret must be at least 16 characters (leave it unset to turn the edge endpoints off)".into(),
+            ));
         }
         Ok(())
     }
@@ -195,17 +219,14 @@ impl Config {
 
     /// Rebuild settings from this config.
     pub fn rebuild_options(&self, progress: bool) -> crate::rebuild::RebuildOptions {
-        let settle = match self.rebuild_settle_ms {
-            0 => self.request_timeout() + self.redis_write_timeout(),
-            ms => Duration::from_millis(ms),
-        };
         crate::rebuild::RebuildOptions {
             capacity: None,
             fp_rate: None,
             concurrency: self.rebuild_concurrency.max(1),
-            settle,
+            settle: Duration::from_millis(self.rebuild_settle_ms),
             grace: Duration::from_millis(self.rebuild_grace_ms),
-            lease_ttl: Duration::from_secs(30),
+            lease_ttl: Duration::from_millis(self.rebuild_lease_ms),
+            max_filter_bytes: self.max_filter_bytes,
             progress,
         }
     }
@@ -217,7 +238,16 @@ impl Config {
             fp_factor: self.auto_fp_factor,
             fp_min_samples: self.auto_fp_min_samples,
             stale_delete_share: self.auto_stale_delete_share,
+            max_filter_bytes: self.max_filter_bytes,
+            // Its own rebuild retires `previous` after the grace period; one that is still
+            // named well after that (grace twice over, plus a lease expiry) was orphaned.
+            retire_previous_after_ms: 2 * self.rebuild_grace_ms + self.rebuild_lease_ms,
         }
+    }
+
+    /// Header read (and keep-alive idle) timeout.
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_read_timeout_ms)
     }
 
     /// Largest request body: a full batch of the longest keys, plus JSON overhead.
@@ -248,6 +278,13 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("most"));
         let c = Config { writer_tokens: vec!["short".into()], ..Config::default() };
         assert!(c.validate().is_err());
+        let c = Config { edge_secret: Some(String::new()), ..Config::default() };
+        assert!(
+            c.validate().unwrap_err().to_string().contains("edge_secret"),
+            "an empty secret would open the edge endpoints"
+        );
+        let c = Config { max_filter_bytes: 0, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("max_filter_bytes"));
         assert!(Config::default().validate().is_ok());
     }
 }

@@ -19,19 +19,25 @@ pub enum AppError {
     /// Filter parameters are out of range.
     #[error("{0}")]
     BadParams(#[from] ParamsError),
+    /// The filter asked for is larger than this origin allows.
+    #[error("the filter would need {bytes} bytes of bits; this origin allows at most {max} (max_filter_bytes)")]
+    FilterTooLarge {
+        /// Bytes the params need.
+        bytes: u64,
+        /// The configured limit.
+        max: u64,
+    },
     /// Any other malformed request (JSON, headers, path).
     #[error("{0}")]
     BadRequest(String),
     /// The named filter does not exist.
     #[error("no filter named {0:?}")]
     UnknownFilter(String),
-    /// A batch over the configured limit.
-    #[error("batch has {got} keys; at most {max} are accepted per request")]
+    /// A batch over the configured limit (counting stops at the first key too many).
+    #[error("batch has more than {max} keys; at most {max} are accepted per request")]
     BatchTooLarge {
         /// Limit.
         max: usize,
-        /// Received.
-        got: usize,
     },
     /// A value over the configured limit.
     #[error("value is {got} bytes; at most {max} are accepted")]
@@ -90,6 +96,11 @@ impl AppError {
             BadParams(_) => (
                 StatusCode::BAD_REQUEST,
                 "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.",
+                self.to_string(),
+            ),
+            FilterTooLarge { .. } => (
+                StatusCode::BAD_REQUEST,
+                "Ask for a smaller capacity or a higher fp_rate, or raise max_filter_bytes in the origin's configuration.",
                 self.to_string(),
             ),
             BadRequest(_) => {

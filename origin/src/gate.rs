@@ -5,6 +5,7 @@
 //! a filter that cannot answer is never read as "not seen", and no key is acknowledged unless
 //! the filter already holds its bits.
 
+use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::metrics::Metrics;
 use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore};
@@ -69,20 +70,18 @@ pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
     }
 }
 
-/// A cached definition, or a cached "no such filter", with when it was read.
-type CachedDef = (Option<Arc<FilterDef>>, Instant);
-
 /// The gate's state: both stores, caches of definitions and metadata, and metrics.
 pub struct Gate {
     filters: Arc<dyn FilterStore>,
     keys: Arc<dyn KeyStore>,
     /// Metrics, shared with the HTTP layer.
     pub metrics: Arc<Metrics>,
-    defs: RwLock<HashMap<String, CachedDef>>,
+    defs: DefCache,
     metas: RwLock<HashMap<String, (FilterMeta, Instant)>>,
     cache_ttl: Duration,
     filter_enabled: bool,
     max_batch: usize,
+    max_filter_bytes: u64,
 }
 
 /// Settings of the gate.
@@ -94,6 +93,8 @@ pub struct GateSettings {
     pub filter_enabled: bool,
     /// Keys per batch.
     pub max_batch: usize,
+    /// Largest filter (bytes of bits) a create, rebuild or resize may ask for.
+    pub max_filter_bytes: u64,
 }
 
 /// Definition of a filter to create, as sent by a writer.
@@ -136,11 +137,12 @@ impl Gate {
             filters,
             keys,
             metrics: Arc::new(Metrics::default()),
-            defs: RwLock::default(),
+            defs: DefCache::new(settings.cache_ttl),
             metas: RwLock::default(),
             cache_ttl: settings.cache_ttl,
             filter_enabled: settings.filter_enabled,
             max_batch: settings.max_batch,
+            max_filter_bytes: settings.max_filter_bytes,
         }
     }
 
@@ -154,29 +156,24 @@ impl Gate {
         &self.filters
     }
 
-    /// A filter's definition; unknown filters are a 404, cached briefly so a stream of lookups
-    /// for a wrong name does not become a stream of database reads.
+    /// A filter's definition; unknown filters are a 404 (see [`DefCache`] for what a stream
+    /// of made-up names costs).
     pub async fn def(&self, name: &str) -> Result<Arc<FilterDef>, AppError> {
         validate_filter_name(name)?;
-        let cached = self.defs.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
-        // Definitions change only by a resize: cached briefly, like unknown names. A known
-        // definition outlives a key-store outage, so the filter keeps answering "no" meanwhile.
-        let stale = match cached {
-            Some((Some(def), at)) if at.elapsed() < self.cache_ttl => return Ok(def),
-            Some((None, at)) if at.elapsed() < self.cache_ttl => return Err(AppError::UnknownFilter(name.into())),
-            Some((def, _)) => def,
-            None => None,
-        };
-        let def = match self.keys.filter(name).await {
-            Ok(def) => def.map(Arc::new),
-            Err(e) => return stale.ok_or(AppError::KeyStore(e)),
-        };
-        self.defs.write().unwrap_or_else(|e| e.into_inner()).insert(name.into(), (def.clone(), Instant::now()));
-        def.ok_or_else(|| AppError::UnknownFilter(name.into()))
+        self.defs.get(self.keys.as_ref(), name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))
     }
 
-    /// The active generation's metadata, cached for `cache_ttl`. A cached copy is safe for
-    /// reads: if its generation's segments vanish, reads of them fail as unavailable.
+    /// The largest filter a create, rebuild or resize may ask for, in bytes of bits.
+    pub fn max_filter_bytes(&self) -> u64 {
+        self.max_filter_bytes
+    }
+
+    /// The generation lookups read, cached for `cache_ttl`.
+    ///
+    /// A cached copy never makes a "no" wrong, however old: every generation a state names
+    /// takes every add until it is retired, and a retired generation's bits are gone before
+    /// the state stops naming it, so reading it falls through (see `store::state`). The cache
+    /// is dropped whenever the filter could not answer, so the next lookup reads the state.
     async fn meta(&self, name: &str) -> Result<FilterMeta, FilterUnavailable> {
         let cached = self.metas.read().unwrap_or_else(|e| e.into_inner()).get(name).copied();
         if let Some((meta, at)) = cached {
@@ -184,19 +181,32 @@ impl Gate {
                 return Ok(meta);
             }
         }
-        let meta = self.filters.state(name).await.and_then(|s| s.active.ok_or(FilterUnavailable::MetaMissing));
+        let asked = Instant::now();
+        let meta = self.filters.state(name).await.and_then(|s| match s.readable() {
+            Some(meta) => Ok(meta),
+            None if s.active_is_stale() => Err(FilterUnavailable::Incarnation),
+            None => Err(FilterUnavailable::MetaMissing),
+        });
         let mut metas = self.metas.write().unwrap_or_else(|e| e.into_inner());
         match &meta {
-            Ok(m) => metas.insert(name.into(), (*m, Instant::now())),
+            Ok(m) => metas.insert(name.into(), (*m, asked)),
             Err(_) => metas.remove(name),
         };
         meta
     }
 
+    fn forget_meta(&self, name: &str) {
+        self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+    }
+
     async fn ask_filter(&self, name: &str, key: &[u8]) -> Result<bool, FilterUnavailable> {
         let meta = self.meta(name).await?;
         let hash = hash_key(key, meta.params.seed);
-        self.filters.may_contain(name, meta, hash).await
+        let answer = self.filters.may_contain(name, meta, hash).await;
+        if answer.is_err() {
+            self.forget_meta(name);
+        }
+        answer
     }
 
     /// Looks up one key.
@@ -241,7 +251,7 @@ impl Gate {
     /// Normalises a batch, refusing all of it if any key is bad (the error names the index).
     fn normalize_batch(&self, def: &FilterDef, raw: &[String]) -> Result<Vec<Vec<u8>>, AppError> {
         if raw.len() > self.max_batch {
-            return Err(AppError::BatchTooLarge { max: self.max_batch, got: raw.len() });
+            return Err(AppError::BatchTooLarge { max: self.max_batch });
         }
         raw.iter()
             .enumerate()
@@ -281,30 +291,54 @@ impl Gate {
     /// key in the key store but not in the filter would be answered "not seen". If the key
     /// store then fails, the filter holds a key the store lacks: a harmless false positive, and
     /// the caller's retry completes the write.
+    ///
+    /// The state is read twice, both times fresh: before the adds, and again after the key
+    /// store has the keys. A generation the second read names that the first did not (a
+    /// rebuild started meanwhile) gets the keys too before the write is acknowledged. So for
+    /// any generation G a rebuild names at time t, an acknowledged write either added to G, or
+    /// read the state the second time before t — and then its keys were in the key store
+    /// before t, where G's scan (which starts after t) reads them. No settle wait, no
+    /// assumption about how long writes take.
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
-        // Read fresh (never cached): a rebuild's new generation must get every add from the
-        // moment it exists (see `rebuild` for why a write that read the state just before
-        // has finished before the rebuild's scan starts).
         let fail = |e: FilterUnavailable| {
             self.metrics.write_filter_failures.fetch_add(1, Relaxed);
             AppError::FilterWrite(e)
         };
-        let state = self.filters.state_for_write(name).await.map_err(fail)?;
-        let targets: Vec<FilterMeta> = state.write_targets().collect();
-        if targets.is_empty() {
-            return Err(fail(FilterUnavailable::MetaMissing));
+        let before = self.filters.state_for_write(name).await.map_err(fail)?;
+        let added: Vec<FilterMeta> = before.write_targets().collect();
+        if added.is_empty() {
+            let why = if before.stale().next().is_some() {
+                FilterUnavailable::Incarnation
+            } else {
+                FilterUnavailable::MetaMissing
+            };
+            return Err(fail(why));
         }
-        for meta in targets {
-            let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
-            self.filters.add(name, meta, hashes).await.map_err(fail)?;
-        }
+        self.add_to(name, &added, &entries).await.map_err(fail)?;
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
         let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             self.metrics.write_database_failures.fetch_add(1, Relaxed);
             return Err(e.into());
         }
+        let after = self.filters.state_for_write(name).await.map_err(fail)?;
+        let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
+        self.add_to(name, &named_since, &entries).await.map_err(fail)?;
         self.metrics.writes.fetch_add(entries.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Adds the entries' keys to each generation.
+    async fn add_to(
+        &self,
+        name: &str,
+        generations: &[FilterMeta],
+        entries: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), FilterUnavailable> {
+        for meta in generations {
+            let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
+            self.filters.add(name, *meta, hashes).await?;
+        }
         Ok(())
     }
 
@@ -340,6 +374,7 @@ impl Gate {
         validate_filter_name(name)?;
         let options = SizingOptions { seed: rand::random(), segment_bytes: request.segment_bytes };
         let params = Params::for_capacity_with(request.capacity, request.fp_rate, options)?;
+        check_size(&params, self.max_filter_bytes)?;
         let wanted = FilterDef {
             name: name.into(),
             key_format: request.key_format,
@@ -354,17 +389,23 @@ impl Gate {
                 stored.capacity, stored.fp_rate, stored.key_format, stored.segment_bytes
             )));
         }
-        self.defs.write().unwrap_or_else(|e| e.into_inner()).remove(name);
-        match self.filters.state(name).await {
+        self.defs.insert(stored);
+        match self.filters.state_for_write(name).await {
             Ok(_) => Ok(Created::Existing),
             Err(FilterUnavailable::MetaMissing) if created_now => {
                 // Only a filter with no keys yet may start from empty bits. The generation is
                 // the creation time in ms: never reused, so no edge can mistake old cached
                 // segments for this generation's.
-                let meta = FilterMeta { generation: now_ms(), params };
+                let incarnation = self.filters.incarnation().await.map_err(AppError::FilterWrite)?;
+                let meta = FilterMeta { generation: now_ms(), params, incarnation };
                 self.filters.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
-                let state = FilterState { active: Some(meta), building: None, previous: None };
-                self.filters.set_state(name, state).await.map_err(AppError::FilterWrite)?;
+                let state = FilterState { active: Some(meta), ..FilterState::default() };
+                // Only if no state appeared meanwhile (a recovery check may have seen the new
+                // definition first and started a rebuild, which then owns the filter).
+                if !self.filters.replace_state(name, None, state).await.map_err(AppError::FilterWrite)? {
+                    self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+                    return Ok(Created::New);
+                }
                 Ok(Created::New)
             }
             Err(FilterUnavailable::MetaMissing) => Err(AppError::FilterWrite(FilterUnavailable::Error(
@@ -380,7 +421,12 @@ impl Gate {
     }
 
     async fn active(&self, name: &str) -> Result<FilterMeta, AppError> {
-        self.state(name).await?.active.ok_or(AppError::FilterRead(FilterUnavailable::MetaMissing))
+        let state = self.state(name).await?;
+        match state.readable() {
+            Some(meta) => Ok(meta),
+            None if state.active_is_stale() => Err(AppError::FilterRead(FilterUnavailable::Incarnation)),
+            None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
+        }
     }
 
     /// The manifest the edge reads: params, key format and every segment's version.
@@ -398,7 +444,9 @@ impl Gate {
     }
 
     /// One encoded segment of the active generation, or of the one being built or just
-    /// replaced: (version, wire bytes).
+    /// replaced, while its bits are in this incarnation of the filter store: (version, wire
+    /// bytes). Never a segment of another incarnation, so no segment identity
+    /// (generation, index, version) ever names two different bit sets.
     pub async fn segment(&self, name: &str, generation: u64, index: u32) -> Result<(u64, Vec<u8>), AppError> {
         self.def(name).await?;
         let state = self.state(name).await?;
@@ -408,7 +456,7 @@ impl Gate {
                 state.active.map(|m| m.generation)
             )));
         };
-        let bits = self.filters.segment(name, generation, index).await.map_err(AppError::FilterRead)?;
+        let bits = self.filters.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
         let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
             .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
         Ok((bits.version, wire))
@@ -427,7 +475,7 @@ impl Gate {
             }
             None => None,
         };
-        let Some(meta) = state.active else {
+        let Some(meta) = state.readable() else {
             // Bits lost and a rebuild under way: what there is to see is its progress.
             return match state.building {
                 Some(building) => Ok(serde_json::json!({
@@ -436,6 +484,7 @@ impl Gate {
                     "building_generation": building.generation,
                     "rebuild": rebuild,
                 })),
+                None if state.active_is_stale() => Err(AppError::FilterRead(FilterUnavailable::Incarnation)),
                 None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
             };
         };
@@ -473,6 +522,15 @@ impl Gate {
             "observed_fp_rate": observed_fp_rate,
         }))
     }
+}
+
+/// Refuses params whose bits exceed `max_bytes`, before anything is stored.
+pub fn check_size(params: &Params, max_bytes: u64) -> Result<(), AppError> {
+    let bytes = params.total_bytes();
+    if bytes > max_bytes {
+        return Err(AppError::FilterTooLarge { bytes, max: max_bytes });
+    }
+    Ok(())
 }
 
 /// Milliseconds since the Unix epoch: generation numbers, never reused across re-creations.

@@ -3,10 +3,12 @@
 //!
 //! # Layout
 //! - [`config`]: the TOML / environment / flag configuration and its limits.
+//! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`gate`]: lookups and writes: filter first, key store on "maybe" or when the filter is
 //!   unavailable; the edge's manifest and segments.
 //! - [`store`]: the filter store (Redis, or in process) and key store (Cassandra, or redb).
 //! - [`routes`]: the HTTP API, one file per resource.
+//! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`auth`]: writer tokens and the edge secret.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`metrics`]: Prometheus counters and the latency histogram.
@@ -18,6 +20,7 @@
 pub mod auth;
 pub mod build_progress;
 pub mod config;
+pub mod def_cache;
 pub mod error;
 pub mod gate;
 pub mod load;
@@ -25,6 +28,7 @@ pub mod metrics;
 pub mod rebuild;
 pub mod recovery;
 pub mod routes;
+pub mod serve;
 pub mod store;
 
 use axum::error_handling::HandleErrorLayer;
@@ -84,7 +88,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             tracing::info!("no redis_url configured: the filter lives in this process");
             let memory = Arc::new(MemoryFilterStore::default());
             if let Some(redb) = &embedded_keys {
-                rebuild_memory_filters(&memory, redb).await?;
+                rebuild_memory_filters(&memory, redb, config.max_filter_bytes).await?;
             }
             memory
         }
@@ -93,6 +97,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         cache_ttl: std::time::Duration::from_millis(config.meta_cache_ms),
         filter_enabled: config.filter_enabled,
         max_batch: config.max_batch,
+        max_filter_bytes: config.max_filter_bytes,
     };
     let gate = Arc::new(Gate::new(filters, keys, settings));
     if config.recovery_interval_ms > 0 {
@@ -103,17 +108,32 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
 }
 
 /// The in-process filter does not survive a restart: rebuild it from the key file, so the quick
-/// start keeps answering "no" from the filter after a restart.
-async fn rebuild_memory_filters(memory: &MemoryFilterStore, keys: &RedbKeyStore) -> anyhow::Result<()> {
+/// start keeps answering "no" from the filter after a restart. A filter that cannot be built
+/// (too large for `max_filter_bytes` or for this machine's memory) is logged and left without
+/// bits: its lookups fall through to the key file, and the origin still starts.
+async fn rebuild_memory_filters(
+    memory: &MemoryFilterStore,
+    keys: &RedbKeyStore,
+    max_filter_bytes: u64,
+) -> anyhow::Result<()> {
+    let incarnation = memory.incarnation().await?;
     for def in keys.filter_defs()? {
         let options = bloomgate_filter::SizingOptions { seed: rand::random(), segment_bytes: def.segment_bytes };
         let params = bloomgate_filter::Params::for_capacity_with(def.capacity, def.fp_rate, options)?;
-        let meta = FilterMeta { generation: gate::now_ms(), params };
-        memory.create_generation(&def.name, meta).await?;
+        if let Err(e) = gate::check_size(&params, max_filter_bytes) {
+            tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
+            continue;
+        }
+        let meta = FilterMeta { generation: gate::now_ms(), params, incarnation };
+        if let Err(e) = memory.create_generation(&def.name, meta).await {
+            tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
+            continue;
+        }
         let stored = keys.keys_of(&def.name)?;
         let hashes = stored.iter().map(|k| bloomgate_filter::hash_key(k, params.seed)).collect();
         memory.add(&def.name, meta, hashes).await?;
-        memory.set_state(&def.name, store::FilterState { active: Some(meta), building: None, previous: None }).await?;
+        let state = store::FilterState { active: Some(meta), ..store::FilterState::default() };
+        memory.replace_state(&def.name, None, state).await?;
         tracing::info!(filter = %def.name, keys = stored.len(), "rebuilt in-process filter from the key file");
     }
     Ok(())
@@ -163,11 +183,17 @@ pub fn app(state: AppState) -> Router {
         .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
 }
 
-/// Serves until `shutdown` resolves, then finishes in-flight requests.
+/// Serves until `shutdown` resolves, then finishes in-flight requests (for at most the request
+/// timeout).
 pub async fn run(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
+    let limits = serve::ServeLimits {
+        max_connections: state.config.max_connections,
+        header_read_timeout: state.config.header_read_timeout(),
+        drain: state.config.request_timeout(),
+    };
+    serve::serve(listener, app(state), limits, shutdown).await
 }

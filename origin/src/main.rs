@@ -96,6 +96,24 @@ struct ServeArgs {
     /// Consult the filter (false: every lookup reads the database, the A/B baseline).
     #[arg(long, env = "BLOOMGATE_FILTER_ENABLED")]
     filter_enabled: Option<bool>,
+    /// Open client connections at once.
+    #[arg(long, env = "BLOOMGATE_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Request head (and keep-alive idle) timeout, ms.
+    #[arg(long, env = "BLOOMGATE_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    /// Largest filter a create, rebuild or resize may ask for, bytes of bits.
+    #[arg(long, env = "BLOOMGATE_MAX_FILTER_BYTES")]
+    max_filter_bytes: Option<u64>,
+    /// Automatic rebuild checks every this many ms (0: off).
+    #[arg(long, env = "BLOOMGATE_RECOVERY_INTERVAL_MS")]
+    recovery_interval_ms: Option<u64>,
+    /// Wait before a rebuild's scan, ms.
+    #[arg(long, env = "BLOOMGATE_REBUILD_SETTLE_MS")]
+    rebuild_settle_ms: Option<u64>,
+    /// How long a replaced generation is kept, ms.
+    #[arg(long, env = "BLOOMGATE_REBUILD_GRACE_MS")]
+    rebuild_grace_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -110,6 +128,7 @@ impl ServeArgs {
         apply!(
             listen,
             redis_timeout_ms,
+            redis_write_timeout_ms,
             cassandra_nodes,
             cassandra_keyspace,
             cassandra_consistency,
@@ -120,7 +139,13 @@ impl ServeArgs {
             request_timeout_ms,
             max_batch,
             meta_cache_ms,
-            filter_enabled
+            filter_enabled,
+            max_connections,
+            header_read_timeout_ms,
+            max_filter_bytes,
+            recovery_interval_ms,
+            rebuild_settle_ms,
+            rebuild_grace_ms
         );
         if self.redis_url.is_some() {
             c.redis_url = self.redis_url;

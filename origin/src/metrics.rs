@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Why a lookup fell through to the key store without a filter answer.
-pub const FALLTHROUGH_REASONS: [&str; 5] = ["timeout", "error", "meta_missing", "segment_missing", "disabled"];
+pub const FALLTHROUGH_REASONS: [&str; 6] =
+    ["timeout", "error", "meta_missing", "segment_missing", "incarnation_changed", "disabled"];
 
 /// Upper bounds of the latency histogram, in seconds.
 const LATENCY_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];

@@ -1,12 +1,14 @@
 //! The filter's self-care: a background check that starts a rebuild when the bits are lost
-//! (Redis restarted empty, metadata or a segment missing) or no longer good enough (more keys
-//! than capacity, false positives above target, many deleted keys still set). The decision is
+//! (Redis restarted empty or from a snapshot, failed over, metadata or a segment missing, a
+//! rebuild that died) or no longer good enough (more keys than capacity, false positives above
+//! target, many deleted keys still set). The decision is
 //! [`rebuild_reason`], pure; the loop around it only gathers facts and starts rebuilds, under
 //! the lease (so many origins start one rebuild) and with backoff after failures.
 
 use crate::gate::Gate;
 use crate::rebuild::{self, RebuildOptions};
-use crate::store::FilterUnavailable;
+use crate::store::{FilterDef, FilterUnavailable};
+use bloomgate_filter::{Params, SizingOptions};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -23,6 +25,11 @@ pub struct Thresholds {
     pub fp_min_samples: u64,
     /// Rebuild when keys deleted since the build exceed this share of the estimated keys.
     pub stale_delete_share: f64,
+    /// A resize is not started if the doubled filter would exceed this many bytes of bits.
+    pub max_filter_bytes: u64,
+    /// A `previous` generation older than this is retired by any origin (its own rebuild
+    /// should have retired it; it died).
+    pub retire_previous_after_ms: u64,
 }
 
 /// What the check saw for one filter.
@@ -30,10 +37,19 @@ pub struct Thresholds {
 pub struct Health {
     /// The filter store has no record of the filter (flushed, restarted empty).
     pub meta_missing: bool,
-    /// A segment of the active generation is missing (evicted, deleted).
+    /// A segment of the active generation is missing or short (evicted, deleted).
     pub segment_missing: bool,
-    /// A rebuild is already under way.
+    /// The active generation's bits belong to another Redis incarnation (restarted from a
+    /// snapshot, failed over): they may have lost acknowledged adds.
+    pub incarnation_changed: bool,
+    /// A rebuild is running somewhere (its lease is held).
     pub building: bool,
+    /// A generation is named `building` but no rebuild holds the lease: its rebuild died.
+    pub building_abandoned: bool,
+    /// Milliseconds since `previous` was replaced, if there is one.
+    pub previous_age_ms: Option<u64>,
+    /// Bytes of bits a resize to twice the capacity would need.
+    pub doubled_bytes: u64,
     /// Configured capacity.
     pub capacity: u64,
     /// Target false-positive rate.
@@ -55,6 +71,14 @@ pub struct Action {
     pub reason: &'static str,
     /// New capacity for a resize.
     pub capacity: Option<u64>,
+    /// Only retire an overdue `previous` generation; no rebuild.
+    pub retire_only: bool,
+}
+
+impl Action {
+    fn rebuild(reason: &'static str) -> Option<Action> {
+        Some(Action { reason, capacity: None, retire_only: false })
+    }
 }
 
 /// The decision: lost bits first (correctness is not at stake, but every lookup pays the
@@ -64,33 +88,63 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
         return None;
     }
     if h.meta_missing {
-        return Some(Action { reason: "filter metadata missing", capacity: None });
+        return Action::rebuild("filter metadata missing");
+    }
+    if h.incarnation_changed {
+        return Action::rebuild("Redis restarted or failed over since the bits were written");
+    }
+    if h.building_abandoned {
+        return Action::rebuild("a rebuild died before its switch");
     }
     if h.segment_missing {
-        return Some(Action { reason: "filter segment missing", capacity: None });
+        return Action::rebuild("filter segment missing");
     }
-    if h.estimated_keys > h.capacity as f64 * t.resize_at_fill {
+    if h.estimated_keys > h.capacity as f64 * t.resize_at_fill && h.doubled_bytes <= t.max_filter_bytes {
         // Double, and leave room: twice the capacity, or twice the keys if they already
         // outgrew that.
         let doubled = h.capacity.saturating_mul(2).max((2.0 * h.estimated_keys).ceil() as u64);
-        return Some(Action { reason: "more keys than capacity", capacity: Some(doubled) });
+        return Some(Action { reason: "more keys than capacity", capacity: Some(doubled), retire_only: false });
     }
     let absent_lookups = h.negatives + h.false_positives;
     if absent_lookups >= t.fp_min_samples
         && (h.false_positives as f64 / absent_lookups as f64) > h.target_fp * t.fp_factor
     {
-        return Some(Action { reason: "observed false positives above target", capacity: None });
+        return Action::rebuild("observed false positives above target");
     }
     if h.estimated_keys > 0.0 && h.deletes as f64 > h.estimated_keys * t.stale_delete_share {
-        return Some(Action { reason: "many deleted keys still set", capacity: None });
+        return Action::rebuild("many deleted keys still set");
+    }
+    if h.previous_age_ms.is_some_and(|age| age > t.retire_previous_after_ms) {
+        return Some(Action {
+            reason: "replaced generation overdue for retirement",
+            capacity: None,
+            retire_only: true,
+        });
     }
     None
 }
 
+/// Segments counted per check for the fill estimate: enough for a tight estimate (each
+/// segment holds tens of thousands of keys), few enough that the check costs the same at any
+/// filter size.
+const FILL_SAMPLE_SEGMENTS: u32 = 16;
+
 /// Gathers a filter's health from the stores and this origin's counters.
-pub async fn health(gate: &Gate, name: &str, capacity: u64, target_fp: f64) -> Result<Health, FilterUnavailable> {
-    let mut h = Health { capacity, target_fp, ..Health::default() };
-    let state = match gate.filter_store().state(name).await {
+pub async fn health(gate: &Gate, def: &FilterDef) -> Result<Health, FilterUnavailable> {
+    let store = gate.filter_store();
+    let doubled = Params::for_capacity_with(
+        def.capacity.saturating_mul(2),
+        def.fp_rate,
+        SizingOptions { seed: 0, segment_bytes: def.segment_bytes },
+    );
+    let mut h = Health {
+        capacity: def.capacity,
+        target_fp: def.fp_rate,
+        doubled_bytes: doubled.map_or(u64::MAX, |p| p.total_bytes()),
+        ..Health::default()
+    };
+    let name = def.name.as_str();
+    let state = match store.state_for_write(name).await {
         Ok(s) => s,
         Err(FilterUnavailable::MetaMissing) => {
             h.meta_missing = true;
@@ -98,26 +152,30 @@ pub async fn health(gate: &Gate, name: &str, capacity: u64, target_fp: f64) -> R
         }
         Err(e) => return Err(e),
     };
-    h.building = state.building.is_some();
-    let Some(active) = state.active else {
-        h.meta_missing = !h.building;
+    h.building = store.lease_holder(name).await?.is_some();
+    h.building_abandoned = state.building.is_some() && !h.building;
+    h.incarnation_changed = state.stale().next().is_some();
+    h.previous_age_ms = state.previous_since_ms.map(|at| crate::gate::now_ms().saturating_sub(at));
+    let Some(active) = state.readable() else {
+        h.meta_missing = !h.incarnation_changed && state.building.is_none();
         return Ok(h);
     };
-    match gate.filter_store().segment_versions(name, active).await {
+    match store.segments_intact(name, active).await {
         Err(FilterUnavailable::SegmentMissing(_)) => {
             h.segment_missing = true;
             return Ok(h);
         }
         Err(e) => return Err(e),
-        Ok(_) => {}
+        Ok(()) => {}
     }
-    let ones = gate.filter_store().count_ones(name, active).await?;
-    h.estimated_keys = active.params.estimated_len(ones);
+    let (ones, counted) = store.count_ones_sampled(name, active, FILL_SAMPLE_SEGMENTS).await?;
+    let ones = ones as f64 * f64::from(active.params.segment_count) / f64::from(counted.max(1));
+    h.estimated_keys = active.params.estimated_len(ones.round() as u64);
     let c = gate.metrics.filter(name);
     let since = c.build_baseline();
     h.negatives = c.filter_negatives.load(Relaxed) - since.negatives;
     h.false_positives = c.false_positives.load(Relaxed) - since.false_positives;
-    h.deletes = gate.filter_store().deletes(name, active).await?;
+    h.deletes = store.deletes(name, active).await?;
     Ok(h)
 }
 
@@ -151,13 +209,24 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
             {
                 continue;
             }
-            let Ok(h) = health(&gate, &def.name, def.capacity, def.fp_rate).await else { continue };
+            let Ok(h) = health(&gate, &def).await else { continue };
             let Some(action) = rebuild_reason(&h, &thresholds) else {
                 if !h.meta_missing && !h.segment_missing {
                     backoff.remove(&def.name);
                 }
                 continue;
             };
+            if action.retire_only {
+                match rebuild::retire_overdue_previous(gate.filter_store().clone(), &def.name, options.lease_ttl).await
+                {
+                    Ok(true) => {
+                        tracing::info!(filter = %def.name, reason = action.reason, "retired a replaced generation")
+                    }
+                    Ok(false) | Err(rebuild::RebuildError::Busy) => {}
+                    Err(e) => tracing::warn!(filter = %def.name, cause = %e, "could not retire a replaced generation"),
+                }
+                continue;
+            }
             let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
             match rebuild::start(gate.filter_store().clone(), gate.key_store().clone(), def.name.clone(), options).await
             {
@@ -177,8 +246,14 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
 mod tests {
     use super::*;
 
-    const T: Thresholds =
-        Thresholds { resize_at_fill: 1.0, fp_factor: 3.0, fp_min_samples: 1000, stale_delete_share: 0.2 };
+    const T: Thresholds = Thresholds {
+        resize_at_fill: 1.0,
+        fp_factor: 3.0,
+        fp_min_samples: 1000,
+        stale_delete_share: 0.2,
+        max_filter_bytes: 1 << 30,
+        retire_previous_after_ms: 60_000,
+    };
 
     fn healthy() -> Health {
         Health { capacity: 1000, target_fp: 0.01, estimated_keys: 500.0, ..Health::default() }
@@ -197,6 +272,30 @@ mod tests {
         assert!(rebuild_reason(&h, &T).is_some());
         let h = Health { meta_missing: true, building: true, ..healthy() };
         assert_eq!(rebuild_reason(&h, &T), None, "one rebuild at a time");
+    }
+
+    #[test]
+    fn a_rolled_back_or_abandoned_filter_is_rebuilt() {
+        let h = Health { incarnation_changed: true, ..healthy() };
+        assert!(rebuild_reason(&h, &T).unwrap().reason.contains("restarted"));
+        let h = Health { building_abandoned: true, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T).unwrap().capacity, None, "a rebuild that died does not stop recovery");
+        let h = Health { building_abandoned: true, building: true, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None, "unless one is running now");
+    }
+
+    #[test]
+    fn a_resize_over_the_size_limit_is_not_started() {
+        let h = Health { estimated_keys: 1001.0, doubled_bytes: (1 << 30) + 1, ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None);
+    }
+
+    #[test]
+    fn an_overdue_replaced_generation_is_only_retired() {
+        let h = Health { previous_age_ms: Some(61_000), ..healthy() };
+        assert!(rebuild_reason(&h, &T).unwrap().retire_only);
+        let h = Health { previous_age_ms: Some(1_000), ..healthy() };
+        assert_eq!(rebuild_reason(&h, &T), None);
     }
 
     #[test]

@@ -30,6 +30,27 @@ impl BloomFilter {
         BloomFilter { params, blocks }
     }
 
+    /// Like [`new`](Self::new), but refuses instead of aborting the process when the memory
+    /// cannot be had: a filter's size comes from an operator's request, and one too large must
+    /// be an error, not a crash (at start-up, again and again).
+    pub fn try_new(params: Params) -> Result<BloomFilter, AllocError> {
+        let blocks = try_blocks(&params)?;
+        Ok(BloomFilter { params, blocks })
+    }
+
+    /// [`try_new`](Self::try_new) with the huge-page advice of
+    /// [`new_with_huge_pages`](Self::new_with_huge_pages).
+    #[cfg(feature = "std")]
+    pub fn try_new_with_huge_pages(params: Params) -> Result<BloomFilter, AllocError> {
+        let count = usize::try_from(params.total_blocks()).map_err(|_| AllocError { bytes: params.total_bytes() })?;
+        let mut blocks: Vec<Block> = Vec::new();
+        blocks.try_reserve_exact(count).map_err(|_| AllocError { bytes: params.total_bytes() })?;
+        #[cfg(target_os = "linux")]
+        crate::memory::advise_huge_pages(blocks.as_ptr().cast(), count * BLOCK_BYTES);
+        blocks.resize_with(count, Block::default);
+        Ok(BloomFilter { params, blocks })
+    }
+
     /// Like [`new`](Self::new), but on Linux first advises the kernel to back the bit array
     /// with transparent huge pages. Worth it for filters of hundreds of MB: each lookup then
     /// misses the cache once instead of missing the cache *and* the TLB. Elsewhere, or when the
@@ -143,6 +164,22 @@ impl BloomFilter {
         out
     }
 
+    /// [`merge_segment_payload`](Self::merge_segment_payload) through a shared reference,
+    /// with atomic ORs: concurrent inserts into the same segment are kept, never overwritten.
+    pub fn merge_segment_payload_shared(&self, index: u32, payload: &[u8]) -> bool {
+        let per = self.params.segment_blocks() as usize;
+        if index >= self.params.segment_count || payload.len() != per * BLOCK_BYTES {
+            return false;
+        }
+        let start = index as usize * per;
+        for (block, bytes) in self.blocks[start..start + per].iter().zip(payload.chunks_exact(BLOCK_BYTES)) {
+            let mut array = [0u8; BLOCK_BYTES];
+            array.copy_from_slice(bytes);
+            block.set_shared(&crate::block::words_from_bytes(&array));
+        }
+        true
+    }
+
     /// ORs a segment's payload (e.g. read back from Redis) into this filter. Returns false, and
     /// changes nothing, if the index or length does not fit these parameters.
     pub fn merge_segment_payload(&mut self, index: u32, payload: &[u8]) -> bool {
@@ -158,6 +195,31 @@ impl BloomFilter {
         }
         true
     }
+}
+
+/// The memory for a filter could not be allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocError {
+    /// Bytes asked for.
+    pub bytes: u64,
+}
+
+impl core::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "cannot allocate {} bytes for the filter's bits", self.bytes)
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for AllocError {}
+
+fn try_blocks(params: &Params) -> Result<Vec<Block>, AllocError> {
+    let error = AllocError { bytes: params.total_bytes() };
+    let count = usize::try_from(params.total_blocks()).map_err(|_| error)?;
+    let mut blocks: Vec<Block> = Vec::new();
+    blocks.try_reserve_exact(count).map_err(|_| error)?;
+    blocks.resize_with(count, Block::default);
+    Ok(blocks)
 }
 
 fn block_count(params: &Params) -> usize {
@@ -282,5 +344,32 @@ mod tests {
         (0..1000).for_each(|i| filter.insert(&key(i, 7)));
         assert!((0..1000).all(|i| filter.may_contain(&key(i, 7))));
         assert!(filter.count_ones() >= 1000 * 6 / 2, "bits were set");
+    }
+
+    #[test]
+    fn an_impossible_size_is_an_error_not_an_abort() {
+        // 2^16 blocks per segment × 2^32 - 1 segments × 64 bytes: far beyond any machine.
+        let params = Params::new(1, 6, 16, u32::MAX).unwrap();
+        let err = BloomFilter::try_new(params).err().expect("allocation must be refused");
+        assert_eq!(err.bytes, params.total_bytes());
+        assert!(BloomFilter::try_new(Params::new(1, 6, 2, 3).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_shared_merge_keeps_what_was_inserted_meanwhile() {
+        let params = Params::for_capacity_with(10_000, 0.01, SizingOptions { seed: 3, segment_bytes: 4096 }).unwrap();
+        let mut built = BloomFilter::new(params);
+        let live = BloomFilter::new(params);
+        for i in 0..5_000 {
+            built.insert(&key(i, 1));
+            live.insert_shared(&key(i, 2));
+        }
+        for index in 0..params.segment_count {
+            assert!(live.merge_segment_payload_shared(index, &built.segment_payload(index)));
+        }
+        assert!(!live.merge_segment_payload_shared(params.segment_count, &built.segment_payload(0)));
+        for i in 0..5_000 {
+            assert!(live.may_contain(&key(i, 1)) && live.may_contain(&key(i, 2)), "key {i}");
+        }
     }
 }

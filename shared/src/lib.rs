@@ -12,7 +12,7 @@ mod memory;
 pub mod params;
 pub mod segment;
 
-pub use filter::BloomFilter;
+pub use filter::{AllocError, BloomFilter};
 pub use hash::{hash_key, KeyHash};
 pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
 pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};

@@ -11,6 +11,7 @@ pub mod edge;
 pub mod loadgen;
 pub mod origin;
 pub mod proxy;
+pub mod race;
 pub mod redis_server;
 
 use std::time::Duration;

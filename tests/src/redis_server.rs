@@ -35,7 +35,20 @@ impl RedisServer {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Starts the server again (empty: no persistence), on the same port.
+    /// Writes a snapshot now (`SAVE`); the next [`restart`](Self::restart) loads it: Redis
+    /// back in time, as after a restart from an RDB file or a failover to a lagging replica.
+    pub async fn save_snapshot(&self) {
+        let mut conn = self.connection().await;
+        let _: () = redis::cmd("SAVE").query_async(&mut conn).await.expect("SAVE");
+    }
+
+    /// Deletes the snapshot, so the next restart starts empty.
+    pub fn forget_snapshot(&self) {
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
+    }
+
+    /// Starts the server again on the same port: empty, or from the last
+    /// [`save_snapshot`](Self::save_snapshot) if there is one (no other persistence).
     pub fn restart(&mut self) {
         self.kill();
         let child = Command::new("redis-server")

@@ -105,19 +105,31 @@ async fn flushed_or_missing_segments_and_metadata_fall_through() {
     assert!(answers.iter().all(|(seen, _)| *seen), "a deleted segment produced a false negative");
     assert!(answers.iter().any(|(_, by)| by == "database"));
     assert!(origin.metric("bloomgate_filter_fallthroughs_total{reason=\"segment_missing\"}").await > 0.0);
-    // A write to a key in the deleted segment must fail rather than recreate it as zeros.
-    let failed_before = origin.metric("bloomgate_write_filter_failures_total").await;
+    // Writes to keys in the deleted segment are stored (the database has them), but never
+    // re-create the segment as zeros: it is marked lost, so neither an origin nor an edge can
+    // read it again (the recovery check rebuilds the generation).
     let new_keys = random_keys(200);
-    let mut refused = 0;
     for key in &new_keys {
-        if origin.put(&filter, key).await.status() == StatusCode::SERVICE_UNAVAILABLE {
-            refused += 1;
-        }
+        assert_eq!(origin.put(&filter, key).await.status(), StatusCode::CREATED);
     }
-    assert!(refused > 0, "no write landed in the deleted segment");
-    assert_eq!(origin.metric("bloomgate_write_filter_failures_total").await - failed_before, refused as f64);
     let exists: bool = conn.exists(&segment_keys[0]).await.unwrap();
     assert!(!exists, "an add recreated a deleted segment");
+    assert!(
+        origin.lookup_all(&filter, &new_keys).await.iter().all(|(seen, _)| *seen),
+        "a write into a lost segment is 'not seen'"
+    );
+    let manifest = origin
+        .http
+        .get(format!("{}/v1/filters/{filter}/manifest", origin.base))
+        .header("x-bloomgate-edge-secret", bloomgate_tests::origin::EDGE_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        manifest.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "an edge must not keep using its copy of a lost segment"
+    );
 
     let _: () = conn.del(format!("bg:{{{filter}}}:meta")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -22,16 +22,21 @@ async fn services() {
     require("Cassandra", &cassandra_addr()).await;
 }
 
-/// Short waits for tests; the argument in `rebuild` needs settle ≥ the longest write, which the
-/// request timeout bounds.
+/// Short waits for tests (no settle: writes re-read the state after the key store, see
+/// `rebuild`; a short grace and lease).
 fn fast_rebuilds(mut c: Config) -> Config {
     // Batches of 1000 keys on a busy 2-core machine can take seconds.
     c.request_timeout_ms = 10_000;
     c.redis_write_timeout_ms = 2000;
-    c.rebuild_settle_ms = 0; // = request timeout + Redis write timeout
+    c.rebuild_settle_ms = 0;
     c.rebuild_grace_ms = 500;
+    c.rebuild_lease_ms = 3_000;
     c
 }
+
+/// Keys per second each writer sends: bounded, so the test writes the same on a fast machine
+/// and a slow one, and the filter is sized for what it writes.
+const WRITER_KEYS_PER_SEC: u64 = 1_000;
 
 fn own_keyspace(mut c: Config) -> Config {
     c.cassandra_keyspace = format!("bg_test_{:x}", rand::random::<u32>());
@@ -46,8 +51,8 @@ async fn active_generation(origin: &TestOrigin, filter: &str) -> Option<u64> {
 async fn writes_during_a_rebuild_are_never_lost() {
     services().await;
     let mut cfg = fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()));
-    // Longer than the longest write (request timeout), and long so many writes land inside.
-    cfg.rebuild_settle_ms = 45_000;
+    // A window before the scan, so writes land in every phase of the build.
+    cfg.rebuild_settle_ms = 10_000;
     let origin = Arc::new(TestOrigin::start(cfg).await);
     let filter = unique_filter("during");
     origin.create_filter(&filter, 400_000, 0.01).await;
@@ -62,8 +67,10 @@ async fn writes_during_a_rebuild_are_never_lost() {
         .map(|_| {
             let (origin, filter, acked, stop) = (origin.clone(), filter.clone(), acked.clone(), stop.clone());
             tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
                 while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    let batch = random_keys(1000);
+                    tick.tick().await;
+                    let batch = random_keys((WRITER_KEYS_PER_SEC / 10) as usize);
                     let r = origin
                         .http
                         .post(format!("{}/v1/filters/{filter}/keys", origin.base))
@@ -116,7 +123,9 @@ async fn writes_during_a_rebuild_are_never_lost() {
         during,
         started.elapsed().as_secs_f64()
     );
-    assert!(during >= 100_000, "only {during} keys were written during the build");
+    // Two writers at a bounded rate through a build of ≥ 10 s: thousands of keys, on any machine
+    // that sustains the rate (20k keys at full rate).
+    assert!(during >= 5_000, "only {during} keys were written during the build");
     let scanned: Vec<u64> = snapshots.iter().filter_map(|p| p["keys_scanned"].as_u64()).collect();
     assert!(scanned.windows(2).all(|w| w[0] <= w[1]), "keys scanned went backwards: {scanned:?}");
     assert!(scanned.last().is_some_and(|n| *n <= report.keys));

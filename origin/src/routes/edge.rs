@@ -2,7 +2,7 @@
 //! secret: segments reveal which keys are stored, so they are not public.
 
 use super::{ApiPath, AppState};
-use crate::auth::require_edge;
+use crate::auth::Edge;
 use crate::error::AppError;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -18,12 +18,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/filters/{filter}/segments/{generation}/{index}", get(segment))
 }
 
-async fn manifest(
-    State(s): State<AppState>,
-    headers: HeaderMap,
-    ApiPath(filter): ApiPath<String>,
-) -> Result<Response, AppError> {
-    require_edge(&headers, s.config.edge_secret.as_deref())?;
+async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
     s.gate.metrics.edge_manifests.fetch_add(1, Relaxed);
     let manifest = s.gate.manifest(&filter).await?;
     let mut response = Json(manifest).into_response();
@@ -33,11 +28,11 @@ async fn manifest(
 }
 
 async fn segment(
+    _: Edge,
     State(s): State<AppState>,
     headers: HeaderMap,
     ApiPath((filter, generation, index)): ApiPath<(String, u64, u32)>,
 ) -> Result<Response, AppError> {
-    require_edge(&headers, s.config.edge_secret.as_deref())?;
     s.gate.metrics.edge_segments.fetch_add(1, Relaxed);
     let (version, wire) = s.gate.segment(&filter, generation, index).await?;
     let etag = format!("\"{generation}-{index}-{version}\"");

@@ -1,14 +1,16 @@
 //! `/v1/filters/{filter}`: create a filter, read its stats (writers only).
 
 use super::{ApiJson, ApiPath, AppState};
-use crate::auth::require_writer;
+use crate::auth::Writer;
 use crate::error::AppError;
-use crate::gate::{CreateFilter, Created};
+use crate::gate::{check_size, CreateFilter, Created};
+use crate::rebuild::RebuildError;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
+use bloomgate_filter::{Params, SizingOptions};
 use serde_json::{json, Value};
 
 /// Routes of this resource.
@@ -20,12 +22,11 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn create(
+    _: Writer,
     State(s): State<AppState>,
-    headers: HeaderMap,
     ApiPath(filter): ApiPath<String>,
     ApiJson(body): ApiJson<CreateFilter>,
 ) -> Result<Response, AppError> {
-    require_writer(&headers, &s.config.writer_tokens)?;
     let created = s.gate.create_filter(&filter, body).await?;
     let status = if created == Created::New { StatusCode::CREATED } else { StatusCode::OK };
     let stats = s.gate.stats(&filter).await?;
@@ -33,11 +34,10 @@ async fn create(
 }
 
 async fn stats(
+    _: Writer,
     State(s): State<AppState>,
-    headers: HeaderMap,
     ApiPath(filter): ApiPath<String>,
 ) -> Result<Json<Value>, AppError> {
-    require_writer(&headers, &s.config.writer_tokens)?;
     Ok(Json(json!(s.gate.stats(&filter).await?)))
 }
 
@@ -51,21 +51,23 @@ struct RebuildBody {
 
 /// Starts an online rebuild (202), or 409 if one is running.
 async fn rebuild(
+    _: Writer,
     State(s): State<AppState>,
-    headers: HeaderMap,
     ApiPath(filter): ApiPath<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, AppError> {
-    require_writer(&headers, &s.config.writer_tokens)?;
-    s.gate.def(&filter).await?;
+    let def = s.gate.def(&filter).await?;
     let body: RebuildBody = if body.is_empty() {
         RebuildBody::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?
     };
-    if let (Some(capacity), fp) = (body.capacity, body.fp_rate) {
-        bloomgate_filter::Params::for_capacity(capacity, fp.unwrap_or(0.01))?;
-    }
+    // The sizing the rebuild will build, checked as it will be: with the filter's own segment
+    // size, before anything is stored.
+    let sizing = SizingOptions { seed: 0, segment_bytes: def.segment_bytes };
+    let params =
+        Params::for_capacity_with(body.capacity.unwrap_or(def.capacity), body.fp_rate.unwrap_or(def.fp_rate), sizing)?;
+    check_size(&params, s.gate.max_filter_bytes())?;
     let options = crate::rebuild::RebuildOptions {
         capacity: body.capacity,
         fp_rate: body.fp_rate,
@@ -76,9 +78,22 @@ async fn rebuild(
     let keys = s.gate.key_store().clone();
     match crate::rebuild::start(filters, keys, filter.clone(), options).await {
         Ok(_task) => Ok((StatusCode::ACCEPTED, Json(json!({ "filter": filter, "rebuilding": true }))).into_response()),
-        Err(crate::rebuild::RebuildError::Busy) => {
-            Err(AppError::Conflict(format!("a rebuild of {filter:?} is already running")))
+        Err(e) => Err(rebuild_error(&filter, e)),
+    }
+}
+
+/// A rebuild that could not start, as the caller should see it: their mistakes are 4xx, the
+/// stores' failures 503 (with the cause logged, not sent).
+fn rebuild_error(filter: &str, e: RebuildError) -> AppError {
+    match e {
+        RebuildError::Busy => AppError::Conflict(format!("a rebuild of {filter:?} is already running")),
+        RebuildError::UnknownFilter(name) => AppError::UnknownFilter(name),
+        RebuildError::Params(e) => AppError::BadParams(e),
+        RebuildError::TooLarge { bytes, max } => AppError::FilterTooLarge { bytes, max },
+        RebuildError::Filter(e) => AppError::FilterWrite(e),
+        RebuildError::Keys(e) => AppError::KeyStore(e),
+        e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
+            AppError::FilterWrite(crate::store::FilterUnavailable::Error(e.to_string()))
         }
-        Err(e) => Err(AppError::BadRequest(e.to_string())),
     }
 }

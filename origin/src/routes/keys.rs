@@ -1,17 +1,17 @@
 //! `/v1/filters/{filter}/keys/...` and `/lookups`: the public lookup API and the writers' API.
 
-use super::{path_key, ApiJson, ApiPath, AppState};
-use crate::auth::require_writer;
+use super::batch::KeysBatch;
+use super::{path_key, ApiPath, AppState};
+use crate::auth::Writer;
 use crate::error::AppError;
 use crate::gate::Answer;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// Header naming who answered a lookup: `filter`, `database` (origin) or `edge`.
@@ -23,13 +23,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/filters/{filter}/keys/{key}", get(lookup).put(insert).delete(delete))
         .route("/v1/filters/{filter}/lookups", post(lookup_batch))
         .route("/v1/filters/{filter}/keys", post(insert_batch))
-}
-
-/// A batch of keys.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeysBody {
-    keys: Vec<String>,
 }
 
 fn answer_json(filter: &str, key: &str, answer: &Answer) -> Value {
@@ -62,20 +55,19 @@ async fn lookup(
 async fn lookup_batch(
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
-    ApiJson(body): ApiJson<KeysBody>,
+    KeysBatch(keys): KeysBatch,
 ) -> Result<Json<Value>, AppError> {
-    let answers = s.gate.lookup_many(&filter, &body.keys).await?;
-    let results: Vec<Value> = body.keys.iter().zip(&answers).map(|(k, a)| answer_json(&filter, k, a)).collect();
+    let answers = s.gate.lookup_many(&filter, &keys).await?;
+    let results: Vec<Value> = keys.iter().zip(&answers).map(|(k, a)| answer_json(&filter, k, a)).collect();
     Ok(Json(json!({ "filter": filter, "results": results })))
 }
 
 async fn insert(
+    _: Writer,
     State(s): State<AppState>,
-    headers: HeaderMap,
     ApiPath((filter, key)): ApiPath<(String, String)>,
     value: Bytes,
 ) -> Result<Response, AppError> {
-    require_writer(&headers, &s.config.writer_tokens)?;
     if value.len() > s.config.max_value_bytes {
         return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
     }
@@ -84,22 +76,20 @@ async fn insert(
 }
 
 async fn insert_batch(
+    _: Writer,
     State(s): State<AppState>,
-    headers: HeaderMap,
     ApiPath(filter): ApiPath<String>,
-    ApiJson(body): ApiJson<KeysBody>,
+    KeysBatch(keys): KeysBatch,
 ) -> Result<Json<Value>, AppError> {
-    require_writer(&headers, &s.config.writer_tokens)?;
-    let stored = s.gate.insert_batch(&filter, &body.keys).await?;
+    let stored = s.gate.insert_batch(&filter, &keys).await?;
     Ok(Json(json!({ "filter": filter, "stored": stored })))
 }
 
 async fn delete(
+    _: Writer,
     State(s): State<AppState>,
-    headers: HeaderMap,
     ApiPath((filter, key)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, AppError> {
-    require_writer(&headers, &s.config.writer_tokens)?;
     let existed = s.gate.delete(&filter, path_key(&key)?).await?;
     Ok(Json(json!({ "filter": filter, "key": key, "deleted": existed })))
 }

@@ -1,5 +1,6 @@
 //! HTTP routes, one file per resource, and the layers around them.
 
+pub mod batch;
 pub mod edge;
 pub mod filters;
 pub mod keys;

@@ -3,6 +3,7 @@
 //! Every statement is prepared once at start-up with its consistency, timeout and idempotence;
 //! each lookup is a single-partition read bound on the full partition key.
 
+use super::consistency::{check_overlap, Replication};
 use super::{FilterDef, KeyStore, KeyStoreError};
 use bloomgate_filter::KeyFormat;
 use futures::future::BoxFuture;
@@ -94,6 +95,7 @@ impl CassandraKeyStore {
             session.query_unpaged(statement, ()).await.map_err(err)?;
         }
         session.await_schema_agreement().await.map_err(err)?;
+        check_keyspace_consistency(&session, ks, settings.consistency).await?;
         let prepare = |cql: String, idempotent: bool| {
             let session = &session;
             async move {
@@ -106,8 +108,10 @@ impl CassandraKeyStore {
         };
         let get_key = prepare(format!("SELECT value FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?;
         let put_key = prepare(format!("INSERT INTO {ks}.keys (filter, key, value) VALUES (?, ?, ?)"), true).await?;
-        let delete_key =
-            prepare(format!("DELETE FROM {ks}.keys WHERE filter = ? AND key = ? IF EXISTS"), false).await?;
+        // A plain delete, like the plain insert: a lightweight-transaction delete mixed with
+        // plain inserts on the same rows orders them by two different clocks (Paxos ballots
+        // and write timestamps), and could shadow an insert acknowledged after it.
+        let delete_key = prepare(format!("DELETE FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?;
         let mut insert_filter = prepare(
             format!(
                 "INSERT INTO {ks}.filters (name, key_format, capacity, fp_rate, segment_bytes) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
@@ -125,7 +129,11 @@ impl CassandraKeyStore {
         let all_filters =
             prepare(format!("SELECT name, key_format, capacity, fp_rate, segment_bytes FROM {ks}.filters"), true)
                 .await?;
-        let resize = prepare(format!("UPDATE {ks}.filters SET capacity = ?, fp_rate = ? WHERE name = ?"), true).await?;
+        // Definitions are written only by lightweight transactions (create, resize), never mixed.
+        let mut resize =
+            prepare(format!("UPDATE {ks}.filters SET capacity = ?, fp_rate = ? WHERE name = ? IF EXISTS"), false)
+                .await?;
+        resize.set_serial_consistency(Some(scylla::statement::SerialConsistency::Serial));
         let mut scan_range = prepare(
             format!("SELECT filter, key FROM {ks}.keys WHERE token(filter, key) >= ? AND token(filter, key) <= ?"),
             true,
@@ -166,6 +174,24 @@ fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow)
         fp_rate,
         segment_bytes: u64::try_from(segment_bytes).map_err(err)?,
     })
+}
+
+/// Refuses to run at a consistency level whose reads might miss acknowledged writes for the
+/// keyspace's real replication (see `consistency`).
+async fn check_keyspace_consistency(
+    session: &Session,
+    keyspace: &str,
+    level: Consistency,
+) -> Result<(), KeyStoreError> {
+    let result = session
+        .query_unpaged("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?", (keyspace,))
+        .await
+        .map_err(err)?;
+    let rows = result.into_rows_result().map_err(err)?;
+    let row: Option<(std::collections::HashMap<String, String>,)> = rows.maybe_first_row().map_err(err)?;
+    let (map,) = row.ok_or_else(|| err(format!("keyspace {keyspace} not found after creating it")))?;
+    let replication = Replication::from_schema(&map).map_err(|e| err(format!("keyspace {keyspace}: {e}")))?;
+    check_overlap(level, &replication).map_err(|e| err(format!("keyspace {keyspace}: {e}")))
 }
 
 /// The Murmur3 token ring cut into `n` contiguous, inclusive ranges covering all of it.
@@ -256,12 +282,13 @@ impl KeyStore for CassandraKeyStore {
     }
 
     fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>> {
-        let values = (filter.to_owned(), key.to_vec());
+        let (filter, key) = (filter.to_owned(), key.to_vec());
         async move {
-            let result = self.session.execute_unpaged(&self.delete_key, values).await.map_err(classify)?;
-            let rows = result.into_rows_result().map_err(err)?;
-            let applied: Option<(bool,)> = rows.maybe_first_row().map_err(err)?;
-            Ok(applied.is_some_and(|(applied,)| applied))
+            // Whether it was there is read first: informational (the answer's `deleted`), so it
+            // need not be atomic with the delete.
+            let existed = self.get(&filter, &key).await?.is_some();
+            self.session.execute_unpaged(&self.delete_key, (filter, key)).await.map_err(classify)?;
+            Ok(existed)
         }
         .boxed()
     }

@@ -8,7 +8,7 @@ use bloomgate_filter::{BloomFilter, KeyHash};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -20,44 +20,101 @@ struct LocalFilter {
 }
 
 /// The filter held in this process's memory: generations, states and leases, as in Redis.
-#[derive(Default)]
 pub struct MemoryFilterStore {
+    /// Random per process: the filter lives and dies with it, like a Redis without persistence.
+    incarnation: u64,
     generations: RwLock<HashMap<(String, u64), Arc<LocalFilter>>>,
+    retired: RwLock<HashSet<(String, u64)>>,
     states: RwLock<HashMap<String, FilterState>>,
     leases: RwLock<HashMap<String, (String, std::time::Instant)>>,
     deletes: RwLock<HashMap<(String, u64), u64>>,
     progress: RwLock<HashMap<String, BuildProgress>>,
 }
 
+impl Default for MemoryFilterStore {
+    fn default() -> Self {
+        MemoryFilterStore {
+            incarnation: rand::random::<u64>() | 1,
+            generations: RwLock::default(),
+            retired: RwLock::default(),
+            states: RwLock::default(),
+            leases: RwLock::default(),
+            deletes: RwLock::default(),
+            progress: RwLock::default(),
+        }
+    }
+}
+
 fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
     async move { value }.boxed()
 }
 
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
 impl MemoryFilterStore {
+    /// The live generation `meta` names; `Incarnation` if it belongs to another process.
     fn generation(&self, filter: &str, meta: FilterMeta) -> Result<Arc<LocalFilter>, FilterUnavailable> {
-        let generations = self.generations.read().unwrap_or_else(|e| e.into_inner());
-        generations.get(&(filter.to_owned(), meta.generation)).cloned().ok_or(FilterUnavailable::MetaMissing)
+        if meta.incarnation != self.incarnation {
+            return Err(FilterUnavailable::Incarnation);
+        }
+        read(&self.generations)
+            .get(&(filter.to_owned(), meta.generation))
+            .cloned()
+            .ok_or(FilterUnavailable::MetaMissing)
+    }
+
+    fn is_retired(&self, filter: &str, meta: FilterMeta) -> bool {
+        read(&self.retired).contains(&(filter.to_owned(), meta.generation))
     }
 }
 
 impl FilterStore for MemoryFilterStore {
     fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let mut generations = self.generations.write().unwrap_or_else(|e| e.into_inner());
-        generations.entry((filter.to_owned(), meta.generation)).or_insert_with(|| {
-            let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
-            Arc::new(LocalFilter { bits: BloomFilter::new(meta.params), versions })
-        });
+        if meta.incarnation != self.incarnation {
+            return ready(Err(FilterUnavailable::Incarnation));
+        }
+        let key = (filter.to_owned(), meta.generation);
+        if read(&self.generations).contains_key(&key) {
+            return ready(Ok(()));
+        }
+        // Allocated outside the lock, and fallibly: an over-large filter is an error.
+        let bits = match BloomFilter::try_new(meta.params) {
+            Ok(bits) => bits,
+            Err(e) => return ready(Err(FilterUnavailable::Error(e.to_string()))),
+        };
+        let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
+        write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));
         ready(Ok(()))
     }
 
     fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        let states = self.states.read().unwrap_or_else(|e| e.into_inner());
-        ready(states.get(filter).copied().ok_or(FilterUnavailable::MetaMissing))
+        let state = read(&self.states).get(filter).copied().ok_or(FilterUnavailable::MetaMissing);
+        ready(state.map(|s| FilterState { read_from: self.incarnation, ..s }))
     }
 
-    fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        self.states.write().unwrap_or_else(|e| e.into_inner()).insert(filter.to_owned(), state);
-        ready(Ok(()))
+    fn incarnation(&self) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        ready(Ok(self.incarnation))
+    }
+
+    fn replace_state(
+        &self,
+        filter: &str,
+        expected: Option<u64>,
+        state: FilterState,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+        let mut states = write(&self.states);
+        if states.get(filter).map(|s| s.revision) != expected {
+            return ready(Ok(false));
+        }
+        let state = FilterState { revision: expected.map_or(1, |r| r + 1), read_from: 0, ..state };
+        states.insert(filter.to_owned(), state);
+        ready(Ok(true))
     }
 
     fn merge_segment(
@@ -68,48 +125,52 @@ impl FilterStore for MemoryFilterStore {
         payload: Vec<u8>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let result = self.generation(filter, meta).and_then(|f| {
-            // Rebuild the in-memory generation through a copy: only the quick start uses this.
-            let mut merged = BloomFilter::new(meta.params);
-            for i in 0..meta.params.segment_count {
-                merged.merge_segment_payload(i, &f.bits.segment_payload(i));
-            }
-            if !merged.merge_segment_payload(index, &payload) {
+            // ORed in place with atomic ORs: adds landing meanwhile are kept.
+            if !f.bits.merge_segment_payload_shared(index, &payload) {
                 return Err(FilterUnavailable::SegmentMissing(index));
             }
-            let versions = f.versions.iter().map(|v| AtomicU64::new(v.load(Ordering::SeqCst))).collect::<Vec<_>>();
-            versions[index as usize].fetch_add(1, Ordering::SeqCst);
-            let mut generations = self.generations.write().unwrap_or_else(|e| e.into_inner());
-            generations.insert((filter.to_owned(), meta.generation), Arc::new(LocalFilter { bits: merged, versions }));
+            f.versions[index as usize].fetch_add(1, Ordering::SeqCst);
             Ok(())
         });
         ready(result)
     }
 
     fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let mut deletes = self.deletes.write().unwrap_or_else(|e| e.into_inner());
-        *deletes.entry((filter.to_owned(), meta.generation)).or_default() += n;
+        *write(&self.deletes).entry((filter.to_owned(), meta.generation)).or_default() += n;
         ready(Ok(()))
     }
 
     fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        let deletes = self.deletes.read().unwrap_or_else(|e| e.into_inner());
-        ready(Ok(deletes.get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0)))
+        ready(Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0)))
     }
 
     fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        self.progress.write().unwrap_or_else(|e| e.into_inner()).insert(filter.to_owned(), progress);
+        write(&self.progress).insert(filter.to_owned(), progress);
         ready(Ok(()))
     }
 
     fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>> {
-        ready(Ok(self.progress.read().unwrap_or_else(|e| e.into_inner()).get(filter).copied()))
+        ready(Ok(read(&self.progress).get(filter).copied()))
     }
 
-    fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    fn retire_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let key = (filter.to_owned(), meta.generation);
-        self.deletes.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
-        self.generations.write().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        // Marked first, so adds that still name it succeed as no-ops; then the bits go.
+        write(&self.retired).insert(key.clone());
+        write(&self.generations).remove(&key);
+        write(&self.deletes).remove(&key);
         ready(Ok(()))
+    }
+
+    fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        let mut generations = write(&self.generations);
+        let before = generations.len();
+        generations.retain(|(f, g), _| f != filter || keep.contains(g));
+        ready(Ok((before - generations.len()) as u64))
+    }
+
+    fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        ready(self.generation(filter, meta).map(|_| ()))
     }
 
     fn lease(
@@ -118,7 +179,7 @@ impl FilterStore for MemoryFilterStore {
         owner: &str,
         ttl: std::time::Duration,
     ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
-        let mut leases = self.leases.write().unwrap_or_else(|e| e.into_inner());
+        let mut leases = write(&self.leases);
         let now = std::time::Instant::now();
         let free = leases.get(filter).is_none_or(|(holder, until)| holder == owner || *until <= now);
         if free {
@@ -128,11 +189,17 @@ impl FilterStore for MemoryFilterStore {
     }
 
     fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let mut leases = self.leases.write().unwrap_or_else(|e| e.into_inner());
+        let mut leases = write(&self.leases);
         if leases.get(filter).is_some_and(|(holder, _)| holder == owner) {
             leases.remove(filter);
         }
         ready(Ok(()))
+    }
+
+    fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>> {
+        let now = std::time::Instant::now();
+        let holder = read(&self.leases).get(filter).filter(|(_, until)| *until > now).map(|(h, _)| h.clone());
+        ready(Ok(holder))
     }
 
     fn may_contain(
@@ -141,7 +208,15 @@ impl FilterStore for MemoryFilterStore {
         meta: FilterMeta,
         hash: KeyHash,
     ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
-        ready(self.generation(filter, meta).map(|f| f.bits.may_contain_hash(&hash)))
+        let answer = match self.generation(filter, meta) {
+            Ok(f) => Ok(f.bits.may_contain_hash(&hash)),
+            // Retired or never created: unreadable, so the lookup falls through.
+            Err(FilterUnavailable::MetaMissing) => {
+                Err(FilterUnavailable::SegmentMissing(meta.params.locate(&hash).segment))
+            }
+            Err(e) => Err(e),
+        };
+        ready(answer)
     }
 
     fn add(
@@ -150,28 +225,33 @@ impl FilterStore for MemoryFilterStore {
         meta: FilterMeta,
         hashes: Vec<KeyHash>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let result = self.generation(filter, meta).map(|f| {
-            for hash in &hashes {
-                f.bits.insert_hash_shared(hash);
-                f.versions[meta.params.locate(hash).segment as usize].fetch_add(1, Ordering::SeqCst);
+        let result = match self.generation(filter, meta) {
+            Ok(f) => {
+                for hash in &hashes {
+                    f.bits.insert_hash_shared(hash);
+                    f.versions[meta.params.locate(hash).segment as usize].fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(())
             }
-        });
+            Err(FilterUnavailable::MetaMissing) if self.is_retired(filter, meta) => Ok(()),
+            Err(e) => Err(e),
+        };
         ready(result)
     }
 
     fn segment(
         &self,
         filter: &str,
-        generation: u64,
+        meta: FilterMeta,
         index: u32,
     ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
-        let generations = self.generations.read().unwrap_or_else(|e| e.into_inner());
-        let result = match generations.get(&(filter.to_owned(), generation)) {
-            Some(f) if (index as usize) < f.versions.len() => {
+        let result = match self.generation(filter, meta) {
+            Ok(f) if (index as usize) < f.versions.len() => {
                 // Version first, then bits: the bits are at least as new as the label.
                 let version = f.versions[index as usize].load(Ordering::SeqCst);
                 Ok(SegmentBits { version, payload: f.bits.segment_payload(index) })
             }
+            Err(FilterUnavailable::Incarnation) => Err(FilterUnavailable::Incarnation),
             _ => Err(FilterUnavailable::SegmentMissing(index)),
         };
         ready(result)
@@ -183,6 +263,16 @@ impl FilterStore for MemoryFilterStore {
 
     fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
         ready(self.generation(filter, meta).map(|f| f.bits.count_ones()))
+    }
+
+    fn count_ones_sampled(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        _max_segments: u32,
+    ) -> BoxFuture<'_, Result<(u64, u32), FilterUnavailable>> {
+        // In memory a full count is a scan of RAM: cheap enough to do whole.
+        ready(self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count)))
     }
 
     fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
@@ -197,6 +287,42 @@ impl FilterStore for MemoryFilterStore {
 /// Keys by `filter \0 key`; filter definitions by name (JSON).
 const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
 const FILTERS: TableDefinition<&str, &str> = TableDefinition::new("filters");
+
+fn filter_defs_in(db: &Database) -> Result<Vec<FilterDef>, KeyStoreError> {
+    let tx = db.begin_read().map_err(err)?;
+    let table = tx.open_table(FILTERS).map_err(err)?;
+    let mut out = Vec::new();
+    for entry in table.iter().map_err(err)? {
+        let (_, v) = entry.map_err(err)?;
+        out.push(serde_json::from_str(v.value()).map_err(err)?);
+    }
+    Ok(out)
+}
+
+/// Keys handed over per chunk by a scan.
+const SCAN_CHUNK: usize = 16 * 1024;
+
+/// Reads every key of `filter`, calling `send` per chunk until it returns false.
+fn scan_chunks(db: &Database, filter: &str, mut send: impl FnMut(Vec<Vec<u8>>) -> bool) -> Result<(), KeyStoreError> {
+    let tx = db.begin_read().map_err(err)?;
+    let table = tx.open_table(KEYS).map_err(err)?;
+    let prefix = row_key(filter, b"");
+    let mut chunk = Vec::with_capacity(SCAN_CHUNK);
+    for entry in table.range(prefix.as_slice()..).map_err(err)? {
+        let (k, _) = entry.map_err(err)?;
+        let Some(key) = k.value().strip_prefix(prefix.as_slice()) else {
+            break;
+        };
+        chunk.push(key.to_vec());
+        if chunk.len() == SCAN_CHUNK && !send(std::mem::replace(&mut chunk, Vec::with_capacity(SCAN_CHUNK))) {
+            return Ok(());
+        }
+    }
+    if !chunk.is_empty() {
+        send(chunk);
+    }
+    Ok(())
+}
 
 /// Keys in an embedded redb file.
 pub struct RedbKeyStore {
@@ -247,14 +373,7 @@ impl RedbKeyStore {
 
     /// Every filter definition.
     pub fn filter_defs(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
-        let tx = self.db.begin_read().map_err(err)?;
-        let table = tx.open_table(FILTERS).map_err(err)?;
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(err)? {
-            let (_, v) = entry.map_err(err)?;
-            out.push(serde_json::from_str(v.value()).map_err(err)?);
-        }
-        Ok(out)
+        filter_defs_in(&self.db)
     }
 
     async fn blocking<T: Send + 'static>(
@@ -274,15 +393,26 @@ impl KeyStore for RedbKeyStore {
         sink: &'a (dyn Fn(&[u8]) + Send + Sync),
     ) -> BoxFuture<'a, Result<u64, KeyStoreError>> {
         async move {
-            let keys = self.keys_of(filter)?;
-            keys.iter().for_each(|k| sink(k));
-            Ok(keys.len() as u64)
+            // redb is read on a blocking thread and handed over in chunks, so a rebuild never
+            // stalls the runtime that answers lookups.
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);
+            let (db, filter_name) = (self.db.clone(), filter.to_owned());
+            let reader = tokio::task::spawn_blocking(move || {
+                scan_chunks(&db, &filter_name, |chunk| tx.blocking_send(chunk).is_ok())
+            });
+            let mut n = 0u64;
+            while let Some(chunk) = rx.recv().await {
+                chunk.iter().for_each(|k| sink(k));
+                n += chunk.len() as u64;
+            }
+            reader.await.map_err(err)??;
+            Ok(n)
         }
         .boxed()
     }
 
     fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>> {
-        ready(self.filter_defs())
+        self.blocking(filter_defs_in).boxed()
     }
 
     fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>> {

@@ -3,11 +3,16 @@
 //! redb for the quick start). All I/O to a system lives in that system's module.
 
 pub mod cassandra;
+pub mod consistency;
 pub mod embedded;
 pub mod redis;
+pub mod redis_link;
+pub mod state;
+
+pub use state::{FilterMeta, FilterState};
 
 use crate::build_progress::BuildProgress;
-use bloomgate_filter::{KeyFormat, KeyHash, Params};
+use bloomgate_filter::{KeyFormat, KeyHash};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -26,39 +31,6 @@ pub struct FilterDef {
     pub segment_bytes: u64,
 }
 
-/// The filter's live state in the filter store: which generation is active, with which params.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FilterMeta {
-    /// Active generation.
-    pub generation: u64,
-    /// Params of that generation.
-    pub params: Params,
-}
-
-/// Which generations a filter has: the one lookups read, the one a rebuild is filling (every
-/// add goes to both), and the one just replaced (kept while edges and caches move over).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FilterState {
-    /// Read by lookups. None while a filter is being recovered: lookups fall through.
-    pub active: Option<FilterMeta>,
-    /// Being built; adds go here too.
-    pub building: Option<FilterMeta>,
-    /// Replaced by the last switch; served to edges until deleted.
-    pub previous: Option<FilterMeta>,
-}
-
-impl FilterState {
-    /// The generations an add must reach: active and building.
-    pub fn write_targets(&self) -> impl Iterator<Item = FilterMeta> + '_ {
-        self.active.iter().chain(self.building.iter()).copied()
-    }
-
-    /// The generation with this number, if the filter still has it.
-    pub fn generation(&self, generation: u64) -> Option<FilterMeta> {
-        [self.active, self.building, self.previous].into_iter().flatten().find(|m| m.generation == generation)
-    }
-}
-
 /// Why the filter could not answer. Never means "not found": every one of these falls through
 /// to the key store. The label names the reason in metrics.
 #[derive(Clone, Debug, thiserror::Error)]
@@ -75,6 +47,10 @@ pub enum FilterUnavailable {
     /// The key's segment is absent or the wrong size.
     #[error("filter segment {0} missing")]
     SegmentMissing(u32),
+    /// The bits belong to another incarnation of the filter store: it restarted or failed
+    /// over since they were written, and may have lost some.
+    #[error("the filter store restarted or failed over since these bits were written")]
+    Incarnation,
 }
 
 impl FilterUnavailable {
@@ -85,6 +61,7 @@ impl FilterUnavailable {
             FilterUnavailable::Error(_) => "error",
             FilterUnavailable::MetaMissing => "meta_missing",
             FilterUnavailable::SegmentMissing(_) => "segment_missing",
+            FilterUnavailable::Incarnation => "incarnation_changed",
         }
     }
 }
@@ -103,7 +80,8 @@ pub trait FilterStore: Send + Sync + 'static {
     /// Creates generation `meta.generation` with all segments zeroed (idempotent). Does not
     /// change which generation is active.
     fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
-    /// The filter's generations; `MetaMissing` if the filter store has no record of it.
+    /// The filter's generations, with `read_from` set to the incarnation of the store process
+    /// that answered; `MetaMissing` if the filter store has no record of the filter.
     fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>>;
     /// [`state`](Self::state) for the write path and admin reads (stats): under the write
     /// timeout, since a write must not fail because lookups' short timeout expired behind
@@ -111,8 +89,17 @@ pub trait FilterStore: Send + Sync + 'static {
     fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
         self.state(filter)
     }
-    /// Replaces the filter's state in one atomic step.
-    fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// The incarnation of the store process answering now (see [`state`](Self::state)).
+    fn incarnation(&self) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    /// Replaces the filter's state if its revision is still `expected` (None: if there is no
+    /// state), in one atomic step; the stored revision becomes `expected + 1` (1 for a new
+    /// state). False if someone else changed it first.
+    fn replace_state(
+        &self,
+        filter: &str,
+        expected: Option<u64>,
+        state: FilterState,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
     /// ORs a built segment's payload into generation `meta` (keeping bits that concurrent adds
     /// set meanwhile) and bumps its version, atomically. Fails if the segment is missing.
     fn merge_segment(
@@ -132,8 +119,20 @@ pub trait FilterStore: Send + Sync + 'static {
     fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The last published progress of a rebuild of `filter`, if any.
     fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>>;
-    /// Deletes every segment of generation `meta`, and its delete count.
-    fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// Makes generation `meta` unreadable, segment by segment: its bits are deleted (reads
+    /// fall through) while adds to it still succeed as no-ops, so writes that read the state
+    /// before it stopped naming the generation do not fail. Call before the state stops
+    /// naming the generation. Also drops its delete count.
+    fn retire_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// Deletes the keys of every generation of `filter` not in `keep` (left behind when the
+    /// state was lost, or by a rebuild that died); returns how many keys went. Retired
+    /// segments' markers are left to expire on their own.
+    fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    /// Checks that every segment of `meta` has its bits at full size and a version:
+    /// `SegmentMissing` names the first that does not.
+    fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// The owner of the filter's rebuild lease, if it is held.
+    fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>>;
     /// Takes the filter's rebuild lease for `owner` unless someone else holds it; true if taken
     /// (or already held by `owner`, in which case it is extended).
     fn lease(
@@ -151,21 +150,37 @@ pub trait FilterStore: Send + Sync + 'static {
         meta: FilterMeta,
         hash: KeyHash,
     ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
-    /// Sets the keys' bits, each only if its segment exists, and bumps changed segments'
-    /// versions. Errs if any key could not be added: the caller must not acknowledge it.
+    /// Sets the keys' bits and bumps changed segments' versions. Errs if any key could not be
+    /// added: the caller must not acknowledge it. Adds to a segment no reader can use succeed
+    /// and change nothing: a retired one (see `retire_generation`), or one found half gone
+    /// (bits or version missing), which is first marked lost for good, so that no origin or
+    /// edge ever reads it again. A segment is never re-created as zeros.
+    ///
+    /// Every method taking a `meta` fails with `Incarnation` if the store process answering
+    /// is not the one that holds `meta`'s bits.
     fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>)
         -> BoxFuture<'_, Result<(), FilterUnavailable>>;
-    /// A segment's version and bits, read atomically.
+    /// A segment's version and bits, read atomically (under the write timeout: an edge may
+    /// wait for a 64 KiB read, a lookup may not).
     fn segment(
         &self,
         filter: &str,
-        generation: u64,
+        meta: FilterMeta,
         index: u32,
     ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>>;
     /// Current versions of all segments of a generation.
     fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>>;
     /// Number of set bits over the active generation (for stats).
     fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    /// Set bits over at most `max_segments` segments spread evenly over the generation, and
+    /// how many segments were counted: a fill estimate whose cost does not grow with the
+    /// filter (the recovery check runs it on every origin, every interval).
+    fn count_ones_sampled(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        max_segments: u32,
+    ) -> BoxFuture<'_, Result<(u64, u32), FilterUnavailable>>;
     /// Bytes of memory the filter store reports for this filter, if it knows.
     fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
     /// Whether the store is reachable now.

@@ -5,25 +5,32 @@
 //! segments spread over slots):
 //!
 //! ```text
-//! bg:{<filter>}:meta                 JSON FilterState: active, building, previous generations
+//! bg:{<filter>}:meta                 JSON FilterState: active, building, previous generations,
+//!                                    each with the Redis incarnation (run_id) holding its bits
 //! bg:{<filter>}:lease                owner of the rebuild lease (with expiry)
 //! bg:{<filter>}:deletes:<gen>        keys deleted whose bits generation <gen> still holds
 //! bg:{<filter>}:progress             JSON BuildProgress of a running rebuild (expires)
 //! bg:{<filter>:<gen>:<seg>}:bits     the segment's payload (bit p of the string = Redis bit p)
-//! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit
+//! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit; the
+//!                                    string `retired` (expiring) once the generation is retired,
+//!                                    `lost` once an add found the segment half gone
 //! ```
 //!
 //! The trap: `GETRANGE`/`GETBIT` on a missing key read as zeros, i.e. "certainly not seen".
 //! Every read here checks the key exists at its full size, and every add runs in a script that
 //! refuses to create a segment, so a flushed or evicted filter reads as *unavailable*.
+//!
+//! Every call goes over a [`RedisLink`], which knows the incarnation of the process it reached:
+//! a call about a generation of another incarnation is refused before it is sent.
 
+use super::redis_link::{CallOutcome, RedisLink};
 use super::{FilterMeta, FilterState, FilterStore, FilterUnavailable, SegmentBits};
 use crate::build_progress::BuildProgress;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -31,15 +38,25 @@ use std::time::Duration;
 use tracing::{instrument, warn};
 
 /// Sets the given bits only if the segment and its version exist; bumps the version if any bit
-/// changed. Returns the version, or -1 when the segment is missing (never creates it).
+/// changed. Returns the version, or -2 when the segment is unreadable, so the add changes
+/// nothing and is harmless: retired, or lost. A segment found half gone (bits or version
+/// missing: evicted, deleted) is marked lost first — bits deleted, version `lost` — so no
+/// reader, origin or edge, can ever use it again; the recovery check rebuilds the generation.
+/// It is never re-created as zeros.
 const ADD_SCRIPT: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
+local ver = redis.call('GET', KEYS[2])
+if ver == 'retired' or ver == 'lost' then return -2 end
+if ver == false or redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], 'lost')
+  return -2
+end
 local changed = 0
 for i = 1, #ARGV do
   if redis.call('SETBIT', KEYS[1], ARGV[i], 1) == 0 then changed = 1 end
 end
 if changed == 1 then return redis.call('INCR', KEYS[2]) end
-return tonumber(redis.call('GET', KEYS[2]))
+return tonumber(ver)
 ";
 
 /// Reads a segment's version and bits in one atomic step, so the bits are never older than
@@ -49,13 +66,45 @@ return {redis.call('GET', KEYS[2]), redis.call('GET', KEYS[1])}
 ";
 
 /// ORs an uploaded payload into a segment (keeping bits set by concurrent adds) and bumps its
-/// version, only if the segment exists. Returns the new version or -1.
+/// version, only if the segment exists and is not retired. Returns the new version or -1.
 const MERGE_SCRIPT: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
+local ver = redis.call('GET', KEYS[2])
+if ver == false or ver == 'retired' or ver == 'lost' or redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 redis.call('SET', KEYS[3], ARGV[1])
 redis.call('BITOP', 'OR', KEYS[1], KEYS[1], KEYS[3])
 redis.call('DEL', KEYS[3])
 return redis.call('INCR', KEYS[2])
+";
+
+/// Makes a segment unreadable while adds to it keep succeeding as no-ops (see ADD_SCRIPT);
+/// the marker expires after ARGV[1] ms, long after any write that could still name it.
+const RETIRE_SCRIPT: &str = r"
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], 'retired', 'PX', ARGV[1])
+return 1
+";
+
+/// Replaces the filter state if its revision is still ARGV[1] (-1: only if there is none).
+/// Returns 1 if replaced, 0 if someone changed it first.
+const REPLACE_STATE_SCRIPT: &str = r"
+local current = redis.call('GET', KEYS[1])
+local expected = tonumber(ARGV[1])
+if current == false then
+  if expected ~= -1 then return 0 end
+else
+  if expected == -1 then return 0 end
+  local revision = cjson.decode(current)['revision']
+  if type(revision) ~= 'number' then revision = 0 end
+  if revision ~= expected then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1
+";
+
+/// Deletes a `:ver` key unless it is a retirement marker (those expire on their own).
+const DELETE_UNLESS_RETIRED_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == 'retired' then return 0 end
+return redis.call('DEL', KEYS[1])
 ";
 
 /// Takes or extends the lease for ARGV[1] with expiry ARGV[2] ms. Returns 1 if held.
@@ -83,6 +132,10 @@ end
 return redis.call('STRLEN', KEYS[1])
 ";
 
+/// How long a retired segment's marker lives: far longer than any write that read a state
+/// naming the generation can take.
+const RETIRED_MARKER_MS: u64 = 600_000;
+
 /// Connection settings.
 #[derive(Clone, Debug)]
 pub struct RedisSettings {
@@ -98,13 +151,16 @@ pub struct RedisSettings {
 /// The filter in Redis.
 #[derive(Clone)]
 pub struct RedisFilterStore {
-    conn: ConnectionManager,
+    link: RedisLink,
     timeout: Duration,
     write_timeout: Duration,
     add: Script,
     read_segment: Script,
     create_segment: Script,
     merge: Script,
+    retire: Script,
+    replace_state: Script,
+    delete_unless_retired: Script,
     lease: Script,
     release: Script,
 }
@@ -137,25 +193,45 @@ fn segment_keys(filter: &str, generation: u64, index: u32) -> (String, String) {
     (format!("{tag}:bits"), format!("{tag}:ver"))
 }
 
+/// The generation a key of `filter` belongs to: segment keys `bg:{f:<gen>:<i>}:…` and delete
+/// counts `bg:{f}:deletes:<gen>`; None for the filter's other keys.
+fn generation_of_key(filter: &str, key: &str) -> Option<u64> {
+    if let Some(rest) = key.strip_prefix(&format!("bg:{{{filter}}}:deletes:")) {
+        return rest.parse().ok();
+    }
+    let rest = key.strip_prefix(&format!("bg:{{{filter}:"))?;
+    rest.split(':').next()?.parse().ok()
+}
+
+/// Indices of at most `max` segments of `count`, spread evenly from the first.
+fn sample_indices(count: u32, max: u32) -> impl Iterator<Item = u32> {
+    let step = count.div_ceil(max.max(1)).max(1);
+    (0..count).step_by(step as usize)
+}
+
+/// A version as stored: a number, or anything else (missing, `retired`) = no usable segment.
+fn parse_version(value: Option<String>) -> Option<u64> {
+    value?.parse().ok()
+}
+
 impl RedisFilterStore {
     /// Connects lazily: the origin starts (and answers from the key store) even while Redis is
     /// down, and reconnects in the background.
     pub fn connect(settings: &RedisSettings) -> Result<RedisFilterStore, redis::RedisError> {
         let client = redis::Client::open(settings.url.as_str())?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(settings.timeout))
-            .set_connection_timeout(Some(settings.timeout.max(Duration::from_millis(250))))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        let slowest = settings.write_timeout.max(settings.timeout);
+        let link = RedisLink::new(client, slowest, settings.write_timeout.max(Duration::from_millis(250)));
         Ok(RedisFilterStore {
-            conn,
+            link,
             timeout: settings.timeout,
             write_timeout: settings.write_timeout,
             add: Script::new(ADD_SCRIPT),
             read_segment: Script::new(READ_SEGMENT_SCRIPT),
             create_segment: Script::new(CREATE_SEGMENT_SCRIPT),
             merge: Script::new(MERGE_SCRIPT),
+            retire: Script::new(RETIRE_SCRIPT),
+            replace_state: Script::new(REPLACE_STATE_SCRIPT),
+            delete_unless_retired: Script::new(DELETE_UNLESS_RETIRED_SCRIPT),
             lease: Script::new(LEASE_SCRIPT),
             release: Script::new(RELEASE_SCRIPT),
         })
@@ -165,7 +241,9 @@ impl RedisFilterStore {
     /// through) but silently turns the filter off until a rebuild.
     pub async fn check_eviction_policy(&self) {
         let policy: Result<Vec<String>, _> = self
-            .call(redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut self.conn.clone()))
+            .call(self.write_timeout, None, |mut c| async move {
+                redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query_async(&mut c).await
+            })
             .await;
         match policy.as_deref() {
             Ok([_, policy]) if policy.starts_with("allkeys-") => warn!(
@@ -177,34 +255,86 @@ impl RedisFilterStore {
         }
     }
 
-    /// Runs a lookup-path Redis call under the lookup timeout.
-    async fn call<T>(&self, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, FilterUnavailable> {
-        Self::within(self.timeout, fut).await
+    /// Runs one call under `limit`, over the current link, and reports to the link how it
+    /// went. With `expect`, the call is refused (never sent) unless the link reaches the Redis
+    /// incarnation `expect` names.
+    async fn call<T, F, Fut>(&self, limit: Duration, expect: Option<u64>, call: F) -> Result<T, FilterUnavailable>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.call_at(limit, expect, call).await.map(|(value, _)| value)
     }
 
-    /// Runs a write-path or heavy Redis call under the write timeout.
-    async fn call_slow<T>(&self, fut: impl Future<Output = redis::RedisResult<T>>) -> Result<T, FilterUnavailable> {
-        Self::within(self.write_timeout, fut).await
+    /// [`call`](Self::call), also returning the incarnation the call reached.
+    async fn call_at<T, F, Fut>(
+        &self,
+        limit: Duration,
+        expect: Option<u64>,
+        call: F,
+    ) -> Result<(T, u64), FilterUnavailable>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let link = tokio::time::timeout(limit, self.link.get()).await.map_err(|_| FilterUnavailable::Timeout)??;
+        if expect.is_some_and(|incarnation| incarnation != link.incarnation) {
+            return Err(FilterUnavailable::Incarnation);
+        }
+        match tokio::time::timeout(limit, call(link.conn.clone())).await {
+            Err(_) => {
+                self.link.report(&link, CallOutcome::TimedOut);
+                Err(FilterUnavailable::Timeout)
+            }
+            Ok(Err(err)) => {
+                let outcome = CallOutcome::of_error(&err);
+                self.link.report(&link, outcome);
+                Err(match outcome {
+                    CallOutcome::TimedOut => FilterUnavailable::Timeout,
+                    _ => FilterUnavailable::Error(err.to_string()),
+                })
+            }
+            Ok(Ok(value)) => {
+                self.link.report(&link, CallOutcome::Answered);
+                Ok((value, link.incarnation))
+            }
+        }
     }
 
     /// Reads a filter's state from its meta key under `limit` (lookups and writes wait differently long).
-    async fn read_state(&self, key: String, limit: Duration) -> Result<FilterState, FilterUnavailable> {
-        let mut conn = self.conn.clone();
-        let json: Option<String> = Self::within(limit, conn.get(key)).await?;
+    async fn read_state(&self, filter: &str, limit: Duration) -> Result<FilterState, FilterUnavailable> {
+        let key = meta_key(filter);
+        let (json, incarnation): (Option<String>, u64) =
+            self.call_at(limit, None, |mut c| async move { c.get(key).await }).await?;
         let json = json.ok_or(FilterUnavailable::MetaMissing)?;
-        serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))
+        let mut state: FilterState =
+            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))?;
+        state.read_from = incarnation;
+        Ok(state)
     }
 
-    /// Maps a timeout or failure to "unavailable".
-    async fn within<T>(
-        limit: Duration,
-        fut: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, FilterUnavailable> {
-        match tokio::time::timeout(limit, fut).await {
-            Err(_) => Err(FilterUnavailable::Timeout),
-            Ok(Err(err)) if err.is_timeout() => Err(FilterUnavailable::Timeout),
-            Ok(Err(err)) => Err(FilterUnavailable::Error(err.to_string())),
-            Ok(Ok(value)) => Ok(value),
+    /// Calls `each(key)` for every key matching `pattern` (SCAN: incremental, never blocks Redis).
+    async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, FilterUnavailable> {
+        let mut cursor: u64 = 0;
+        let mut keys = Vec::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = self
+                .call(self.write_timeout, None, |mut c| async move {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            keys.extend(batch);
+            if next == 0 {
+                return Ok(keys);
+            }
+            cursor = next;
         }
     }
 }
@@ -217,12 +347,16 @@ impl FilterStore for RedisFilterStore {
             let size = meta.params.segment_bytes();
             for index in 0..meta.params.segment_count {
                 let (bits, ver) = segment_keys(&filter, meta.generation, index);
-                let mut conn = self.conn.clone();
-                let len: u64 =
-                    self.call_slow(self.create_segment.key(&bits).key(&ver).arg(size).invoke_async(&mut conn)).await?;
+                let script = &self.create_segment;
+                let len: u64 = self
+                    .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                        script.key(&bits).key(&ver).arg(size).invoke_async(&mut c).await
+                    })
+                    .await?;
                 if len != size {
                     return Err(FilterUnavailable::Error(format!(
-                        "segment {bits} is {len} bytes, expected {size}: delete the filter's keys in Redis and recreate"
+                        "segment {index} of generation {} is {len} bytes, expected {size}: delete the filter's keys in Redis and rebuild",
+                        meta.generation
                     )));
                 }
             }
@@ -232,19 +366,43 @@ impl FilterStore for RedisFilterStore {
     }
 
     fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        self.read_state(meta_key(filter), self.timeout).boxed()
+        let filter = filter.to_owned();
+        async move { self.read_state(&filter, self.timeout).await }.boxed()
     }
 
     fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        self.read_state(meta_key(filter), self.write_timeout).boxed()
+        let filter = filter.to_owned();
+        async move { self.read_state(&filter, self.write_timeout).await }.boxed()
     }
 
-    fn set_state(&self, filter: &str, state: FilterState) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    fn incarnation(&self) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        async move {
+            let link = tokio::time::timeout(self.write_timeout, self.link.get())
+                .await
+                .map_err(|_| FilterUnavailable::Timeout)??;
+            Ok(link.incarnation)
+        }
+        .boxed()
+    }
+
+    fn replace_state(
+        &self,
+        filter: &str,
+        expected: Option<u64>,
+        state: FilterState,
+    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
         let key = meta_key(filter);
         async move {
+            let state = FilterState { revision: expected.map_or(1, |r| r + 1), ..state };
             let json = serde_json::to_string(&state).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
-            let mut conn = self.conn.clone();
-            self.call_slow(conn.set::<_, _, ()>(key, json)).await
+            let expected: i64 = expected.map_or(-1, |r| r as i64);
+            let script = &self.replace_state;
+            let replaced: i64 = self
+                .call(self.write_timeout, None, |mut c| async move {
+                    script.key(&key).arg(expected).arg(json).invoke_async(&mut c).await
+                })
+                .await?;
+            Ok(replaced == 1)
         }
         .boxed()
     }
@@ -259,9 +417,11 @@ impl FilterStore for RedisFilterStore {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let upload = upload_key(filter, meta.generation, index);
         async move {
-            let mut conn = self.conn.clone();
+            let script = &self.merge;
             let version: i64 = self
-                .call_slow(self.merge.key(&bits).key(&ver).key(&upload).arg(payload).invoke_async(&mut conn))
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    script.key(&bits).key(&ver).key(&upload).arg(payload).invoke_async(&mut c).await
+                })
                 .await?;
             if version < 0 {
                 return Err(FilterUnavailable::SegmentMissing(index));
@@ -274,8 +434,12 @@ impl FilterStore for RedisFilterStore {
     fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let key = deletes_key(filter, meta.generation);
         async move {
-            let mut conn = self.conn.clone();
-            self.call_slow(conn.incr::<_, _, ()>(key, n)).await
+            self.call(
+                self.write_timeout,
+                Some(meta.incarnation),
+                |mut c| async move { c.incr::<_, _, ()>(key, n).await },
+            )
+            .await
         }
         .boxed()
     }
@@ -283,8 +447,8 @@ impl FilterStore for RedisFilterStore {
     fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
         let key = deletes_key(filter, meta.generation);
         async move {
-            let mut conn = self.conn.clone();
-            Ok(self.call_slow(conn.get::<_, Option<u64>>(key)).await?.unwrap_or(0))
+            let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
+            Ok(n.unwrap_or(0))
         }
         .boxed()
     }
@@ -293,8 +457,10 @@ impl FilterStore for RedisFilterStore {
         let key = progress_key(filter);
         async move {
             let json = serde_json::to_string(&progress).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
-            let mut conn = self.conn.clone();
-            self.call_slow(conn.pset_ex::<_, _, ()>(key, json, PROGRESS_TTL_MS)).await
+            self.call(self.write_timeout, None, |mut c| async move {
+                c.pset_ex::<_, _, ()>(key, json, PROGRESS_TTL_MS).await
+            })
+            .await
         }
         .boxed()
     }
@@ -302,25 +468,86 @@ impl FilterStore for RedisFilterStore {
     fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>> {
         let key = progress_key(filter);
         async move {
-            let mut conn = self.conn.clone();
-            let json: Option<String> = self.call_slow(conn.get(key)).await?;
+            let json: Option<String> =
+                self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
             // Unreadable progress is no progress: it is advisory.
             Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
         }
         .boxed()
     }
 
-    fn delete_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    fn retire_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
-            let mut conn = self.conn.clone();
-            self.call_slow(conn.del::<_, ()>(deletes_key(&filter, meta.generation))).await?;
             for index in 0..meta.params.segment_count {
                 let (bits, ver) = segment_keys(&filter, meta.generation, index);
-                let mut conn = self.conn.clone();
-                self.call_slow(conn.del::<_, ()>(&[bits, ver])).await?;
+                let script = &self.retire;
+                // Any incarnation: retiring a stale generation's keys is what they are for.
+                let _: i64 = self
+                    .call(self.write_timeout, None, |mut c| async move {
+                        script.key(&bits).key(&ver).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
+                    })
+                    .await?;
             }
-            Ok(())
+            let deletes = deletes_key(&filter, meta.generation);
+            self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(deletes).await }).await
+        }
+        .boxed()
+    }
+
+    fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            let mut keys = self.scan_keys(&format!("bg:{{{filter}:*")).await?;
+            keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
+            let mut deleted = 0u64;
+            for key in keys {
+                let Some(generation) = generation_of_key(&filter, &key) else { continue };
+                if keep.contains(&generation) {
+                    continue;
+                }
+                let script = &self.delete_unless_retired;
+                let n: u64 =
+                    if key.ends_with(":ver") {
+                        self.call(self.write_timeout, None, |mut c| async move {
+                            script.key(&key).invoke_async(&mut c).await
+                        })
+                        .await?
+                    } else {
+                        self.call(self.write_timeout, None, |mut c| async move { c.del(&key).await }).await?
+                    };
+                deleted += n;
+            }
+            Ok(deleted)
+        }
+        .boxed()
+    }
+
+    fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            let mut pipe = redis::pipe();
+            for index in 0..meta.params.segment_count {
+                let (bits, ver) = segment_keys(&filter, meta.generation, index);
+                pipe.strlen(bits).get(ver);
+            }
+            let answers: Vec<(u64, Option<String>)> = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                    flat.chunks(2)
+                        .map(|pair| {
+                            let len: u64 = redis::from_redis_value_ref(&pair[0])?;
+                            let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
+                            Ok((len, ver))
+                        })
+                        .collect()
+                })
+                .await?;
+            let size = meta.params.segment_bytes();
+            match answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
+                Some(index) => Err(FilterUnavailable::SegmentMissing(index as u32)),
+                None => Ok(()),
+            }
         }
         .boxed()
     }
@@ -328,9 +555,11 @@ impl FilterStore for RedisFilterStore {
     fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         async move {
-            let mut conn = self.conn.clone();
+            let script = &self.lease;
             let held: i64 = self
-                .call_slow(self.lease.key(&key).arg(&owner).arg(ttl.as_millis() as u64).invoke_async(&mut conn))
+                .call(self.write_timeout, None, |mut c| async move {
+                    script.key(&key).arg(&owner).arg(ttl.as_millis() as u64).invoke_async(&mut c).await
+                })
                 .await?;
             Ok(held == 1)
         }
@@ -340,10 +569,20 @@ impl FilterStore for RedisFilterStore {
     fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         async move {
-            let mut conn = self.conn.clone();
-            self.call_slow(self.release.key(&key).arg(&owner).invoke_async::<i64>(&mut conn)).await.map(|_| ())
+            let script = &self.release;
+            let _: i64 = self
+                .call(self.write_timeout, None, |mut c| async move {
+                    script.key(&key).arg(&owner).invoke_async(&mut c).await
+                })
+                .await?;
+            Ok(())
         }
         .boxed()
+    }
+
+    fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>> {
+        let key = lease_key(filter);
+        async move { self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await }.boxed()
     }
 
     fn may_contain(
@@ -356,8 +595,11 @@ impl FilterStore for RedisFilterStore {
         let (bits, _) = segment_keys(filter, meta.generation, at.segment);
         async move {
             let start = at.byte_offset_in_segment() as isize;
-            let mut conn = self.conn.clone();
-            let block: Vec<u8> = self.call(conn.getrange(bits, start, start + BLOCK_BYTES as isize - 1)).await?;
+            let block: Vec<u8> = self
+                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                    c.getrange(bits, start, start + BLOCK_BYTES as isize - 1).await
+                })
+                .await?;
             // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
             // is a missing segment, never "not seen".
             let block: [u8; BLOCK_BYTES] =
@@ -375,8 +617,8 @@ impl FilterStore for RedisFilterStore {
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
-            // One script call per touched segment, all in flight at once (the connection
-            // manager pipelines them).
+            // One script call per touched segment, all in flight at once (the multiplexed
+            // connection pipelines them).
             let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
             for hash in &hashes {
                 let at = meta.params.locate(hash);
@@ -392,9 +634,13 @@ impl FilterStore for RedisFilterStore {
                     for offset in &offsets {
                         invocation.arg(*offset);
                     }
-                    let mut conn = self.conn.clone();
-                    let version: i64 = self.call_slow(invocation.invoke_async(&mut conn)).await?;
-                    if version < 0 {
+                    let invocation = &invocation;
+                    let version: i64 = self
+                        .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                            invocation.invoke_async(&mut c).await
+                        })
+                        .await?;
+                    if version == -1 {
                         return Err(FilterUnavailable::SegmentMissing(segment));
                     }
                     Ok(())
@@ -408,16 +654,21 @@ impl FilterStore for RedisFilterStore {
     fn segment(
         &self,
         filter: &str,
-        generation: u64,
+        meta: FilterMeta,
         index: u32,
     ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
-        let (bits, ver) = segment_keys(filter, generation, index);
+        let (bits, ver) = segment_keys(filter, meta.generation, index);
         async move {
-            let mut conn = self.conn.clone();
-            let (version, payload): (Option<u64>, Option<Vec<u8>>) =
-                self.call(self.read_segment.key(&bits).key(&ver).invoke_async(&mut conn)).await?;
-            match (version, payload) {
-                (Some(version), Some(payload)) => Ok(SegmentBits { version, payload }),
+            let script = &self.read_segment;
+            let (version, payload): (Option<String>, Option<Vec<u8>>) = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    script.key(&bits).key(&ver).invoke_async(&mut c).await
+                })
+                .await?;
+            match (parse_version(version), payload) {
+                (Some(version), Some(payload)) if payload.len() as u64 == meta.params.segment_bytes() => {
+                    Ok(SegmentBits { version, payload })
+                }
                 _ => Err(FilterUnavailable::SegmentMissing(index)),
             }
         }
@@ -431,12 +682,13 @@ impl FilterStore for RedisFilterStore {
             for index in 0..meta.params.segment_count {
                 pipe.get(segment_keys(&filter, meta.generation, index).1);
             }
-            let mut conn = self.conn.clone();
-            let versions: Vec<Option<u64>> = self.call_slow(pipe.query_async(&mut conn)).await?;
+            let versions: Vec<Option<String>> = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { pipe.query_async(&mut c).await })
+                .await?;
             versions
                 .into_iter()
                 .enumerate()
-                .map(|(i, v)| v.ok_or(FilterUnavailable::SegmentMissing(i as u32)))
+                .map(|(i, v)| parse_version(v).ok_or(FilterUnavailable::SegmentMissing(i as u32)))
                 .collect()
         }
         .boxed()
@@ -445,15 +697,20 @@ impl FilterStore for RedisFilterStore {
     fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
-            let mut pipe = redis::pipe();
-            for index in 0..meta.params.segment_count {
-                pipe.cmd("BITCOUNT").arg(segment_keys(&filter, meta.generation, index).0);
-            }
-            let mut conn = self.conn.clone();
-            let counts: Vec<u64> = self.call_slow(pipe.query_async(&mut conn)).await?;
-            Ok(counts.iter().sum())
+            let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
+            Ok(ones)
         }
         .boxed()
+    }
+
+    fn count_ones_sampled(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        max_segments: u32,
+    ) -> BoxFuture<'_, Result<(u64, u32), FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move { self.count_sampled(&filter, meta, max_segments).await }.boxed()
     }
 
     fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
@@ -462,10 +719,26 @@ impl FilterStore for RedisFilterStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         async move {
-            let mut conn = self.conn.clone();
-            self.call(redis::cmd("PING").query_async::<String>(&mut conn)).await.map(|_| ())
+            self.call(self.timeout, None, |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+                .await
+                .map(|_| ())
         }
         .boxed()
+    }
+}
+
+impl RedisFilterStore {
+    async fn count_sampled(&self, filter: &str, meta: FilterMeta, max: u32) -> Result<(u64, u32), FilterUnavailable> {
+        let mut pipe = redis::pipe();
+        let mut counted = 0u32;
+        for index in sample_indices(meta.params.segment_count, max) {
+            pipe.cmd("BITCOUNT").arg(segment_keys(filter, meta.generation, index).0);
+            counted += 1;
+        }
+        let counts: Vec<u64> = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { pipe.query_async(&mut c).await })
+            .await?;
+        Ok((counts.iter().sum(), counted))
     }
 }
 
@@ -480,5 +753,29 @@ mod tests {
         assert_eq!(ver, "bg:{hashes:3:17}:ver");
         assert_ne!(segment_keys("hashes", 3, 18).0, bits);
         assert_eq!(meta_key("hashes"), "bg:{hashes}:meta");
+    }
+
+    #[test]
+    fn keys_name_their_generation() {
+        assert_eq!(generation_of_key("f", "bg:{f:1700000000000:3}:bits"), Some(1_700_000_000_000));
+        assert_eq!(generation_of_key("f", "bg:{f:17:3}:ver"), Some(17));
+        assert_eq!(generation_of_key("f", "bg:{f}:deletes:17"), Some(17));
+        assert_eq!(generation_of_key("f", "bg:{f}:meta"), None);
+        assert_eq!(generation_of_key("f", "bg:{f-2:17:3}:bits"), None, "another filter");
+    }
+
+    #[test]
+    fn samples_spread_over_the_generation() {
+        assert_eq!(sample_indices(5, 16).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        let sampled: Vec<u32> = sample_indices(1907, 16).collect();
+        assert!(sampled.len() <= 16 && sampled.len() >= 15, "{sampled:?}");
+        assert!(*sampled.last().unwrap() > 1700);
+    }
+
+    #[test]
+    fn only_numbers_are_versions() {
+        assert_eq!(parse_version(Some("12".into())), Some(12));
+        assert_eq!(parse_version(Some("retired".into())), None);
+        assert_eq!(parse_version(None), None);
     }
 }

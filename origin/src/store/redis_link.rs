@@ -1,0 +1,207 @@
+//! One multiplexed connection to Redis that knows which Redis *process* it talks to.
+//!
+//! Redis can go back in time: restarted from an RDB/AOF snapshot, or replaced by a replica
+//! that had not received the last writes, it keeps the filter's keys but loses recent bits.
+//! The process is new either way, with a new `run_id`, and a new process means a new TCP
+//! connection. So every connection reads the server's `run_id` right after connecting, before
+//! carrying any command, and every command the store sends says which incarnation it went to:
+//! bits recorded under another incarnation are never read or written (see `store::state`).
+//!
+//! A connection that failed (dropped, refused, or several timeouts in a row) is replaced on the
+//! next call; reconnecting is attempted at most every [`RECONNECT_BACKOFF`], so a Redis that is
+//! down costs lookups nothing but a fast fall-through.
+
+use super::FilterUnavailable;
+use futures::future::{BoxFuture, Shared};
+use futures::FutureExt;
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long after a failed connect the next one is tried; calls meanwhile fail at once.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(250);
+/// Consecutive timeouts after which a connection is presumed dead (a peer that vanished
+/// without closing the socket) and replaced.
+const TIMEOUTS_BEFORE_RECONNECT: u32 = 3;
+
+/// A live connection and the incarnation of the server it reached.
+pub struct Link {
+    /// The connection (cheap to clone: a handle to one multiplexed socket).
+    pub conn: MultiplexedConnection,
+    /// The server's incarnation (from its `run_id`).
+    pub incarnation: u64,
+    timeouts: AtomicU32,
+}
+
+/// The origin's connection to Redis, replaced when it fails. Cheap to clone.
+#[derive(Clone)]
+pub struct RedisLink {
+    inner: Arc<Inner>,
+}
+
+type Connecting = Shared<BoxFuture<'static, Result<Arc<Link>, FilterUnavailable>>>;
+
+struct Inner {
+    client: redis::Client,
+    config: AsyncConnectionConfig,
+    connect_timeout: Duration,
+    current: Mutex<Option<Arc<Link>>>,
+    /// A connect under way, awaited by every caller that needs it. It runs as its own task,
+    /// so a caller giving up (a lookup's short timeout) does not cancel it.
+    connecting: Mutex<Option<Connecting>>,
+    last_failure: Mutex<Option<Instant>>,
+}
+
+/// The incarnation named by a server's `INFO server` text: the first 64 bits of its `run_id`.
+pub fn incarnation_from_info(info: &str) -> Option<u64> {
+    let run_id = info.lines().find_map(|l| l.trim().strip_prefix("run_id:"))?;
+    let run_id = run_id.trim();
+    if run_id.len() < 16 {
+        return None;
+    }
+    u64::from_str_radix(&run_id[..16], 16).ok().filter(|v| *v != 0)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RedisLink {
+    /// A link that connects on first use. `response_timeout` bounds the slowest call the
+    /// store makes (callers bound their own calls more tightly).
+    pub fn new(client: redis::Client, response_timeout: Duration, connect_timeout: Duration) -> RedisLink {
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(response_timeout))
+            .set_connection_timeout(Some(connect_timeout));
+        let inner = Inner {
+            client,
+            config,
+            connect_timeout,
+            current: Mutex::new(None),
+            connecting: Mutex::new(None),
+            last_failure: Mutex::new(None),
+        };
+        RedisLink { inner: Arc::new(inner) }
+    }
+
+    /// The current connection, connecting (and learning the incarnation) if there is none.
+    pub async fn get(&self) -> Result<Arc<Link>, FilterUnavailable> {
+        if let Some(link) = lock(&self.inner.current).clone() {
+            return Ok(link);
+        }
+        let connecting = {
+            let mut connecting = lock(&self.inner.connecting);
+            match connecting.as_ref() {
+                Some(shared) => shared.clone(),
+                None => {
+                    let failed_recently =
+                        lock(&self.inner.last_failure).is_some_and(|at| at.elapsed() < RECONNECT_BACKOFF);
+                    if failed_recently {
+                        return Err(FilterUnavailable::Error("Redis is unreachable; reconnecting".into()));
+                    }
+                    let inner = self.inner.clone();
+                    let task = tokio::spawn(async move { inner.connect_and_keep().await });
+                    let shared = async move {
+                        task.await.unwrap_or_else(|e| Err(FilterUnavailable::Error(format!("Redis connect: {e}"))))
+                    }
+                    .boxed()
+                    .shared();
+                    *connecting = Some(shared.clone());
+                    shared
+                }
+            }
+        };
+        connecting.await
+    }
+
+    /// Reports how a call over `link` went, replacing the connection when it is broken.
+    pub fn report(&self, link: &Arc<Link>, outcome: CallOutcome) {
+        let broken = match outcome {
+            CallOutcome::Answered => {
+                link.timeouts.store(0, Ordering::Relaxed);
+                false
+            }
+            CallOutcome::TimedOut => link.timeouts.fetch_add(1, Ordering::Relaxed) + 1 >= TIMEOUTS_BEFORE_RECONNECT,
+            CallOutcome::ConnectionFailed => true,
+        };
+        if broken {
+            let mut current = lock(&self.inner.current);
+            if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, link)) {
+                tracing::warn!("Redis connection lost; reconnecting on the next call");
+                *current = None;
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Connects, then publishes the result: the new link, or the time of the failure.
+    async fn connect_and_keep(&self) -> Result<Arc<Link>, FilterUnavailable> {
+        let result = match tokio::time::timeout(self.connect_timeout * 2, self.connect()).await {
+            Ok(result) => result.map(Arc::new),
+            Err(_) => Err(FilterUnavailable::Timeout),
+        };
+        match &result {
+            Ok(link) => {
+                *lock(&self.current) = Some(link.clone());
+                *lock(&self.last_failure) = None;
+            }
+            Err(_) => *lock(&self.last_failure) = Some(Instant::now()),
+        }
+        *lock(&self.connecting) = None;
+        result
+    }
+
+    async fn connect(&self) -> Result<Link, FilterUnavailable> {
+        let unavailable = |e: redis::RedisError| FilterUnavailable::Error(format!("cannot connect to Redis: {e}"));
+        let mut conn =
+            self.client.get_multiplexed_async_connection_with_config(&self.config).await.map_err(unavailable)?;
+        // Before this connection carries anything: which process is this?
+        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(unavailable)?;
+        let incarnation = incarnation_from_info(&info)
+            .ok_or_else(|| FilterUnavailable::Error("Redis INFO server has no run_id".into()))?;
+        tracing::info!(incarnation = format!("{incarnation:016x}"), "connected to Redis");
+        Ok(Link { conn, incarnation, timeouts: AtomicU32::new(0) })
+    }
+}
+
+/// How a call over a link ended, as far as the link is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The server answered (possibly with an error reply).
+    Answered,
+    /// No answer within the call's timeout.
+    TimedOut,
+    /// The connection is broken (reset, closed, refused).
+    ConnectionFailed,
+}
+
+impl CallOutcome {
+    /// Classifies a driver error.
+    pub fn of_error(err: &redis::RedisError) -> CallOutcome {
+        if err.is_timeout() {
+            CallOutcome::TimedOut
+        } else if err.is_io_error() || err.is_connection_dropped() || err.is_unrecoverable_error() {
+            CallOutcome::ConnectionFailed
+        } else {
+            CallOutcome::Answered
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_incarnation_is_read_from_the_run_id() {
+        let info =
+            "# Server\r\nredis_version:7.0.15\r\nrun_id:4bd5b8a1f3c2e9d07a6b5c4d3e2f1a0b9c8d7e6f\r\ntcp_port:6399\r\n";
+        assert_eq!(incarnation_from_info(info), Some(0x4bd5_b8a1_f3c2_e9d0));
+        assert_eq!(incarnation_from_info("# Server\r\nredis_version:7.0.15\r\n"), None);
+        assert_eq!(incarnation_from_info("run_id:xyz\r\n"), None);
+        assert_eq!(incarnation_from_info("run_id:0000000000000000aaaa\r\n"), None, "0 is reserved: no incarnation");
+    }
+}
