@@ -285,3 +285,36 @@ async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
     tracing::info!("shutting down: finishing requests in flight");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve_config(args: &[&str]) -> Config {
+        let cli = Cli::try_parse_from([&["bloomgate-origin", "serve"], args].concat()).unwrap();
+        match cli.command {
+            Command::Serve(args) => args.into_config().unwrap(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn every_parsed_flag_reaches_the_config() {
+        let c = serve_config(&[
+            "--redis-write-timeout-ms",
+            "1234",
+            "--max-filter-bytes",
+            "99",
+            "--rebuild-grace-ms",
+            "7",
+            "--header-read-timeout-ms",
+            "8",
+            "--max-connections",
+            "9",
+        ]);
+        assert_eq!(c.redis_write_timeout_ms, 1234, "was parsed and silently ignored");
+        assert_eq!((c.max_filter_bytes, c.rebuild_grace_ms), (99, 7));
+        assert_eq!((c.header_read_timeout_ms, c.max_connections), (8, 9));
+        assert_eq!(serve_config(&[]), Config::default());
+    }
+}
