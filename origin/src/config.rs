@@ -238,7 +238,6 @@ impl Config {
             fp_factor: self.auto_fp_factor,
             fp_min_samples: self.auto_fp_min_samples,
             stale_delete_share: self.auto_stale_delete_share,
-            max_filter_bytes: self.max_filter_bytes,
             // Its own rebuild retires `previous` after the grace period; one that is still
             // named well after that (grace twice over, plus a lease expiry) was orphaned.
             retire_previous_after_ms: 2 * self.rebuild_grace_ms + self.rebuild_lease_ms,

@@ -20,13 +20,8 @@ pub enum AppError {
     #[error("{0}")]
     BadParams(#[from] ParamsError),
     /// The filter asked for is larger than this origin allows.
-    #[error("the filter would need {bytes} bytes of bits; this origin allows at most {max} (max_filter_bytes)")]
-    FilterTooLarge {
-        /// Bytes the params need.
-        bytes: u64,
-        /// The configured limit.
-        max: u64,
-    },
+    #[error("{0}")]
+    FilterTooLarge(#[from] crate::sizing::SizeError),
     /// Any other malformed request (JSON, headers, path).
     #[error("{0}")]
     BadRequest(String),
@@ -98,9 +93,9 @@ impl AppError {
                 "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.",
                 self.to_string(),
             ),
-            FilterTooLarge { .. } => (
+            FilterTooLarge(_) => (
                 StatusCode::BAD_REQUEST,
-                "Ask for a smaller capacity or a higher fp_rate, or raise max_filter_bytes in the origin's configuration.",
+                "Ask for a smaller capacity or a higher fp_rate (or larger segments), or raise max_filter_bytes in the origin's configuration.",
                 self.to_string(),
             ),
             BadRequest(_) => {

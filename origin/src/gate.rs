@@ -8,6 +8,7 @@
 use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::metrics::Metrics;
+use crate::sizing::check_size;
 use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore};
 use bloomgate_filter::{encode_segment, hash_key, validate_filter_name, KeyHash, Manifest, Params, SizingOptions};
 use futures::StreamExt;
@@ -522,15 +523,6 @@ impl Gate {
             "observed_fp_rate": observed_fp_rate,
         }))
     }
-}
-
-/// Refuses params whose bits exceed `max_bytes`, before anything is stored.
-pub fn check_size(params: &Params, max_bytes: u64) -> Result<(), AppError> {
-    let bytes = params.total_bytes();
-    if bytes > max_bytes {
-        return Err(AppError::FilterTooLarge { bytes, max: max_bytes });
-    }
-    Ok(())
 }
 
 /// Milliseconds since the Unix epoch: generation numbers, never reused across re-creations.

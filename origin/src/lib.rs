@@ -9,6 +9,7 @@
 //! - [`store`]: the filter store (Redis, or in process) and key store (Cassandra, or redb).
 //! - [`routes`]: the HTTP API, one file per resource.
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
+//! - [`sizing`]: the size limits every filter's params must meet.
 //! - [`auth`]: writer tokens and the edge secret.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`metrics`]: Prometheus counters and the latency histogram.
@@ -29,6 +30,7 @@ pub mod rebuild;
 pub mod recovery;
 pub mod routes;
 pub mod serve;
+pub mod sizing;
 pub mod store;
 
 use axum::error_handling::HandleErrorLayer;
@@ -120,7 +122,7 @@ async fn rebuild_memory_filters(
     for def in keys.filter_defs()? {
         let options = bloomgate_filter::SizingOptions { seed: rand::random(), segment_bytes: def.segment_bytes };
         let params = bloomgate_filter::Params::for_capacity_with(def.capacity, def.fp_rate, options)?;
-        if let Err(e) = gate::check_size(&params, max_filter_bytes) {
+        if let Err(e) = sizing::check_size(&params, max_filter_bytes) {
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;
         }

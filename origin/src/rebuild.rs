@@ -81,14 +81,9 @@ pub enum RebuildError {
     /// Bad new sizing.
     #[error("{0}")]
     Params(#[from] bloomgate_filter::ParamsError),
-    /// The sizing asks for more memory than the origin allows.
-    #[error("the filter would need {bytes} bytes of bits; at most {max} are allowed (max_filter_bytes)")]
-    TooLarge {
-        /// Bytes asked for.
-        bytes: u64,
-        /// The limit.
-        max: u64,
-    },
+    /// The sizing is over the origin's limits.
+    #[error("{0}")]
+    TooLarge(#[from] crate::sizing::SizeError),
     /// The bits could not be allocated in this process.
     #[error("{0}")]
     Alloc(#[from] AllocError),
@@ -246,9 +241,7 @@ async fn build_and_switch(
     let params = Params::for_capacity_with(def.capacity, def.fp_rate, sizing)?;
     // Checked with the real params before anything is stored: a definition no rebuild could
     // build is never saved.
-    if params.total_bytes() > options.max_filter_bytes {
-        return Err(RebuildError::TooLarge { bytes: params.total_bytes(), max: options.max_filter_bytes });
-    }
+    crate::sizing::check_size(&params, options.max_filter_bytes)?;
     if resize {
         keys.resize_filter(filter, def.capacity, def.fp_rate).await?;
     }

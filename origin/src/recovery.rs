@@ -25,8 +25,6 @@ pub struct Thresholds {
     pub fp_min_samples: u64,
     /// Rebuild when keys deleted since the build exceed this share of the estimated keys.
     pub stale_delete_share: f64,
-    /// A resize is not started if the doubled filter would exceed this many bytes of bits.
-    pub max_filter_bytes: u64,
     /// A `previous` generation older than this is retired by any origin (its own rebuild
     /// should have retired it; it died).
     pub retire_previous_after_ms: u64,
@@ -48,8 +46,8 @@ pub struct Health {
     pub building_abandoned: bool,
     /// Milliseconds since `previous` was replaced, if there is one.
     pub previous_age_ms: Option<u64>,
-    /// Bytes of bits a resize to twice the capacity would need.
-    pub doubled_bytes: u64,
+    /// A filter of twice the capacity is within the size limits (see `sizing`).
+    pub doubled_fits: bool,
     /// Configured capacity.
     pub capacity: u64,
     /// Target false-positive rate.
@@ -99,7 +97,7 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
     if h.segment_missing {
         return Action::rebuild("filter segment missing");
     }
-    if h.estimated_keys > h.capacity as f64 * t.resize_at_fill && h.doubled_bytes <= t.max_filter_bytes {
+    if h.estimated_keys > h.capacity as f64 * t.resize_at_fill && h.doubled_fits {
         // Double, and leave room: twice the capacity, or twice the keys if they already
         // outgrew that.
         let doubled = h.capacity.saturating_mul(2).max((2.0 * h.estimated_keys).ceil() as u64);
@@ -130,7 +128,7 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
 const FILL_SAMPLE_SEGMENTS: u32 = 16;
 
 /// Gathers a filter's health from the stores and this origin's counters.
-pub async fn health(gate: &Gate, def: &FilterDef) -> Result<Health, FilterUnavailable> {
+pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Result<Health, FilterUnavailable> {
     let store = gate.filter_store();
     let doubled = Params::for_capacity_with(
         def.capacity.saturating_mul(2),
@@ -140,7 +138,7 @@ pub async fn health(gate: &Gate, def: &FilterDef) -> Result<Health, FilterUnavai
     let mut h = Health {
         capacity: def.capacity,
         target_fp: def.fp_rate,
-        doubled_bytes: doubled.map_or(u64::MAX, |p| p.total_bytes()),
+        doubled_fits: doubled.is_ok_and(|p| crate::sizing::check_size(&p, max_filter_bytes).is_ok()),
         ..Health::default()
     };
     let name = def.name.as_str();
@@ -209,7 +207,7 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
             {
                 continue;
             }
-            let Ok(h) = health(&gate, &def).await else { continue };
+            let Ok(h) = health(&gate, &def, options.max_filter_bytes).await else { continue };
             let Some(action) = rebuild_reason(&h, &thresholds) else {
                 if !h.meta_missing && !h.segment_missing {
                     backoff.remove(&def.name);
@@ -251,12 +249,11 @@ mod tests {
         fp_factor: 3.0,
         fp_min_samples: 1000,
         stale_delete_share: 0.2,
-        max_filter_bytes: 1 << 30,
         retire_previous_after_ms: 60_000,
     };
 
     fn healthy() -> Health {
-        Health { capacity: 1000, target_fp: 0.01, estimated_keys: 500.0, ..Health::default() }
+        Health { capacity: 1000, target_fp: 0.01, estimated_keys: 500.0, doubled_fits: true, ..Health::default() }
     }
 
     #[test]
@@ -286,7 +283,7 @@ mod tests {
 
     #[test]
     fn a_resize_over_the_size_limit_is_not_started() {
-        let h = Health { estimated_keys: 1001.0, doubled_bytes: (1 << 30) + 1, ..healthy() };
+        let h = Health { estimated_keys: 1001.0, doubled_fits: false, ..healthy() };
         assert_eq!(rebuild_reason(&h, &T), None);
     }
 

@@ -3,8 +3,9 @@
 use super::{ApiJson, ApiPath, AppState};
 use crate::auth::Writer;
 use crate::error::AppError;
-use crate::gate::{check_size, CreateFilter, Created};
+use crate::gate::{CreateFilter, Created};
 use crate::rebuild::RebuildError;
+use crate::sizing::check_size;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -89,7 +90,7 @@ fn rebuild_error(filter: &str, e: RebuildError) -> AppError {
         RebuildError::Busy => AppError::Conflict(format!("a rebuild of {filter:?} is already running")),
         RebuildError::UnknownFilter(name) => AppError::UnknownFilter(name),
         RebuildError::Params(e) => AppError::BadParams(e),
-        RebuildError::TooLarge { bytes, max } => AppError::FilterTooLarge { bytes, max },
+        RebuildError::TooLarge(e) => AppError::FilterTooLarge(e),
         RebuildError::Filter(e) => AppError::FilterWrite(e),
         RebuildError::Keys(e) => AppError::KeyStore(e),
         e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
