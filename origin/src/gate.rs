@@ -77,6 +77,8 @@ pub struct Gate {
     keys: Arc<dyn KeyStore>,
     /// Metrics, shared with the HTTP layer.
     pub metrics: Arc<Metrics>,
+    /// Wakes the recovery check early: a request found the filter's bits lost.
+    pub recovery_nudge: tokio::sync::Notify,
     defs: DefCache,
     metas: RwLock<HashMap<String, (FilterMeta, Instant)>>,
     cache_ttl: Duration,
@@ -138,6 +140,7 @@ impl Gate {
             filters,
             keys,
             metrics: Arc::new(Metrics::default()),
+            recovery_nudge: tokio::sync::Notify::new(),
             defs: DefCache::new(settings.cache_ttl),
             metas: RwLock::default(),
             cache_ttl: settings.cache_ttl,
@@ -236,7 +239,12 @@ impl Gate {
             AfterFilter::AskDatabaseAfterMaybe => {
                 counters.filter_maybes.fetch_add(1, Relaxed);
             }
-            AfterFilter::AskDatabaseFilterUnavailable(reason) => self.metrics.fallthrough(reason),
+            AfterFilter::AskDatabaseFilterUnavailable(reason) => {
+                self.metrics.fallthrough(reason);
+                if matches!(reason, "meta_missing" | "segment_missing" | "incarnation_changed") {
+                    self.recovery_nudge.notify_one();
+                }
+            }
         }
         self.metrics.database_reads.fetch_add(1, Relaxed);
         let stored = self.keys.get(name, key).await.inspect_err(|_| {
@@ -303,6 +311,9 @@ impl Gate {
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
             self.metrics.write_filter_failures.fetch_add(1, Relaxed);
+            if matches!(e, FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation) {
+                self.recovery_nudge.notify_one();
+            }
             AppError::FilterWrite(e)
         };
         let before = self.filters.state_for_write(name).await.map_err(fail)?;

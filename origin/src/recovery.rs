@@ -177,13 +177,22 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
     Ok(h)
 }
 
+/// Shortest time between two checks started by nudges.
+const NUDGE_MIN_GAP: Duration = Duration::from_millis(250);
+
 /// Runs the check every `interval` until the process ends.
 pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, options: RebuildOptions) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     let mut running: HashMap<String, tokio::task::JoinHandle<Result<rebuild::RebuildReport, rebuild::RebuildError>>> =
         HashMap::new();
     loop {
-        tokio::time::sleep(interval).await;
+        // Every interval, or sooner when a lookup or write found the filter lost (a flushed or
+        // restarted Redis should not wait out the interval), but not more often than
+        // NUDGE_MIN_GAP however many requests nudge.
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = gate.recovery_nudge.notified() => tokio::time::sleep(NUDGE_MIN_GAP.min(interval)).await,
+        }
         // Collect finished rebuilds: reset counters on success, back off on failure.
         running.retain(|name, task| {
             if !task.is_finished() {
