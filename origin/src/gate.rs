@@ -416,7 +416,6 @@ impl Gate {
                 // definition first and started a rebuild, which then owns the filter).
                 if !self.filters.replace_state(name, None, state).await.map_err(AppError::FilterWrite)? {
                     self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
-                    return Ok(Created::New);
                 }
                 Ok(Created::New)
             }
