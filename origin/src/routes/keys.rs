@@ -1,6 +1,6 @@
 //! `/v1/filters/{filter}/keys/...` and `/lookups`: the public lookup API and the writers' API.
 
-use super::{path_key, ApiJson, ApiPath, AppState};
+use super::{ApiJson, ApiPath, AppState, KeyPath};
 use crate::auth::require_writer;
 use crate::error::AppError;
 use crate::gate::Answer;
@@ -48,11 +48,8 @@ fn answer_json(filter: &str, key: &str, answer: &Answer) -> Value {
     body
 }
 
-async fn lookup(
-    State(s): State<AppState>,
-    ApiPath((filter, key)): ApiPath<(String, String)>,
-) -> Result<Response, AppError> {
-    let answer = s.gate.lookup(&filter, path_key(&key)?).await?;
+async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
+    let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = (status, Json(answer_json(&filter, &key, &answer))).into_response();
     response.headers_mut().insert(ANSWERED_BY_HEADER, HeaderValue::from_static(answer.answered_by.as_str()));
@@ -72,14 +69,14 @@ async fn lookup_batch(
 async fn insert(
     State(s): State<AppState>,
     headers: HeaderMap,
-    ApiPath((filter, key)): ApiPath<(String, String)>,
+    KeyPath { filter, key }: KeyPath,
     value: Bytes,
 ) -> Result<Response, AppError> {
     require_writer(&headers, &s.config.writer_tokens)?;
     if value.len() > s.config.max_value_bytes {
         return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
     }
-    s.gate.insert(&filter, path_key(&key)?, &value).await?;
+    s.gate.insert(&filter, key.as_bytes(), &value).await?;
     Ok((StatusCode::CREATED, Json(json!({ "filter": filter, "key": key, "stored": true }))).into_response())
 }
 
@@ -97,9 +94,9 @@ async fn insert_batch(
 async fn delete(
     State(s): State<AppState>,
     headers: HeaderMap,
-    ApiPath((filter, key)): ApiPath<(String, String)>,
+    KeyPath { filter, key }: KeyPath,
 ) -> Result<Json<Value>, AppError> {
     require_writer(&headers, &s.config.writer_tokens)?;
-    let existed = s.gate.delete(&filter, path_key(&key)?).await?;
+    let existed = s.gate.delete(&filter, key.as_bytes()).await?;
     Ok(Json(json!({ "filter": filter, "key": key, "deleted": existed })))
 }
