@@ -90,6 +90,37 @@ pub fn bad_request(detail: String) -> Problem {
     Problem { kind: "about:blank", title: "Bad Request", status: 400, detail }
 }
 
+/// 413 for a request body over what the edge reads.
+pub fn body_too_large(max_bytes: usize) -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Content Too Large",
+        status: 413,
+        detail: format!("request body is over {max_bytes} bytes: send smaller batches"),
+    }
+}
+
+/// 413 for a batch with more keys than `MAX_BATCH`, refused before any lookup: the same
+/// words as the origin's.
+pub fn batch_too_large(max: usize, got: usize) -> Problem {
+    Problem {
+        kind: "about:blank",
+        title: "Content Too Large",
+        status: 413,
+        detail: format!("batch has {got} keys; at most {max} are accepted per request: split it into smaller requests"),
+    }
+}
+
+/// Whether the edge relays the origin's answer to a forwarded lookup as it is: answers (200,
+/// 404) and the origin's refusals (400, 413, 429 with its Retry-After: the client must change
+/// or slow its request, which a 503 would hide). A 5xx, like no answer, becomes a 503.
+pub fn relays(origin_status: u16) -> bool {
+    (200..500).contains(&origin_status)
+}
+
+/// Headers of the origin's answer that the edge passes on when it relays it.
+pub const RELAYED_HEADERS: [&str; 3] = ["content-type", ANSWERED_BY, "retry-after"];
+
 /// 405 for writes: the edge serves lookups only.
 pub fn write_not_allowed(method: &str, path: &str) -> Problem {
     Problem {
@@ -135,6 +166,27 @@ mod tests {
         assert_eq!(write_not_allowed("PUT", "/v1/filters/f/keys/a").status, 405);
         assert_eq!(origin_unavailable().status, 503);
         assert_eq!(bad_request("key must be 64 hex digits, got 63".into()).detail, "key must be 64 hex digits, got 63");
+    }
+
+    #[test]
+    fn refusals_from_the_origin_are_relayed_and_failures_are_not() {
+        for status in [200, 404, 400, 413, 429] {
+            assert!(relays(status), "{status}");
+        }
+        for status in [500, 502, 503, 504] {
+            assert!(!relays(status), "{status} becomes the edge's own 503");
+        }
+    }
+
+    #[test]
+    fn too_large_answers_say_413_in_the_body_too() {
+        let p = batch_too_large(1000, 1001);
+        assert_eq!((p.status, p.title), (413, "Content Too Large"));
+        assert_eq!(
+            p.detail,
+            "batch has 1001 keys; at most 1000 are accepted per request: split it into smaller requests"
+        );
+        assert_eq!(body_too_large(4).status, 413);
     }
 
     #[test]

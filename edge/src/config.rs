@@ -15,6 +15,15 @@ pub const MEMORY_CACHE_MB: &str = "MEMORY_CACHE_MB";
 /// never shrinks once grown.
 pub const DEFAULT_MEMORY_CACHE_MB: u32 = 32;
 
+/// Name of the optional variable bounding the keys in one batch lookup.
+pub const MAX_BATCH: &str = "MAX_BATCH";
+/// Default batch bound: the origin's default `max_batch`, so a batch the edge takes is one the
+/// origin takes too.
+pub const DEFAULT_MAX_BATCH: usize = 1000;
+/// Largest `MAX_BATCH` accepted: a batch body is read whole (at most 4 MiB), and every key in
+/// it may need a segment.
+pub const MAX_BATCH_LIMIT: usize = 100_000;
+
 /// Typed configuration of the edge worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
@@ -27,6 +36,8 @@ pub struct EdgeConfig {
     pub freshness_secs: u32,
     /// Bytes of segments held in isolate memory.
     pub memory_cache_bytes: usize,
+    /// Most keys in one batch lookup; a bigger batch is refused (413) before any work.
+    pub max_batch: usize,
 }
 
 /// A setting that is missing or malformed.
@@ -81,7 +92,22 @@ impl EdgeConfig {
                 reason: "must be a whole number of MiB from 1 to 96 (the isolate has 128 MB in all)",
             })?,
         };
-        Ok(Self { origin_url, edge_secret, freshness_secs, memory_cache_bytes: memory_mb as usize * 1024 * 1024 })
+        let max_batch = match lookup(MAX_BATCH) {
+            None => DEFAULT_MAX_BATCH,
+            Some(v) => {
+                v.trim().parse().ok().filter(|n| (1..=MAX_BATCH_LIMIT).contains(n)).ok_or(ConfigError::Invalid {
+                    name: MAX_BATCH,
+                    reason: "must be a whole number of keys from 1 to 100000 (keep it at most the origin's max_batch)",
+                })?
+            }
+        };
+        Ok(Self {
+            origin_url,
+            edge_secret,
+            freshness_secs,
+            memory_cache_bytes: memory_mb as usize * 1024 * 1024,
+            max_batch,
+        })
     }
 }
 
@@ -104,6 +130,19 @@ mod tests {
         assert_eq!(config.origin_url, "http://127.0.0.1:8080", "trailing slash is dropped");
         assert_eq!(config.edge_secret, "dev-edge-secret");
         assert_eq!(config.freshness_secs, 5);
+        assert_eq!(config.max_batch, DEFAULT_MAX_BATCH);
+    }
+
+    #[test]
+    fn max_batch_is_a_bounded_count() {
+        let with = |v: &str| parse(&[DEV[0], DEV[1], DEV[2], (MAX_BATCH, v)]);
+        assert_eq!(with(" 250 ").unwrap().max_batch, 250);
+        assert_eq!(with("100000").unwrap().max_batch, MAX_BATCH_LIMIT);
+        for bad in ["0", "-1", "100001", "1e3", "", "lots"] {
+            let err = with(bad).unwrap_err();
+            assert!(matches!(err, ConfigError::Invalid { name: MAX_BATCH, .. }), "{bad}: {err}");
+            assert!(err.to_string().starts_with("MAX_BATCH is invalid: must be a whole number of keys"), "{err}");
+        }
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! before the ask is covered by the versions listed; a segment is used only at a version at
 //! least that high (bits within a generation are only ever set, so newer is a superset).
 //! Hence a key acknowledged at time t is answered "seen" by t + FRESHNESS_SECS at the latest.
+//!
+//! That holds at the moment of answering, not of deciding: loading a segment can take longer
+//! than what is left of the bound, so a "no" is checked against the clock again after every
+//! wait ([`answer_now`]), and fetches for a manifest are given no more time than it can be used
+//! for ([`fetch_budget_ms`]). A slow origin thus turns into a forward or a 503, never a stale "no".
 
 use bloomgate_filter::{hash_key, Manifest, SegmentHeader, SegmentView};
 
@@ -18,6 +23,38 @@ pub enum Decision {
     ForwardMaybe,
     /// Ask the origin: no usable segment.
     ForwardNoSegment,
+    /// Ask the origin: the segment said "no", but the manifest it was read under passed its
+    /// freshness bound meanwhile.
+    ForwardStale,
+}
+
+/// Longest the edge waits for any one subrequest to the origin (manifest, segment, forwarded
+/// lookup), whatever is left of the freshness bound: a hung origin costs a client this much at
+/// most before a 503 (or a forward), never an open-ended wait.
+pub const ORIGIN_TIMEOUT_CAP_MS: u32 = 10_000;
+
+/// What the edge may answer at `now_ms` for a decision made from a manifest asked for at
+/// `asked_at_ms`: a "no" stands only while that manifest is still fresh. Call it after the
+/// last wait before answering.
+pub fn answer_now(decision: Decision, asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> Decision {
+    match decision {
+        Decision::NotSeen if !manifest_is_fresh(asked_at_ms, now_ms, freshness_secs) => Decision::ForwardStale,
+        other => other,
+    }
+}
+
+/// How long a fetch made for a manifest asked for at `asked_at_ms` may take, in whole ms: what
+/// is left of its freshness (a segment arriving later could not answer "no" under it), at most
+/// [`ORIGIN_TIMEOUT_CAP_MS`]. None when nothing is left: do not fetch, forward. A manifest
+/// fetch itself passes `asked_at_ms = now_ms` and gets the whole bound.
+pub fn fetch_budget_ms(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> Option<u32> {
+    if !manifest_is_fresh(asked_at_ms, now_ms, freshness_secs) {
+        return None;
+    }
+    let left = asked_at_ms + f64::from(freshness_secs) * 1000.0 - now_ms;
+    // Floored: a fetch must end before the bound does. Under 1 ms there is nothing to wait for.
+    let left = left.floor().min(f64::from(ORIGIN_TIMEOUT_CAP_MS));
+    (left >= 1.0).then_some(left as u32)
 }
 
 /// Whether a manifest asked for at `asked_at_ms` may still be used at `now_ms`.
@@ -128,6 +165,30 @@ mod tests {
         assert!(manifest_is_fresh(1000.0, 5999.0, 5));
         assert!(!manifest_is_fresh(1000.0, 6000.0, 5));
         assert!(!manifest_is_fresh(1000.0, 999.0, 5), "a clock going backwards is not fresh");
+    }
+
+    #[test]
+    fn a_no_is_answered_only_while_its_manifest_is_fresh() {
+        // A segment that took 4.5 s to load under a 5 s bound, for a manifest 1 s old.
+        assert_eq!(answer_now(Decision::NotSeen, 1000.0, 5999.0, 5), Decision::NotSeen);
+        assert_eq!(answer_now(Decision::NotSeen, 1000.0, 6000.0, 5), Decision::ForwardStale);
+        assert_eq!(answer_now(Decision::NotSeen, 1000.0, 60_000.0, 5), Decision::ForwardStale);
+        assert_eq!(answer_now(Decision::NotSeen, 1000.0, 999.0, 5), Decision::ForwardStale, "clock went back");
+        // Forwards stay forwards, fresh or not.
+        for d in [Decision::ForwardMaybe, Decision::ForwardNoSegment, Decision::ForwardStale] {
+            assert_eq!(answer_now(d, 1000.0, 2000.0, 5), d);
+            assert_eq!(answer_now(d, 1000.0, 9000.0, 5), d);
+        }
+    }
+
+    #[test]
+    fn fetches_get_what_is_left_of_the_bound_and_never_more_than_the_cap() {
+        assert_eq!(fetch_budget_ms(1000.0, 1000.0, 5), Some(5000), "a manifest fetch gets all of S");
+        assert_eq!(fetch_budget_ms(1000.0, 4500.5, 5), Some(1499));
+        assert_eq!(fetch_budget_ms(1000.0, 5999.5, 5), None, "under a millisecond left");
+        assert_eq!(fetch_budget_ms(1000.0, 6000.0, 5), None);
+        assert_eq!(fetch_budget_ms(1000.0, 999.0, 5), None, "clock went back");
+        assert_eq!(fetch_budget_ms(0.0, 0.0, 3600), Some(ORIGIN_TIMEOUT_CAP_MS), "a long S is capped");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! ([`Flights`]), so concurrent requests for the same missing manifest or segment share one
 //! subrequest without ever awaiting another request's promise (workerd cancels a request
 //! that does). A manifest past half its freshness is refreshed in the background
-//! (`ctx.wait_until`), so under steady traffic no request waits for one.
+//! (`ctx.wait_until`), so under steady traffic no request waits for one. Subrequests to the
+//! origin, with their timeouts and relays, are in `upstream`.
 
 use crate::answer;
 use crate::config::EdgeConfig;
@@ -14,7 +15,8 @@ use crate::decide::{self, Decision};
 use crate::flight::{Check, Flights, Role};
 use crate::lru::ByteLru;
 use crate::route::{self, Route};
-use bloomgate_filter::{validate_filter_name, Manifest, Segment};
+use crate::upstream::{self, BatchForward, BatchResult};
+use bloomgate_filter::{decode_path_key, validate_filter_name, Manifest, Segment};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -23,13 +25,10 @@ use std::hash::Hash;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::{
-    console_error, console_log, event, Cache, Context, Delay, Env, Fetch, Headers, Method, Request, RequestInit,
-    Response, Result,
+    console_error, console_log, event, Cache, Context, Delay, Env, Headers, Method, Request, Response, Result,
 };
 
-/// Header carrying the edge secret to the origin.
-const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";
-/// Largest batch body the edge reads (the origin enforces its own, smaller, key count).
+/// Largest batch body the edge reads; the key count is bounded by `MAX_BATCH` (config).
 const MAX_BATCH_BODY: usize = 4 * 1024 * 1024;
 
 /// How often a request waiting on another's fetch checks back (its own timer keeps it alive).
@@ -93,18 +92,24 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
             return json(&answer::misconfigured(), 500, answer::PROBLEM_JSON);
         }
     };
+    let head = req.method() == Method::Head;
     let response = match route::classify(&method, &path) {
         Route::Health => json(&answer::health(), 200, answer::JSON),
         Route::Lookup { filter, key } => handle_lookup(&config, &ctx, &req, filter, key).await,
         Route::BatchLookup { filter } => handle_batch(&config, &ctx, req, filter).await,
         Route::WriteNotAllowed => {
             let r = json(&answer::write_not_allowed(&method, &path), 405, answer::PROBLEM_JSON)?;
-            r.headers().set("allow", "GET")?;
+            r.headers().set("allow", "GET, HEAD")?;
             Ok(r)
         }
         Route::NotFound => json(&answer::not_found(&path), 404, answer::PROBLEM_JSON),
     }?;
     console_log!("{method} {path} -> {}", response.status_code());
+    if head {
+        // The answer to a HEAD is the GET's status and headers without its body.
+        let status = response.status_code();
+        return Ok(Response::empty()?.with_status(status).with_headers(response.headers().clone()));
+    }
     Ok(response)
 }
 
@@ -118,31 +123,34 @@ async fn handle_lookup(
     if let Err(e) = validate_filter_name(filter) {
         return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON);
     }
-    let Some(key_bytes) = route::percent_decode(raw_key) else {
-        return json(&answer::bad_request("key has a malformed %-escape".into()), 400, answer::PROBLEM_JSON);
+    // The origin decodes the raw segment with the same function: both read the same key, or
+    // both refuse the URL, so a "no" here is never about another key than the origin's.
+    let key_text = match decode_path_key(raw_key) {
+        Ok(key) => key,
+        Err(e) => return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON),
     };
-    let manifest = match manifest(config, ctx, filter).await {
-        ManifestFetch::Found(m, _) => m,
+    let (manifest, asked_at) = match manifest(config, ctx, filter).await {
+        ManifestFetch::Found(m, asked_at) => (m, asked_at),
         ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
-        ManifestFetch::Failed => return forward(config, req).await,
+        ManifestFetch::Failed => return upstream::forward(config, req).await,
     };
-    if key_bytes.contains(&0) {
-        return json(&answer::bad_request("key must not contain NUL (%00)".into()), 400, answer::PROBLEM_JSON);
-    }
-    let key = match manifest.key_format.normalize(&key_bytes) {
+    let key = match manifest.key_format.normalize(key_text.as_bytes()) {
         Ok(key) => key,
         Err(e) => return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON),
     };
     let index = decide::segment_of(&manifest, &key);
-    let segment = segment(config, ctx, &manifest, index).await;
-    match decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key) {
+    let segment = segment(config, ctx, &manifest, asked_at, index).await;
+    let decision = decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key);
+    match decide::answer_now(decision, asked_at, now_ms(), config.freshness_secs) {
         Decision::NotSeen => {
-            let r = json(&answer::not_seen(filter, raw_key), 404, answer::JSON)?;
+            let r = json(&answer::not_seen(filter, &key_text), 404, answer::JSON)?;
             r.headers().set(answer::ANSWERED_BY, "edge")?;
             r.headers().set(answer::GENERATION, &manifest.generation.to_string())?;
             Ok(r)
         }
-        Decision::ForwardMaybe | Decision::ForwardNoSegment => forward(config, req).await,
+        Decision::ForwardMaybe | Decision::ForwardNoSegment | Decision::ForwardStale => {
+            upstream::forward(config, req).await
+        }
     }
 }
 
@@ -151,71 +159,98 @@ struct BatchBody {
     keys: Vec<String>,
 }
 
-#[derive(Serialize, serde::Deserialize, Clone)]
-struct BatchResult {
-    filter: String,
-    results: Vec<serde_json::Value>,
-}
-
 async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filter: &str) -> Result<Response> {
     if let Err(e) = validate_filter_name(filter) {
         return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON);
     }
+    let declared = req.headers().get("content-length")?.and_then(|v| v.trim().parse::<usize>().ok());
+    if declared.is_some_and(|len| len > MAX_BATCH_BODY) {
+        return json(&answer::body_too_large(MAX_BATCH_BODY), 413, answer::PROBLEM_JSON);
+    }
     let body = req.bytes().await?;
     if body.len() > MAX_BATCH_BODY {
-        return json(
-            &answer::bad_request(format!("batch body is over {MAX_BATCH_BODY} bytes")),
-            413,
-            answer::PROBLEM_JSON,
-        );
+        return json(&answer::body_too_large(MAX_BATCH_BODY), 413, answer::PROBLEM_JSON);
     }
     let batch: BatchBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return json(&answer::bad_request(format!("invalid JSON body: {e}")), 400, answer::PROBLEM_JSON),
     };
-    let manifest = match manifest(config, ctx, filter).await {
-        ManifestFetch::Found(m, _) => m,
+    if batch.keys.len() > config.max_batch {
+        return json(&answer::batch_too_large(config.max_batch, batch.keys.len()), 413, answer::PROBLEM_JSON);
+    }
+    let all: Vec<usize> = (0..batch.keys.len()).collect();
+    let mut results: Vec<Option<serde_json::Value>> = vec![None; batch.keys.len()];
+    let (manifest, asked_at) = match manifest(config, ctx, filter).await {
+        ManifestFetch::Found(m, asked_at) => (m, asked_at),
         ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
         ManifestFetch::Failed => {
-            return match forward_batch(config, filter, &batch.keys).await {
-                Ok(r) => relay_json(&r),
-                Err(_) => unavailable(),
-            }
+            return match ask_origin(config, filter, &batch.keys, &all, &mut results).await? {
+                Some(refused) => Ok(refused),
+                None => relay_json(&collect(filter, results)),
+            };
         }
     };
-    let mut results: Vec<Option<serde_json::Value>> = vec![None; batch.keys.len()];
-    let mut maybe = Vec::new();
+    let (mut edge_no, mut maybe) = (Vec::new(), Vec::new());
     for (i, raw) in batch.keys.iter().enumerate() {
         let key = match manifest.key_format.normalize(raw.as_bytes()) {
             Ok(k) => k,
             Err(e) => return json(&answer::bad_request(format!("keys[{i}]: {e}")), 400, answer::PROBLEM_JSON),
         };
         let index = decide::segment_of(&manifest, &key);
-        let segment = segment(config, ctx, &manifest, index).await;
-        if decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key) == Decision::NotSeen {
+        let segment = segment(config, ctx, &manifest, asked_at, index).await;
+        let decision = decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key);
+        match decide::answer_now(decision, asked_at, now_ms(), config.freshness_secs) {
+            Decision::NotSeen => edge_no.push(i),
+            _ => maybe.push(i),
+        }
+    }
+    if let Some(refused) = ask_origin(config, filter, &batch.keys, &maybe, &mut results).await? {
+        return Ok(refused);
+    }
+    // The origin's answer took time: the edge's "no"s stand only while their manifest is fresh.
+    let stale = decide::answer_now(Decision::NotSeen, asked_at, now_ms(), config.freshness_secs) != Decision::NotSeen;
+    if stale {
+        if let Some(refused) = ask_origin(config, filter, &batch.keys, &edge_no, &mut results).await? {
+            return Ok(refused);
+        }
+    } else {
+        for i in edge_no {
             results[i] = Some(
-                serde_json::to_value(answer::not_seen(filter, raw))
+                serde_json::to_value(answer::not_seen(filter, &batch.keys[i]))
                     .map_err(|e| worker::Error::RustError(e.to_string()))?,
             );
-        } else {
-            maybe.push(i);
         }
     }
-    if !maybe.is_empty() {
-        let keys: Vec<String> = maybe.iter().map(|i| batch.keys[*i].clone()).collect();
-        let from_origin = match forward_batch(config, filter, &keys).await {
-            Ok(r) => r,
-            Err(_) => return unavailable(),
-        };
-        if from_origin.results.len() != maybe.len() {
-            return unavailable();
-        }
-        for (i, value) in maybe.into_iter().zip(from_origin.results) {
-            results[i] = Some(value);
-        }
+    relay_json(&collect(filter, results))
+}
+
+/// Asks the origin about the keys at `which` and puts its answers in `results`. Some(response)
+/// when the origin refused the batch or could not be asked: that response goes to the client.
+async fn ask_origin(
+    config: &EdgeConfig,
+    filter: &str,
+    keys: &[String],
+    which: &[usize],
+    results: &mut [Option<serde_json::Value>],
+) -> Result<Option<Response>> {
+    if which.is_empty() {
+        return Ok(None);
     }
-    let results: Vec<serde_json::Value> = results.into_iter().flatten().collect();
-    relay_json(&BatchResult { filter: filter.to_owned(), results })
+    let asked: Vec<&str> = which.iter().map(|i| keys[*i].as_str()).collect();
+    match upstream::forward_batch(config, filter, &asked).await? {
+        BatchForward::Answered(answers) => {
+            for (i, value) in which.iter().zip(answers.results) {
+                results[*i] = Some(value);
+            }
+            Ok(None)
+        }
+        BatchForward::Refused(response) => Ok(Some(response)),
+    }
+}
+
+/// The batch answer, once every key has one.
+fn collect(filter: &str, results: Vec<Option<serde_json::Value>>) -> BatchResult {
+    BatchResult { filter: filter.to_owned(), results: results.into_iter().flatten().collect() }
 }
 
 /// The manifest, from isolate memory while fresh (refreshed in the background from half its
@@ -360,22 +395,26 @@ async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     // The time is taken before asking: freshness counts from the ask, not the answer.
     let asked_at = now_ms();
     let url = format!("{}/v1/filters/{filter}/manifest", config.origin_url);
-    let mut response = match origin_get(&url, Some(&config.edge_secret)).await {
+    // A manifest arriving after S is of no use: it gets at most S (and the cap).
+    let Some(budget) = decide::fetch_budget_ms(asked_at, asked_at, config.freshness_secs) else {
+        return ManifestFetch::Failed;
+    };
+    let reply = match upstream::edge_get(config, &url, budget).await {
         Ok(r) => r,
         Err(e) => {
             console_error!("manifest {filter}: {e}");
             return ManifestFetch::Failed;
         }
     };
-    match response.status_code() {
-        200 => match response.bytes().await.ok().and_then(|b| serde_json::from_slice::<Manifest>(&b).ok()) {
-            Some(m) if m.validate().is_ok() && m.filter == filter => ManifestFetch::Found(Rc::new(m), asked_at),
+    match reply.status {
+        200 => match serde_json::from_slice::<Manifest>(&reply.body) {
+            Ok(m) if m.validate().is_ok() && m.filter == filter => ManifestFetch::Found(Rc::new(m), asked_at),
             _ => {
                 console_error!("manifest {filter}: unusable body");
                 ManifestFetch::Failed
             }
         },
-        404 => ManifestFetch::Unknown(Rc::new(response.bytes().await.unwrap_or_default())),
+        404 => ManifestFetch::Unknown(Rc::new(reply.body)),
         status => {
             console_error!("manifest {filter}: origin answered {status}");
             ManifestFetch::Failed
@@ -383,9 +422,16 @@ async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     }
 }
 
-/// A verified segment at least as new as the manifest lists: isolate memory, then the Cache
-/// API, then the origin. None when no usable copy could be had (the lookup is forwarded).
-async fn segment(config: &EdgeConfig, ctx: &Context, manifest: &Rc<Manifest>, index: u32) -> Option<Rc<Segment>> {
+/// A verified segment at least as new as the manifest (asked for at `asked_at`) lists: isolate
+/// memory, then the Cache API, then the origin. None when no usable copy could be had in what
+/// is left of the manifest's freshness (the lookup is forwarded).
+async fn segment(
+    config: &EdgeConfig,
+    ctx: &Context,
+    manifest: &Rc<Manifest>,
+    asked_at: f64,
+    index: u32,
+) -> Option<Rc<Segment>> {
     let version = manifest.segment_version(index)?;
     let key: SegmentKey = (manifest.filter.clone(), manifest.generation, index);
     let held = with_isolate(config, |iso| iso.segments.get(&key));
@@ -396,7 +442,7 @@ async fn segment(config: &EdgeConfig, ctx: &Context, manifest: &Rc<Manifest>, in
         config,
         |iso| &mut iso.segment_flights,
         (key.clone(), version),
-        || load_and_keep_segment(config, ctx, manifest, key.clone(), version),
+        || load_and_keep_segment(config, ctx, manifest, asked_at, key.clone(), version),
     )
     .await
 }
@@ -407,11 +453,12 @@ async fn load_and_keep_segment(
     config: &EdgeConfig,
     ctx: &Context,
     manifest: &Rc<Manifest>,
+    asked_at: f64,
     key: SegmentKey,
     version: u64,
 ) -> Option<Rc<Segment>> {
     let index = key.2;
-    let (segment, from_origin) = load_segment(config, manifest, index, version).await?;
+    let (segment, from_origin) = load_segment(config, manifest, asked_at, index, version).await?;
     with_isolate(config, |iso| iso.segments.insert(key, segment.clone(), segment.as_bytes().len()));
     if from_origin {
         let cache_url = decide::segment_cache_url(manifest, index, segment.header().version);
@@ -429,6 +476,7 @@ async fn load_and_keep_segment(
 async fn load_segment(
     config: &EdgeConfig,
     manifest: &Manifest,
+    asked_at: f64,
     index: u32,
     version: u64,
 ) -> Option<(Rc<Segment>, bool)> {
@@ -446,10 +494,12 @@ async fn load_segment(
         "{}/v1/filters/{}/segments/{}/{}?v={}",
         config.origin_url, manifest.filter, manifest.generation, index, version
     );
-    let mut response = match origin_get(&url, Some(&config.edge_secret)).await {
-        Ok(r) if r.status_code() == 200 => r,
+    // A segment arriving after the manifest's freshness could not answer "no" under it.
+    let budget = decide::fetch_budget_ms(asked_at, now_ms(), config.freshness_secs)?;
+    let bytes = match upstream::edge_get(config, &url, budget).await {
+        Ok(r) if r.status == 200 => r.body,
         Ok(r) => {
-            console_error!("segment {url}: origin answered {}", r.status_code());
+            console_error!("segment {url}: origin answered {}", r.status);
             return None;
         }
         Err(e) => {
@@ -457,7 +507,6 @@ async fn load_segment(
             return None;
         }
     };
-    let bytes = response.bytes().await.ok()?;
     match Segment::decode(bytes) {
         Ok(s) if decide::segment_usable(manifest, s.header()) => Some((Rc::new(s), true)),
         Ok(s) => {
@@ -481,66 +530,6 @@ async fn put_in_cache(url: &str, bytes: Vec<u8>) -> Result<()> {
     headers.set("content-type", "application/vnd.bloomgate.segment")?;
     let response = Response::from_bytes(bytes)?.with_headers(headers);
     Cache::default().put(url, response).await
-}
-
-async fn origin_get(url: &str, secret: Option<&str>) -> Result<Response> {
-    let headers = Headers::new();
-    if let Some(secret) = secret {
-        headers.set(EDGE_SECRET_HEADER, secret)?;
-    }
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    Fetch::Request(Request::new_with_init(url, &init)?).send().await
-}
-
-/// Forwards a lookup to the origin and relays its answer; 503 + Retry-After if it cannot.
-async fn forward(config: &EdgeConfig, req: &Request) -> Result<Response> {
-    let url = req.url()?;
-    let path_and_query = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let target = answer::origin_url(&config.origin_url, &path_and_query);
-    let mut upstream = match origin_get(&target, None).await {
-        Ok(r) if r.status_code() < 500 => r,
-        Ok(r) => {
-            console_error!("forward {target}: origin answered {}", r.status_code());
-            return unavailable();
-        }
-        Err(e) => {
-            console_error!("forward {target}: {e}");
-            return unavailable();
-        }
-    };
-    let status = upstream.status_code();
-    let headers = Headers::new();
-    for name in ["content-type", answer::ANSWERED_BY, "retry-after"] {
-        if let Some(v) = upstream.headers().get(name)? {
-            headers.set(name, &v)?;
-        }
-    }
-    Ok(Response::from_bytes(upstream.bytes().await?)?.with_status(status).with_headers(headers))
-}
-
-async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[String]) -> Result<BatchResult> {
-    let url = format!("{}/v1/filters/{filter}/lookups", config.origin_url);
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    let body = serde_json::to_string(&serde_json::json!({ "keys": keys }))
-        .map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
-    let mut response = Fetch::Request(Request::new_with_init(&url, &init)?).send().await?;
-    if response.status_code() != 200 {
-        return Err(worker::Error::RustError(format!("origin answered {}", response.status_code())));
-    }
-    response.json().await
-}
-
-fn unavailable() -> Result<Response> {
-    let r = json(&answer::origin_unavailable(), 503, answer::PROBLEM_JSON)?;
-    r.headers().set("retry-after", "1")?;
-    Ok(r)
 }
 
 fn relay_bytes(status: u16, body: &[u8]) -> Result<Response> {

@@ -6,7 +6,8 @@
 pub enum Route<'a> {
     /// `GET /healthz`.
     Health,
-    /// `GET /v1/filters/{filter}/keys/{key}` (`key` still percent-encoded).
+    /// `GET` or `HEAD /v1/filters/{filter}/keys/{key}` (`key` still percent-encoded: decode it
+    /// with `bloomgate_filter::decode_path_key`, as the origin does).
     Lookup {
         /// Filter name.
         filter: &'a str,
@@ -34,33 +35,17 @@ pub fn classify<'a>(method: &str, path: &'a str) -> Route<'a> {
     };
     let parts: Vec<&str> = rest.split('/').collect();
     match (method, parts.as_slice()) {
-        ("GET", [filter, "keys", key]) if !filter.is_empty() && !key.is_empty() => Route::Lookup { filter, key },
+        // HEAD is a GET without the body (the origin serves both from one route): a HEAD for a
+        // stored key must find it, not fall through to "no route". An empty key is a lookup
+        // too, refused by the decoder with the reason: the runtime's URL parser leaves it
+        // empty when the client sent `.` or `%2e`.
+        ("GET" | "HEAD", [filter, "keys", key]) if !filter.is_empty() => Route::Lookup { filter, key },
         ("POST", [filter, "lookups"]) if !filter.is_empty() => Route::BatchLookup { filter },
         ("GET" | "HEAD", _) => Route::NotFound,
         (_, [_, "keys", key]) if !key.is_empty() => Route::WriteNotAllowed,
         (_, [_, "keys"] | [_] | [_, "lookups"]) => Route::WriteNotAllowed,
         _ => Route::NotFound,
     }
-}
-
-/// Decodes `%XX` escapes (keys arrive percent-encoded in the path). Returns None for a
-/// malformed escape; the caller answers 400.
-pub fn percent_decode(text: &str) -> Option<Vec<u8>> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let value = u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
-            out.push(value);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]
@@ -78,16 +63,28 @@ mod tests {
         assert_eq!(classify("GET", "/v1/filters/f/stats"), Route::NotFound);
         assert_eq!(classify("GET", "/v1/filters/f/manifest"), Route::NotFound, "segments are never served publicly");
         assert_eq!(classify("GET", "/v1/filters/f/segments/1/0"), Route::NotFound);
-        assert_eq!(classify("GET", "/v1/filters/f/keys/"), Route::NotFound);
+        assert_eq!(
+            classify("GET", "/v1/filters/f/keys/"),
+            Route::Lookup { filter: "f", key: "" },
+            "400 with the reason"
+        );
         assert_eq!(classify("GET", "/metrics"), Route::NotFound);
         assert_eq!(classify("GET", "/healthz"), Route::Health);
     }
 
     #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("ab%20c").unwrap(), b"ab c");
-        assert_eq!(percent_decode("%00").unwrap(), [0]);
-        assert_eq!(percent_decode("%4"), None);
-        assert_eq!(percent_decode("%zz"), None);
+    fn head_is_a_lookup_like_get() {
+        assert_eq!(classify("HEAD", "/v1/filters/f/keys/abc"), Route::Lookup { filter: "f", key: "abc" });
+        assert_eq!(classify("HEAD", "/healthz"), Route::Health);
+        assert_eq!(classify("HEAD", "/v1/filters//keys/a"), Route::NotFound);
+        assert_eq!(classify("HEAD", "/v1/filters/f/lookups"), Route::NotFound, "batch lookups are POST");
+        assert_eq!(classify("HEAD", "/v1/filters/f/manifest"), Route::NotFound);
+    }
+
+    #[test]
+    fn keys_stay_as_written_for_the_shared_decoder() {
+        assert_eq!(classify("GET", "/v1/filters/f/keys/a%2Fb"), Route::Lookup { filter: "f", key: "a%2Fb" });
+        assert_eq!(classify("GET", "/v1/filters/f/keys/%+1"), Route::Lookup { filter: "f", key: "%+1" });
+        assert_eq!(classify("GET", "/v1/filters/f/keys/a/b"), Route::NotFound, "a key is one path segment");
     }
 }

@@ -154,7 +154,9 @@ fn decode_hex(raw: &[u8], out: &mut [u8; MAX_KEY_BYTES]) -> Result<usize, KeyErr
     Ok(raw.len() / 2)
 }
 
-fn hex_value(byte: u8) -> Option<u8> {
+/// The value of one ASCII hex digit, either case; None for anything else (no signs, no
+/// non-ASCII digits), so every decoder in the crate agrees on what a hex digit is.
+pub(crate) fn hex_value(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
         b'a'..=b'f' => Some(byte - b'a' + 10),

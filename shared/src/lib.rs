@@ -10,6 +10,7 @@ pub mod key;
 pub mod manifest;
 mod memory;
 pub mod params;
+pub mod path_key;
 pub mod segment;
 
 pub use filter::{AllocError, BloomFilter};
@@ -17,4 +18,5 @@ pub use hash::{hash_key, KeyHash};
 pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
 pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};
 pub use params::{Location, Params, ParamsError, SizingOptions};
+pub use path_key::{decode_path_key, PathKeyError, MAX_PATH_KEY_LEN};
 pub use segment::{decode_segment, encode_segment, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment};

@@ -1,6 +1,7 @@
 //! Harness for bloomgate's end-to-end tests: real services, started by `scripts/services`,
 //! plus what a test needs to break them on purpose: a private `redis-server` it may kill, and
-//! a TCP proxy that can delay or cut a connection (a real network failure, not a mock).
+//! a TCP proxy that can delay or cut a connection (a real network failure, not a mock), and
+//! raw HTTP requests for paths an HTTP client would normalise.
 //!
 //! Service addresses come from the environment with local defaults:
 //! `BLOOMGATE_TEST_REDIS` (127.0.0.1:6399), `BLOOMGATE_TEST_CASSANDRA` (127.0.0.1:9042).
@@ -12,6 +13,7 @@ pub mod loadgen;
 pub mod origin;
 pub mod proxy;
 pub mod race;
+pub mod raw_http;
 pub mod redis_server;
 
 use std::time::Duration;

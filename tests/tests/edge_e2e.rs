@@ -1,7 +1,9 @@
 //! The edge under `wrangler dev` (workerd) in front of a real origin over real Redis and
 //! Cassandra: no false negatives, absent keys answered at the edge, the freshness bound,
-//! behaviour with the origin cut off, corrupted segments, and bad keys; and the edge following
-//! the origin to a new filter generation (a rebuild, a recovery after FLUSHALL) within S.
+//! behaviour with the origin cut off, corrupted segments, and bad keys; the edge following
+//! the origin to a new filter generation (a rebuild, a recovery after FLUSHALL) within S; odd
+//! key paths read alike by edge and origin (raw bytes on the wire); HEAD lookups; batch limits
+//! and the origin's refusals relayed; and a slow origin never turning into a stale "no".
 //!
 //! # Running
 //! `scripts/services start` and `scripts/edge-build` (builds the worker, installs wrangler),
@@ -12,6 +14,7 @@
 use bloomgate_tests::edge::Wrangler;
 use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::proxy::ChaosProxy;
+use bloomgate_tests::raw_http::{self, RawResponse};
 use bloomgate_tests::redis_server::RedisServer;
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
 use reqwest::StatusCode;
@@ -298,4 +301,319 @@ async fn the_edge_follows_a_rebuild_and_a_recovery_within_its_freshness_bound() 
     );
     let answers = edge_batch(&http, &edge.base, &filter, &present).await;
     assert!(answers.iter().all(|(seen, _)| *seen), "a present key answered 'not seen' after the recovery");
+}
+
+/// Percent-decoding as lenient decoders do it (axum's, the `percent-encoding` crate's): a `%`
+/// not followed by two hex digits is kept as it is. The keys a writer may have meant.
+fn lenient_decode(raw: &str) -> Vec<u8> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// What one side answered for a raw key path: GET status, its `seen` (if the body has one),
+/// who answered, and the HEAD status.
+#[derive(Debug)]
+struct Sides {
+    get: u16,
+    seen: Option<bool>,
+    by: String,
+    head: u16,
+}
+
+async fn ask(base: &str, target: &str) -> Sides {
+    let get: RawResponse = raw_http::request(base, "GET", target).await;
+    let head = raw_http::request(base, "HEAD", target).await;
+    let seen = serde_json::from_str::<Value>(&get.body).ok().and_then(|v| v["seen"].as_bool());
+    let by = get.header("x-bloomgate-answered-by").unwrap_or("-").to_owned();
+    Sides { get: get.status, seen, by, head: head.status }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
+    let edge = Wrangler::start(&origin.base, EDGE_SECRET, FRESHNESS_SECS).await;
+    let filter = unique_filter("paths");
+    let r = origin
+        .http
+        .put(format!("{}/v1/filters/{filter}", origin.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "capacity": 10_000, "fp_rate": 0.01, "key_format": "bytes" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "create a bytes filter: {}", r.status());
+
+    // Key segments exactly as they go on the wire. Among them, the ones edge and origin used
+    // to read differently: a sign in an escape, dot segments, non-UTF-8, a literal backslash.
+    let absent = format!("absent-{:016x}", rand::random::<u64>());
+    let mut table: Vec<String> = [
+        "plain",
+        "%+1",
+        "%-1",
+        "%2e",
+        "%2E",
+        "%2E%2E",
+        "%2e%2E",
+        ".",
+        "..",
+        "...",
+        ".%2e",
+        "a%2eb",
+        "%2e%2e%2fetc",
+        "%252e",
+        "%zz",
+        "%4",
+        "a%",
+        "%%41",
+        "%00",
+        "a%00b",
+        "%ff",
+        "%e9",
+        "%C3",
+        "%C3%A9",
+        "%c3%a9",
+        "\u{e9}",
+        "e%CC%81",
+        "%F0%9F%98%80",
+        "%EF%BB%BF",
+        "a%2Fb",
+        "a%2fb",
+        "%25",
+        "%2541",
+        "+",
+        "%2B",
+        "%20x",
+        "a;b",
+        "%3B",
+        "%3F",
+        "a?x=1",
+        "a#b",
+        "%23",
+        "~",
+        "%7e",
+        "%7E",
+        "a%5Cb",
+        "a\\b",
+        "a|b",
+        "a\"b",
+        "%22",
+        "a%09b",
+        "a'b",
+        "(x)",
+        "*",
+        "@",
+        ":",
+        "a:b",
+        "%3A",
+        "$&=,!",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    table.push(absent.clone());
+    table.extend(["k".repeat(1024), "k".repeat(1025), "%6B".repeat(1024), "%6b".repeat(1025)]);
+
+    // Store every key a writer may have meant by each path, one batch each (a batch with a key
+    // the API refuses stores nothing), before the edge's first manifest: all are covered.
+    let mut stored = std::collections::BTreeSet::new();
+    for raw in table.iter().filter(|raw| **raw != absent) {
+        let Ok(key) = String::from_utf8(lenient_decode(raw)) else {
+            continue; // not a JSON string: no writer can have stored it
+        };
+        let r = origin
+            .http
+            .post(format!("{}/v1/filters/{filter}/keys", origin.base))
+            .bearer_auth(TOKEN)
+            .json(&json!({ "keys": [key] }))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::OK {
+            stored.insert(key);
+        } else {
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST, "storing {key:?}");
+        }
+    }
+
+    let mut rows = Vec::new();
+    let mut broken = Vec::new();
+    for raw in &table {
+        let target = format!("/v1/filters/{filter}/keys/{raw}");
+        let (o, e) = (ask(&origin.base, &target).await, ask(&edge.base, &target).await);
+        let edge_no = e.get == 404 && e.seen == Some(false);
+        let mut why = Vec::new();
+        if o.get == 200 && e.get != 200 {
+            why.push("origin 200 but edge not");
+        }
+        // Covers the origin's refusals too: where it answers 400, the edge refuses, forwards,
+        // or finds the key; it never rules it out.
+        if edge_no && !(o.get == 404 && o.seen == Some(false)) {
+            why.push("edge said 'not seen' where the origin did not");
+        }
+        if o.head != o.get || e.head != e.get {
+            why.push("HEAD and GET differ");
+        }
+        let shown: String = raw.chars().take(24).collect();
+        let shown = if raw.len() > 24 { format!("{shown}…({} bytes)", raw.len()) } else { shown };
+        let row = format!(
+            "{shown:<38} origin {} {:<5} head {} | edge {} {:<5} by {:<8} head {} {}",
+            o.get,
+            o.seen.map_or("-".into(), |s| s.to_string()),
+            o.head,
+            e.get,
+            e.seen.map_or("-".into(), |s| s.to_string()),
+            e.by,
+            e.head,
+            why.join("; ")
+        );
+        if !why.is_empty() {
+            broken.push(row.clone());
+        }
+        rows.push((raw.clone(), o, e, row));
+    }
+    let table_text: String = rows.iter().map(|(.., row)| format!("  {row}\n")).collect();
+    eprintln!("odd key paths ({} keys stored):\n{table_text}", stored.len());
+    assert!(
+        broken.is_empty(),
+        "edge and origin disagree on {} paths:\n{}\nfull table:\n{table_text}",
+        broken.len(),
+        broken.join("\n")
+    );
+
+    // The table is not vacuous: stored keys are found, an absent one is ruled out at the edge.
+    let row = |raw: &str| rows.iter().find(|(r, ..)| r == raw).unwrap();
+    for raw in ["plain", "a%2Fb", "%C3%A9", "a%5Cb"] {
+        assert_eq!((row(raw).1.get, row(raw).2.get), (200, 200), "{raw}\n{table_text}");
+    }
+    let (_, o, e, _) = row(&absent);
+    assert_eq!((o.get, e.get, e.seen, e.by.as_str()), (404, 404, Some(false), "edge"), "\n{table_text}");
+    for raw in ["%+1", "%2e", "%ff", "%00", ".."] {
+        assert_eq!(row(raw).1.get, 400, "the origin refuses {raw}\n{table_text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn head_lookups_batch_limits_and_the_origins_refusals_at_the_edge() {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+    let mut cfg = config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr());
+    // Below the edge's MAX_BATCH (1000 by default), so that the origin refuses what the edge
+    // forwards and the edge must relay that refusal.
+    cfg.max_batch = 10;
+    let origin = TestOrigin::start(cfg).await;
+    let edge = Wrangler::start(&origin.base, EDGE_SECRET, FRESHNESS_SECS).await;
+    let http = reqwest::Client::new();
+    let filter = unique_filter("head");
+    origin.create_filter(&filter, 50_000, 0.01).await;
+    let present = random_keys(20);
+    for chunk in present.chunks(10) {
+        origin.insert_all(&filter, chunk).await;
+    }
+
+    // HEAD: a stored key is 200 (never the "no route" 404 it used to be), an absent one 404;
+    // neither has a body.
+    let manifests = || origin.metric("bloomgate_edge_requests_total{kind=\"manifest\"}");
+    let r = http.head(format!("{}/v1/filters/{filter}/keys/{}", edge.base, present[0])).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "HEAD of a stored key at the edge");
+    assert!(r.headers().contains_key("x-bloomgate-answered-by"));
+    assert!(r.bytes().await.unwrap().is_empty());
+    let absent = &random_keys(1)[0];
+    let r = http.head(format!("{}/v1/filters/{filter}/keys/{absent}", edge.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "HEAD of an absent key at the edge");
+    assert!(r.bytes().await.unwrap().is_empty());
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, present[1])).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    // Over MAX_BATCH: 413 from the edge before any work (no manifest asked for a new filter).
+    let untouched = unique_filter("untouched");
+    let before = manifests().await;
+    let r = http
+        .post(format!("{}/v1/filters/{untouched}/lookups", edge.base))
+        .json(&json!({ "keys": random_keys(1001) }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["detail"],
+        "batch has 1001 keys; at most 1000 are accepted per request: split it into smaller requests"
+    );
+    assert_eq!(manifests().await, before, "the edge did work for a batch it refuses");
+
+    // The origin's refusal of a forwarded batch is relayed as it is, not turned into a 503.
+    let r = http
+        .post(format!("{}/v1/filters/{filter}/lookups", edge.base))
+        .json(&json!({ "keys": present }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "the origin's 413 for 20 'maybe' keys, relayed");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["detail"], "batch has 20 keys; at most 10 are accepted per request");
+    // Within the origin's limit the same keys are all "seen".
+    let answers = edge_batch(&http, &edge.base, &filter, &present[..10]).await;
+    assert!(answers.iter().all(|(seen, _)| *seen));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_origin_never_turns_into_a_stale_no() {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
+    let proxy = ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
+    let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, FRESHNESS_SECS).await;
+    let http = reqwest::Client::new();
+    let filter = unique_filter("slow");
+    origin.create_filter(&filter, 200_000, 0.01).await;
+    origin.insert_all(&filter, &random_keys(100)).await;
+
+    // Two absent keys in different segments: the edge loads the first one's segment now; the
+    // second one's segment must come from the origin later, when the origin has become slow.
+    let r = http
+        .get(format!("{}/v1/filters/{filter}/manifest", origin.base))
+        .header("x-bloomgate-edge-secret", EDGE_SECRET);
+    let manifest: bloomgate_filter::Manifest = r.send().await.unwrap().json().await.unwrap();
+    assert!(manifest.params.segment_count > 1, "the test needs a filter of several segments");
+    let segment_of = |key: &str| {
+        let normalised = manifest.key_format.normalize(key.as_bytes()).unwrap();
+        manifest.params.locate(&bloomgate_filter::hash_key(&normalised, manifest.params.seed)).segment
+    };
+    let candidates = random_keys(200);
+    let warm = &candidates[0];
+    let cold = candidates.iter().find(|k| segment_of(k) != segment_of(warm)).unwrap();
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{warm}", edge.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    // Every chunk now takes longer than S: the segment cannot arrive while the manifest is
+    // fresh. The edge must not answer "no" from that manifest after waiting; it asks the origin
+    // (a 404 from the origin, slowly) or gives up (503), within its timeouts.
+    proxy.slow(Duration::from_secs(u64::from(FRESHNESS_SECS) + 1));
+    let started = Instant::now();
+    let r = http.get(format!("{}/v1/filters/{filter}/keys/{cold}", edge.base)).send().await.unwrap();
+    let took = started.elapsed();
+    let by = r.headers().get("x-bloomgate-answered-by").map(|v| v.to_str().unwrap().to_owned());
+    eprintln!("slow origin: {} answered by {by:?} after {took:?}", r.status());
+    assert_ne!(by.as_deref(), Some("edge"), "the edge answered from a manifest older than S ({took:?})");
+    assert!(r.status() == StatusCode::NOT_FOUND || r.status() == StatusCode::SERVICE_UNAVAILABLE, "{}", r.status());
+    assert!(took < Duration::from_secs(u64::from(FRESHNESS_SECS) + 15), "the edge waited {took:?} for a slow origin");
+    proxy.heal();
 }

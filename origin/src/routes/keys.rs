@@ -1,7 +1,7 @@
 //! `/v1/filters/{filter}/keys/...` and `/lookups`: the public lookup API and the writers' API.
 
 use super::batch::KeysBatch;
-use super::{path_key, ApiPath, AppState};
+use super::{ApiPath, AppState, KeyPath};
 use crate::auth::Writer;
 use crate::error::AppError;
 use crate::gate::Answer;
@@ -41,11 +41,8 @@ fn answer_json(filter: &str, key: &str, answer: &Answer) -> Value {
     body
 }
 
-async fn lookup(
-    State(s): State<AppState>,
-    ApiPath((filter, key)): ApiPath<(String, String)>,
-) -> Result<Response, AppError> {
-    let answer = s.gate.lookup(&filter, path_key(&key)?).await?;
+async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
+    let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = (status, Json(answer_json(&filter, &key, &answer))).into_response();
     response.headers_mut().insert(ANSWERED_BY_HEADER, HeaderValue::from_static(answer.answered_by.as_str()));
@@ -65,13 +62,13 @@ async fn lookup_batch(
 async fn insert(
     _: Writer,
     State(s): State<AppState>,
-    ApiPath((filter, key)): ApiPath<(String, String)>,
+    KeyPath { filter, key }: KeyPath,
     value: Bytes,
 ) -> Result<Response, AppError> {
     if value.len() > s.config.max_value_bytes {
         return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
     }
-    s.gate.insert(&filter, path_key(&key)?, &value).await?;
+    s.gate.insert(&filter, key.as_bytes(), &value).await?;
     Ok((StatusCode::CREATED, Json(json!({ "filter": filter, "key": key, "stored": true }))).into_response())
 }
 
@@ -88,8 +85,8 @@ async fn insert_batch(
 async fn delete(
     _: Writer,
     State(s): State<AppState>,
-    ApiPath((filter, key)): ApiPath<(String, String)>,
+    KeyPath { filter, key }: KeyPath,
 ) -> Result<Json<Value>, AppError> {
-    let existed = s.gate.delete(&filter, path_key(&key)?).await?;
+    let existed = s.gate.delete(&filter, key.as_bytes()).await?;
     Ok(Json(json!({ "filter": filter, "key": key, "deleted": existed })))
 }

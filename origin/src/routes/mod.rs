@@ -10,8 +10,9 @@ use crate::config::Config;
 use crate::error::AppError;
 use crate::gate::Gate;
 use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Request};
 use axum::http::request::Parts;
+use bloomgate_filter::{decode_path_key, validate_filter_name};
 use std::sync::Arc;
 
 /// What every handler gets.
@@ -63,10 +64,76 @@ where
     }
 }
 
-/// Path keys arrive percent-decoded: refuse NUL, which no key format means to carry in a URL.
-pub fn path_key(key: &str) -> Result<&[u8], AppError> {
-    if key.contains('\0') {
-        return Err(AppError::BadRequest("key must not contain NUL (%00)".into()));
+/// The filter and key of `/v1/filters/{filter}/keys/{key}`, read from the path as sent (not
+/// axum's lenient decoding) and decoded with the filter core's `decode_path_key`, the edge's
+/// own decoder: edge and origin read a URL as the same key or both refuse it, so the edge never
+/// answers "no" about another key than the one the origin stored. Rejections are problem+json
+/// 400s with the reason (malformed `%`-escape, not UTF-8, NUL, `.`/`..`, too long).
+pub struct KeyPath {
+    /// Filter name (checked: no escapes, as at the edge).
+    pub filter: String,
+    /// The key, decoded; its UTF-8 bytes are what the key format normalises.
+    pub key: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        // Route parameters are whole segments, so the raw value sits in the path's segment at
+        // the parameter's place in the matched route.
+        let route = parts.extensions.get::<MatchedPath>().map(|m| m.as_str().to_owned()).unwrap_or_default();
+        let raw = |param: &str| route.split('/').zip(parts.uri.path().split('/')).find(|(t, _)| *t == param);
+        let (Some((_, filter)), Some((_, key))) = (raw("{filter}"), raw("{key}")) else {
+            return Err(AppError::BadRequest("the path names no filter and key".into()));
+        };
+        validate_filter_name(filter)?;
+        let key = decode_path_key(key).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        Ok(KeyPath { filter: filter.to_owned(), key })
     }
-    Ok(key.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use axum::routing::get;
+    use axum::Router;
+    use tower::ServiceExt;
+
+    /// GET `path` on a router whose one route answers with the [`KeyPath`] it extracted.
+    async fn extract(path: &str) -> (StatusCode, String) {
+        let app = Router::new().route(
+            "/v1/filters/{filter}/keys/{key}",
+            get(|KeyPath { filter, key }: KeyPath| async move { format!("{filter}|{key}") }),
+        );
+        let response = app.oneshot(Request::get(path).body(Body::empty()).unwrap()).await.into_response();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn keys_are_decoded_from_the_raw_path_like_at_the_edge() {
+        assert_eq!(extract("/v1/filters/f/keys/a%2Fb").await, (StatusCode::OK, "f|a/b".into()));
+        assert_eq!(extract("/v1/filters/f/keys/caf%C3%A9+x").await, (StatusCode::OK, "f|café+x".into()));
+        assert_eq!(extract("/v1/filters/f/keys/%2541").await, (StatusCode::OK, "f|%41".into()));
+        // Kept as "%+1" by axum's own decoding, read as 0x01 by the old edge: refused by both now.
+        for (raw, says) in [
+            ("%+1", "malformed %-escape \\\"%+1\\\" at position 0"),
+            ("%4", "malformed %-escape"),
+            ("%ff", "not valid UTF-8"),
+            ("%00", "NUL"),
+            ("%2e", "cannot be sent in a URL path"),
+            ("%2E%2e", "cannot be sent in a URL path"),
+        ] {
+            let (status, body) = extract(&format!("/v1/filters/f/keys/{raw}")).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{raw}: {body}");
+            assert!(body.contains(says), "{raw}: {body}");
+        }
+        let (status, body) = extract("/v1/filters/%66/keys/a").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "filter names carry no escapes, as at the edge: {body}");
+    }
 }

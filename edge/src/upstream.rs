@@ -1,0 +1,177 @@
+//! Subrequests to the origin (wasm32 only), each under a timeout that covers the body too, and
+//! aborted when it runs out: a slow origin costs a bounded wait, then a forward or a 503.
+//!
+//! Forwarded lookups relay the origin's answers and refusals as they are (400, 413, 429 with
+//! its Retry-After: [`answer::relays`]); no answer, a timeout or a 5xx is a 503 with
+//! Retry-After, never "no".
+
+use crate::answer;
+use crate::config::EdgeConfig;
+use crate::decide::ORIGIN_TIMEOUT_CAP_MS;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response, Result};
+
+/// Header carrying the edge secret to the origin.
+const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";
+
+/// The origin's answer, read whole.
+pub(crate) struct Reply {
+    pub status: u16,
+    pub headers: Headers,
+    pub body: Vec<u8>,
+}
+
+/// Why the origin gave no answer.
+pub(crate) enum Failure {
+    TimedOut(u32),
+    Fetch(worker::Error),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TimedOut(ms) => write!(f, "no answer within {ms} ms: aborted"),
+            Self::Fetch(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// `fut`'s output, or None if `ms` pass first (the future is then dropped).
+async fn within<T>(ms: u32, fut: impl Future<Output = T>) -> Option<T> {
+    let mut fut = pin!(fut);
+    let mut timer = pin!(Delay::from(Duration::from_millis(u64::from(ms))));
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+/// One subrequest, answer and body within `timeout_ms`; aborted past it.
+async fn call(
+    method: Method,
+    url: &str,
+    headers: Headers,
+    body: Option<String>,
+    timeout_ms: u32,
+) -> std::result::Result<Reply, Failure> {
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let exchange = async {
+        let mut init = RequestInit::new();
+        init.with_method(method).with_headers(headers);
+        if let Some(body) = body {
+            init.with_body(Some(body.into()));
+        }
+        let mut response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
+        let body = response.bytes().await?;
+        Ok::<_, worker::Error>(Reply { status: response.status_code(), headers: response.headers().clone(), body })
+    };
+    match within(timeout_ms, exchange).await {
+        Some(Ok(reply)) => Ok(reply),
+        Some(Err(e)) => Err(Failure::Fetch(e)),
+        None => {
+            controller.abort();
+            Err(Failure::TimedOut(timeout_ms))
+        }
+    }
+}
+
+/// GET of an edge endpoint (manifest, segment) with the edge secret, within `timeout_ms`.
+pub(crate) async fn edge_get(config: &EdgeConfig, url: &str, timeout_ms: u32) -> std::result::Result<Reply, Failure> {
+    let headers = Headers::new();
+    headers.set(EDGE_SECRET_HEADER, &config.edge_secret).map_err(Failure::Fetch)?;
+    call(Method::Get, url, headers, None, timeout_ms).await
+}
+
+/// Forwards a lookup (GET or HEAD, same path and query) to the origin and relays its answer.
+pub(crate) async fn forward(config: &EdgeConfig, req: &Request) -> Result<Response> {
+    let url = req.url()?;
+    let path_and_query = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let target = answer::origin_url(&config.origin_url, &path_and_query);
+    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS).await {
+        Ok(reply) if answer::relays(reply.status) => relay(reply),
+        Ok(reply) => {
+            worker::console_error!("forward {target}: origin answered {}", reply.status);
+            unavailable()
+        }
+        Err(e) => {
+            worker::console_error!("forward {target}: {e}");
+            unavailable()
+        }
+    }
+}
+
+/// The origin's answers to a batch lookup.
+#[derive(Serialize, Deserialize, Clone)]
+pub(crate) struct BatchResult {
+    pub filter: String,
+    pub results: Vec<serde_json::Value>,
+}
+
+/// What came of forwarding a batch.
+pub(crate) enum BatchForward {
+    /// The origin answered for every key.
+    Answered(BatchResult),
+    /// The origin refused the batch, or could not be asked: this response goes to the client.
+    Refused(Response),
+}
+
+/// Asks the origin about `keys` with one batch lookup.
+pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[&str]) -> Result<BatchForward> {
+    let url = format!("{}/v1/filters/{filter}/lookups", config.origin_url);
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    let body = serde_json::to_string(&serde_json::json!({ "keys": keys }))
+        .map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let reply = match call(Method::Post, &url, headers, Some(body), ORIGIN_TIMEOUT_CAP_MS).await {
+        Ok(reply) => reply,
+        Err(e) => {
+            worker::console_error!("batch {url}: {e}");
+            return unavailable().map(BatchForward::Refused);
+        }
+    };
+    match reply.status {
+        200 => match serde_json::from_slice::<BatchResult>(&reply.body) {
+            Ok(answers) if answers.results.len() == keys.len() => Ok(BatchForward::Answered(answers)),
+            _ => {
+                worker::console_error!("batch {url}: the origin's answer does not match the {} keys asked", keys.len());
+                unavailable().map(BatchForward::Refused)
+            }
+        },
+        status if answer::relays(status) => relay(reply).map(BatchForward::Refused),
+        status => {
+            worker::console_error!("batch {url}: origin answered {status}");
+            unavailable().map(BatchForward::Refused)
+        }
+    }
+}
+
+/// The origin's answer passed on: its status, body and [`answer::RELAYED_HEADERS`].
+fn relay(reply: Reply) -> Result<Response> {
+    let headers = Headers::new();
+    for name in answer::RELAYED_HEADERS {
+        if let Some(v) = reply.headers.get(name)? {
+            headers.set(name, &v)?;
+        }
+    }
+    Ok(Response::from_bytes(reply.body)?.with_status(reply.status).with_headers(headers))
+}
+
+/// 503 + Retry-After: the answer is unknown, never "not seen".
+pub(crate) fn unavailable() -> Result<Response> {
+    let r = Response::from_json(&answer::origin_unavailable())?.with_status(503);
+    r.headers().set("content-type", answer::PROBLEM_JSON)?;
+    r.headers().set("retry-after", "1")?;
+    Ok(r)
+}

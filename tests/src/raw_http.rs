@@ -1,0 +1,101 @@
+//! HTTP/1.1 requests written byte for byte over a plain TCP connection, for tests of odd paths:
+//! an HTTP client parses and normalises the URL first (`%2e` segments removed, `\` turned into
+//! `/`), which would hide exactly what those tests send.
+
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A response as read off the wire.
+#[derive(Debug, Clone)]
+pub struct RawResponse {
+    /// Status code.
+    pub status: u16,
+    /// Header names (lowercase) and values, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body, de-chunked; empty for HEAD.
+    pub body: String,
+}
+
+impl RawResponse {
+    /// The first value of a header (name in lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `{method} {target} HTTP/1.1` to `base` (`http://host:port`) with the target exactly as
+/// given, and reads the whole response (the connection is closed after it).
+pub async fn request(base: &str, method: &str, target: &str) -> RawResponse {
+    let host = base.trim_start_matches("http://").trim_end_matches('/');
+    let exchange = async {
+        let mut stream = TcpStream::connect(host).await?;
+        let head = format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        stream.write_all(head.as_bytes()).await?;
+        // Read until the response is complete, not until the connection closes: some servers
+        // keep it open a while despite `Connection: close`.
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        while !complete(&raw, method == "HEAD") {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .unwrap_or_else(|_| panic!("{method} {target} at {base}: no answer within 60 s"))
+        .unwrap_or_else(|e| panic!("{method} {target} at {base}: {e}"));
+    parse(&raw).unwrap_or_else(|| panic!("{method} {target} at {base}: unparsable answer {raw:?}"))
+}
+
+/// Whether `raw` holds a whole response: head, and the body its framing announces.
+fn complete(raw: &[u8], head_request: bool) -> bool {
+    let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let body = &raw[split + 4..];
+    if head_request {
+        return true;
+    }
+    if head.contains("transfer-encoding: chunked") {
+        return body.ends_with(b"0\r\n\r\n");
+    }
+    let length = head.lines().find_map(|l| l.strip_prefix("content-length:")).and_then(|v| v.trim().parse().ok());
+    length.is_some_and(|len: usize| body.len() >= len)
+}
+
+fn parse(raw: &[u8]) -> Option<RawResponse> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&raw[..split]).ok()?;
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers.iter().any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked")) {
+        body = dechunk(&body)?;
+    }
+    Some(RawResponse { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
+}
+
+fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&rest[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        rest = &rest[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(rest.get(..size)?);
+        rest = rest.get(size + 2..)?;
+    }
+}
