@@ -31,12 +31,12 @@ pub enum SizeError {
 
 /// Refuses params over either limit.
 pub fn check_size(params: &Params, max_bytes: u64) -> Result<(), SizeError> {
-    if params.segment_count > MAX_SEGMENTS {
-        return Err(SizeError::Segments { count: params.segment_count, max: MAX_SEGMENTS });
-    }
     let bytes = params.total_bytes();
     if bytes > max_bytes {
         return Err(SizeError::Bytes { bytes, max: max_bytes });
+    }
+    if params.segment_count > MAX_SEGMENTS {
+        return Err(SizeError::Segments { count: params.segment_count, max: MAX_SEGMENTS });
     }
     Ok(())
 }
