@@ -344,6 +344,9 @@ pub struct History {
     pub rss: Vec<RssSample>,
     /// Panic lines found in the logs.
     pub panics: Vec<LogLine>,
+    /// Wall-clock time of the run's zero, ms since the Unix epoch (to find moments in the
+    /// processes' logs).
+    pub started_unix_ms: u64,
 }
 
 /// Collects a history from many tasks at once.
@@ -361,7 +364,9 @@ impl Default for Recorder {
 impl Recorder {
     /// Starts the clock.
     pub fn new() -> Recorder {
-        Recorder { clock: Instant::now(), history: Mutex::new(History::default()) }
+        let started_unix_ms =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        Recorder { clock: Instant::now(), history: Mutex::new(History { started_unix_ms, ..History::default() }) }
     }
 
     /// Now, on the run's clock.

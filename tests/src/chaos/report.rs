@@ -79,8 +79,14 @@ pub struct Report {
     pub outcomes: BTreeMap<String, u64>,
     /// Key answers by who answered.
     pub answered_by: BTreeMap<String, u64>,
-    /// Operations not sent because too many were in flight.
-    pub skipped_ops: u64,
+    /// Operations not sent because too many were in flight: (to the origins, to the edge).
+    pub skipped_ops: (u64, u64),
+    /// Wall-clock time of the run's zero (UTC), for finding moments in the logs.
+    pub started_at: String,
+    /// Latency of answered operations by target and call: p50, p99, max in ms.
+    pub latency_ms: BTreeMap<String, [f64; 3]>,
+    /// Failed operations by target, status and the start of the body (the most frequent).
+    pub errors: BTreeMap<String, u64>,
     /// Per fault kind.
     pub faults: Vec<FaultRow>,
     /// Fault kinds the schedule could not inject.
@@ -127,8 +133,8 @@ pub struct RunFacts {
     pub rss_limit_mib: u64,
     /// Rates.
     pub workload: WorkloadSettings,
-    /// Skipped operations.
-    pub skipped_ops: u64,
+    /// Skipped operations: (to the origins, to the edge).
+    pub skipped_ops: (u64, u64),
     /// Faults that had to be injected.
     pub required_faults: BTreeSet<FaultKind>,
     /// Automatic rebuild reasons from the logs.
@@ -137,6 +143,41 @@ pub struct RunFacts {
     pub notes: Vec<String>,
     /// Log paths.
     pub logs: Vec<String>,
+}
+
+/// What an error body says: the problem's `detail`, else the start of the body.
+fn error_text(body: &str) -> String {
+    let detail = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("detail").and_then(|d| d.as_str()).map(str::to_owned));
+    detail.unwrap_or_else(|| body.chars().take(80).collect())
+}
+
+/// The gist of a client error: its innermost cause.
+fn transport_text(error: &str) -> String {
+    for cause in ["ConnectionReset", "ConnectionRefused", "IncompleteMessage", "TimedOut", "timed out"] {
+        if error.contains(cause) {
+            return cause.to_owned();
+        }
+    }
+    error.chars().take(80).collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` from ms since the Unix epoch (civil-from-days, proleptic
+/// Gregorian).
+fn utc(unix_ms: u64) -> String {
+    let (secs, ms) = (unix_ms / 1000, unix_ms % 1000);
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z", rest / 3600, rest / 60 % 60, rest % 60)
 }
 
 /// Builds the report.
@@ -168,6 +209,27 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
         };
         *outcomes.entry(outcome).or_insert(0u64) += 1;
     }
+    let mut latencies: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    for op in &history.ops {
+        let target = if op.target == Target::Edge { "edge" } else { "origin" };
+        let call = if op.kind.is_lookup() { "lookups" } else { "writes and deletes" };
+        latencies.entry(format!("{target} {call}")).or_default().push(op.end - op.start);
+        let error = match &op.outcome {
+            Outcome::Status { code, detail, .. } => format!("{target} {code}: {}", error_text(detail)),
+            Outcome::Transport { error } => format!("{target} no answer: {}", transport_text(error)),
+            _ => continue,
+        };
+        *errors.entry(error).or_insert(0) += 1;
+    }
+    let latency_ms = latencies
+        .into_iter()
+        .map(|(what, mut v)| {
+            v.sort_unstable();
+            let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64 / 1000.0;
+            (what, [at(0.5), at(0.99), at(1.0)])
+        })
+        .collect();
     let first = history.ops.iter().map(|o| o.start).min().unwrap_or(0);
     let last = history.ops.iter().map(|o| o.end).max().unwrap_or(0);
 
@@ -233,6 +295,9 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
         outcomes,
         answered_by,
         skipped_ops: facts.skipped_ops,
+        started_at: utc(history.started_unix_ms),
+        latency_ms,
+        errors,
         faults,
         faults_missing: missing,
         fault_log: history.faults.clone(),
@@ -262,13 +327,13 @@ pub fn markdown(r: &Report) -> String {
     let edge = if r.edge { format!(" + edge (S = {} s)", r.freshness_secs) } else { String::new() };
     let _ = writeln!(
         md,
-        "{:.1} s, seed {}, {} origins{edge}, keyspace `{}`; errors tolerated until {} s after a fault; RSS limit {} MiB.\n",
-        r.run_secs, r.seed, r.origins, r.keyspace, r.allowance_secs, r.rss_limit_mib
+        "{:.1} s from {}, seed {}, {} origins{edge}, keyspace `{}`; errors tolerated until {} s after a fault; RSS limit {} MiB.\n",
+        r.run_secs, r.started_at, r.seed, r.origins, r.keyspace, r.allowance_secs, r.rss_limit_mib
     );
     let c = &r.checked;
     let _ = writeln!(
         md,
-        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge, {} had to be not seen, {} unconstrained; {} acknowledged keys read back from Cassandra; {} tolerated errors; {} operations skipped at the client's in-flight cap.\n",
+        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge, {} had to be not seen, {} unconstrained; {} acknowledged keys read back from Cassandra; {} tolerated errors; operations skipped at the client's in-flight caps: {} to the origins, {} to the edge.\n",
         c.ops,
         c.ops as f64 / r.run_secs.max(1e-9),
         c.answers,
@@ -278,7 +343,8 @@ pub fn markdown(r: &Report) -> String {
         c.unconstrained,
         c.db_keys,
         c.tolerated_errors,
-        r.skipped_ops
+        r.skipped_ops.0,
+        r.skipped_ops.1
     );
     let answers: Vec<String> = r.answered_by.iter().map(|(what, n)| format!("{what} {n}")).collect();
     let _ = writeln!(md, "Answers: {}.\n", answers.join(", "));
@@ -289,6 +355,18 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(md, "\n| outcome | count |\n|---|---:|");
     for (outcome, n) in &r.outcomes {
         let _ = writeln!(md, "| {outcome} | {n} |");
+    }
+    let _ = writeln!(md, "\n| latency | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|");
+    for (what, [p50, p99, max]) in &r.latency_ms {
+        let _ = writeln!(md, "| {what} | {p50:.1} | {p99:.1} | {max:.1} |");
+    }
+    if !r.errors.is_empty() {
+        let mut errors: Vec<(&String, &u64)> = r.errors.iter().collect();
+        errors.sort_by(|a, b| b.1.cmp(a.1));
+        let _ = writeln!(md, "\n| failed operations (most frequent) | count |\n|---|---:|");
+        for (what, n) in errors.into_iter().take(8) {
+            let _ = writeln!(md, "| {} | {n} |", what.replace('|', "/"));
+        }
     }
     let _ = writeln!(
         md,
@@ -368,6 +446,13 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn times_are_printed_in_utc() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(utc(1_796_281_478_437), "2026-12-03T07:04:38.437Z");
+    }
+
+    #[test]
     fn the_summary_has_a_column_per_violation_kind_and_names_missing_faults() {
         let k = KeyId::written(1);
         let history = History {
@@ -418,7 +503,7 @@ mod tests {
             allowance_secs: 10.0,
             rss_limit_mib: 512,
             workload,
-            skipped_ops: 0,
+            skipped_ops: (0, 0),
             required_faults: [FaultKind::FlushAll].into(),
             automatic_rebuilds: vec![],
             notes: vec![],

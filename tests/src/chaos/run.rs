@@ -91,7 +91,7 @@ async fn interrupted() {
 /// What the driven part of a run hands back.
 struct Driven {
     history: History,
-    skipped: u64,
+    skipped: (u64, u64),
     notes: Vec<String>,
 }
 
@@ -244,21 +244,21 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     let started = Instant::now();
     let until = started + options.duration;
     eprintln!("chaos: running for {:?} (the first round of faults always completes)", options.duration);
-    let progress = {
+    {
         let (rec, workload) = (rec.clone(), workload.clone());
-        tokio::spawn(async move {
+        background.spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(10)).await;
+                let (origin, edge) = workload.skipped();
                 eprintln!(
-                    "chaos: {:>6.1}s {} operations, {} keys acknowledged, {} skipped",
+                    "chaos: {:>6.1}s {} operations, {} keys acknowledged, skipped at the in-flight cap: {origin} to origins, {edge} to the edge",
                     rec.now() as f64 / 1e6,
                     rec.op_count(),
                     workload.acked_count(),
-                    workload.skipped()
                 );
             }
-        })
-    };
+        });
+    }
     tokio::join!(faults.clone().sequential_track(until), faults.clone().background_track(started, until));
     // Faults over: heal everything and let the workload run a little longer, so the last
     // writes are read at the edge too and the system shows it is well again.
@@ -271,7 +271,6 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     }
     tokio::time::sleep(options.workload.freshness + Duration::from_secs(2)).await;
     workload.stop(Duration::from_secs(40)).await;
-    progress.abort();
     background.abort_all();
     while background.join_next().await.is_some() {}
 

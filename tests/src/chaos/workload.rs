@@ -4,9 +4,10 @@
 //! race of a write via B and a read via A) and, S seconds later, through the edge; readers ask
 //! for random acknowledged keys and for keys nobody writes; batches and deletes run beside.
 //!
-//! Every operation runs as its own task under a cap on operations in flight: when the cap is
-//! reached the operation is skipped and counted, so a stalled system is not buried under a
-//! growing backlog.
+//! Every operation runs as its own task under a cap on operations in flight, one cap for the
+//! origins and one for the edge (a slow edge must not starve the origins' workload): when the
+//! cap is reached the operation is skipped and counted, so a stalled system is not buried
+//! under a growing backlog.
 
 use super::history::{Answer, AnsweredBy, Micros, Op, OpKind, Outcome, Recorder, Target, Why};
 use super::keys::{KeyId, KeySpace};
@@ -43,7 +44,8 @@ pub struct WorkloadSettings {
     pub absent_share: f64,
     /// The edge's freshness bound S.
     pub freshness: Duration,
-    /// Operations in flight at most; beyond, new ones are skipped.
+    /// Operations in flight at most, to the origins and to the edge each; beyond, new ones are
+    /// skipped.
     pub max_in_flight: usize,
 }
 
@@ -78,8 +80,10 @@ pub struct Workload {
     next_deletable: AtomicU32,
     /// Multiplier of the random lookup rates (a lookup burst sets it to 10).
     pub burst: AtomicU32,
-    permits: Arc<Semaphore>,
-    skipped: AtomicU64,
+    /// In-flight caps: [origins, edge].
+    permits: [Arc<Semaphore>; 2],
+    /// Skipped operations: [origins, edge].
+    skipped: [AtomicU64; 2],
     stopped: AtomicBool,
 }
 
@@ -127,7 +131,8 @@ impl Workload {
         settings: WorkloadSettings,
         seed: u64,
     ) -> Workload {
-        let permits = Arc::new(Semaphore::new(settings.max_in_flight));
+        let permits =
+            [Arc::new(Semaphore::new(settings.max_in_flight)), Arc::new(Semaphore::new(settings.max_in_flight))];
         Workload {
             http,
             endpoints,
@@ -144,7 +149,7 @@ impl Workload {
             next_deletable: AtomicU32::new(0),
             burst: AtomicU32::new(1),
             permits,
-            skipped: AtomicU64::new(0),
+            skipped: [AtomicU64::new(0), AtomicU64::new(0)],
             stopped: AtomicBool::new(false),
         }
     }
@@ -153,9 +158,9 @@ impl Workload {
         f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Operations skipped because too many were in flight.
-    pub fn skipped(&self) -> u64 {
-        self.skipped.load(Ordering::Relaxed)
+    /// Operations skipped because too many were in flight: (to the origins, to the edge).
+    pub fn skipped(&self) -> (u64, u64) {
+        (self.skipped[0].load(Ordering::Relaxed), self.skipped[1].load(Ordering::Relaxed))
     }
 
     /// Acknowledged written keys so far.
@@ -274,12 +279,14 @@ impl Workload {
         self.with(|s| s.acked.extend_from_slice(keys));
     }
 
-    /// Runs `f` as a task under the in-flight cap, or counts it skipped.
-    fn spawn<F>(self: &Arc<Self>, f: impl FnOnce(Arc<Workload>) -> F)
+    /// Runs `f` as a task under the in-flight cap of `to` (origins or edge), or counts it
+    /// skipped.
+    fn spawn<F>(self: &Arc<Self>, to: Target, f: impl FnOnce(Arc<Workload>) -> F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        match self.permits.clone().try_acquire_owned() {
+        let class = usize::from(to == Target::Edge);
+        match self.permits[class].clone().try_acquire_owned() {
             Ok(permit) => {
                 let task = f(self.clone());
                 tokio::spawn(async move {
@@ -288,7 +295,7 @@ impl Workload {
                 });
             }
             Err(_) => {
-                self.skipped.fetch_add(1, Ordering::Relaxed);
+                self.skipped[class].fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -318,7 +325,7 @@ impl Workload {
             if this.stopped.load(Ordering::SeqCst) {
                 return;
             }
-            this.spawn(|w| async move {
+            this.spawn(Target::Edge, |w| async move {
                 if keys.len() == 1 {
                     w.lookup(Target::Edge, keys[0], Why::EdgeAfterFreshness).await;
                 } else {
@@ -340,9 +347,8 @@ impl Workload {
         self.follow_at_edge(keys);
     }
 
-    async fn random_batch_lookup(self: Arc<Self>) {
+    async fn random_batch_lookup(self: Arc<Self>, edge: bool) {
         let keys: Vec<KeyId> = (0..self.settings.batch_lookup_keys).map(|_| self.random_key()).collect();
-        let edge = self.endpoints.edge.is_some() && self.with(|s| s.rng.random_bool(0.5));
         let target = if edge { Target::Edge } else { self.random_origin() };
         self.lookup_batch(target, keys, Why::Random).await;
     }
@@ -381,13 +387,17 @@ impl Workload {
         let burst = |w: &Workload| f64::from(w.burst.load(Ordering::Relaxed));
         let mut streams = tokio::task::JoinSet::new();
         let w = self.clone();
-        streams.spawn(paced(self.clone(), move |_| s.write_rate, move || w.spawn(Workload::write_and_follow)));
+        streams.spawn(paced(
+            self.clone(),
+            move |_| s.write_rate,
+            move || w.spawn(Target::Origin(0), Workload::write_and_follow),
+        ));
         let (w, rate) = (self.clone(), s.read_rate);
         streams.spawn(paced(
             self.clone(),
             move |w| rate * burst(w),
             move || {
-                w.spawn(|w| async move {
+                w.spawn(Target::Origin(0), |w| async move {
                     let (target, key) = (w.random_origin(), w.random_key());
                     let why = if w.burst.load(Ordering::Relaxed) > 1 { Why::Burst } else { Why::Random };
                     w.lookup(target, key, why).await;
@@ -400,7 +410,7 @@ impl Workload {
                 self.clone(),
                 move |w| rate * burst(w),
                 move || {
-                    w.spawn(|w| async move {
+                    w.spawn(Target::Edge, |w| async move {
                         let key = w.random_key();
                         let why = if w.burst.load(Ordering::Relaxed) > 1 { Why::Burst } else { Why::Random };
                         w.lookup(Target::Edge, key, why).await;
@@ -413,8 +423,10 @@ impl Workload {
             self.clone(),
             move |_| rate,
             move || {
-                w.spawn(Workload::batch_and_follow);
-                w.spawn(Workload::random_batch_lookup);
+                w.spawn(Target::Origin(0), Workload::batch_and_follow);
+                let edge = w.endpoints.edge.is_some() && w.with(|s| s.rng.random_bool(0.5));
+                let to = if edge { Target::Edge } else { Target::Origin(0) };
+                w.spawn(to, move |w| w.random_batch_lookup(edge));
             },
         ));
         if s.delete_rate > 0.0 {
@@ -426,7 +438,7 @@ impl Workload {
                 move |_| 1.0,
                 move || {
                     let n = rate.ceil() as usize;
-                    w.spawn(move |w| w.write_deletables(n));
+                    w.spawn(Target::Origin(0), move |w| w.write_deletables(n));
                 },
             ));
             let w = self.clone();
@@ -442,7 +454,7 @@ impl Workload {
                         _ => None,
                     });
                     if let Some(key) = due {
-                        w.spawn(move |w| async move { w.delete(w.random_origin(), key).await });
+                        w.spawn(Target::Origin(0), move |w| async move { w.delete(w.random_origin(), key).await });
                     }
                 },
             ));
@@ -455,7 +467,8 @@ impl Workload {
     pub async fn stop(&self, limit: Duration) {
         self.stopped.store(true, Ordering::SeqCst);
         let all = self.settings.max_in_flight as u32;
-        let _ = tokio::time::timeout(limit, self.permits.acquire_many(all)).await;
+        let drained = futures::future::join(self.permits[0].acquire_many(all), self.permits[1].acquire_many(all));
+        let _ = tokio::time::timeout(limit, drained).await;
     }
 }
 
