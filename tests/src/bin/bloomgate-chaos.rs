@@ -8,9 +8,10 @@
 //! cargo build --release -p bloomgate-tests --bin bloomgate-chaos
 //! # what CI runs (tests/tests/chaos.rs):
 //! target/release/bloomgate-chaos run --duration 2m --report chaos.json
-//! # a long run, aiming at 10^6 checked operations:
-//! target/release/bloomgate-chaos run --duration 30m --write-rate 100 --read-rate 200 \
-//!     --edge-read-rate 150 --report chaos-30m.json --summary chaos.md
+//! # a long run, aiming at 10^6 checked operations (a 3-minute release run at these rates but
+//! # --read-rate 250 checked 555 operations/s on a 2-core machine; wrangler dev is the limit):
+//! target/release/bloomgate-chaos run --duration 30m --write-rate 60 --read-rate 300 \
+//!     --edge-read-rate 60 --batch-rate 2 --report chaos-30m.json --summary chaos.md
 //! ```
 //!
 //! `bloomgate-chaos origin --config <file.toml>` serves one origin; `run` starts its origins
