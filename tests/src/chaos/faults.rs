@@ -270,6 +270,21 @@ impl Faults {
                 let recovered = self.wait_switch(Some(generation), wait).await;
                 self.record(kind, start, None, Some(recovered), format!("DEL {key} ({segments} segments)"));
             }
+            Step::StaleDeletes => {
+                let stats = self.any_stats().await.context("no origin answers stats")?;
+                let before = stats["generation"].as_u64();
+                let keys = stats["estimated_keys"].as_u64().unwrap_or(0) as f64;
+                let share = self.cluster.settings.tuning.auto_stale_delete_share;
+                // Half as many again as the threshold: the estimate is noisy.
+                let n = (keys * share * 1.5).ceil() as usize + 10;
+                let start = self.rec.now();
+                let deleted = self.workload.delete_burst(n, Duration::from_secs(60)).await;
+                let recovered = self.wait_switch(before, wait).await;
+                let note = format!(
+                    "{deleted} keys deleted at once; the filter held about {keys} keys, threshold share {share}"
+                );
+                self.record(FaultKind::StaleDeletes, start, None, Some(recovered), note);
+            }
             Step::Snapshot => {
                 self.redis_command(&redis::cmd("SAVE")).await?;
                 let aside = self.cluster.settings.dir.join("snapshot.rdb");

@@ -222,6 +222,8 @@ pub enum FaultKind {
     DelMeta,
     /// `FLUSHALL`.
     FlushAll,
+    /// A burst of deletes past the stale-delete share: the origins rebuild on their own.
+    StaleDeletes,
     /// SIGSTOP of Cassandra for a few seconds, then SIGCONT.
     CassandraPause,
     /// The edge's connection to its origin cut (a proxy drops everything).
@@ -234,7 +236,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind, in the order of the report's fault table.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::AutoResize,
         FaultKind::Rebuild,
         FaultKind::Resize,
@@ -247,6 +249,7 @@ impl FaultKind {
         FaultKind::DelSegmentVer,
         FaultKind::DelMeta,
         FaultKind::FlushAll,
+        FaultKind::StaleDeletes,
         FaultKind::CassandraPause,
         FaultKind::EdgeCut,
         FaultKind::LookupBurst,
@@ -268,11 +271,30 @@ impl FaultKind {
             FaultKind::DelSegmentVer => "del_segment_ver",
             FaultKind::DelMeta => "del_meta",
             FaultKind::FlushAll => "flushall",
+            FaultKind::StaleDeletes => "stale_deletes",
             FaultKind::CassandraPause => "cassandra_pause",
             FaultKind::EdgeCut => "edge_cut",
             FaultKind::LookupBurst => "lookup_burst",
             FaultKind::SlowRedis => "slow_redis",
         }
+    }
+
+    /// Whether the origins promise to end this fault on their own with a new generation:
+    /// lost or stale bits (README: "rebuilds on its own when Redis lost the bits", DESIGN.md
+    /// invariant 8), a filter past its capacity, and many deleted keys still set. A requested rebuild is not among them: one
+    /// that fails (a Cassandra pause during its scan) is the operator's to repeat.
+    pub fn repaired_automatically(self) -> bool {
+        matches!(
+            self,
+            FaultKind::AutoResize
+                | FaultKind::RedisRestartEmpty
+                | FaultKind::RedisRollback
+                | FaultKind::DelSegmentBits
+                | FaultKind::DelSegmentVer
+                | FaultKind::DelMeta
+                | FaultKind::FlushAll
+                | FaultKind::StaleDeletes
+        )
     }
 
     /// Whether the fault needs the edge.

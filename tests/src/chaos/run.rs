@@ -155,6 +155,9 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         Some(cluster) => tokio::task::spawn_blocking(move || drop(cluster)).await?,
         None => eprintln!("chaos: the cluster is still referenced; Redis and wrangler stop with this process"),
     }
+    if !options.keep_keyspace {
+        drop_keyspace(&options.cassandra, &keyspace).await;
+    }
     let Driven { mut history, skipped, notes } = driven?;
 
     let mut reasons = Vec::new();
@@ -163,9 +166,6 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         let lines = panic_lines(&text);
         history.panics.extend(lines.into_iter().map(|line| super::history::LogLine { source: source.clone(), line }));
         reasons.extend(automatic_rebuilds(&text));
-    }
-    if !options.keep_keyspace {
-        drop_keyspace(&options.cassandra, &keyspace).await;
     }
     let keys = KeySpace::new(options.seed);
     if let Some(path) = &options.history_path {

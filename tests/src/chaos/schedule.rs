@@ -61,6 +61,8 @@ pub enum Step {
     DelMeta,
     /// `FLUSHALL`; wait for the automatic rebuild.
     FlushAll,
+    /// Delete many keys at once; wait for the automatic (stale-delete) rebuild.
+    StaleDeletes,
     /// `SAVE` now (the rollback's point in time).
     Snapshot,
     /// `kill -9` Redis and restart it from the last snapshot; wait for a rebuild.
@@ -82,6 +84,7 @@ impl Step {
             Step::DelSegmentVer => FaultKind::DelSegmentVer,
             Step::DelMeta => FaultKind::DelMeta,
             Step::FlushAll => FaultKind::FlushAll,
+            Step::StaleDeletes => FaultKind::StaleDeletes,
             Step::Rollback => FaultKind::RedisRollback,
             Step::Snapshot | Step::Pause(_) => return None,
         })
@@ -112,6 +115,7 @@ pub fn sequential_round(first: bool) -> Vec<Step> {
         Step::KillBuilder(Phase::Uploading),
         Step::Rollback,
         Step::DelMeta,
+        Step::StaleDeletes,
         Step::Pause(Duration::from_secs(2)),
     ]);
     steps

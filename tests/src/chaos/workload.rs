@@ -12,6 +12,7 @@
 use super::history::{Answer, AnsweredBy, Micros, Op, OpKind, Outcome, Recorder, Target, Why};
 use super::keys::{KeyId, KeySpace};
 use crate::origin::TOKEN;
+use futures::StreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -270,9 +271,9 @@ impl Workload {
         self.send(OpKind::LookupBatch, why, target, keys, request, &hex).await;
     }
 
-    async fn delete(&self, target: Target, key: KeyId) {
+    async fn delete(&self, target: Target, key: KeyId) -> bool {
         let request = self.http.delete(self.url(target, &format!("/keys/{}", self.keys.hex(key)))).bearer_auth(TOKEN);
-        self.send(OpKind::Delete, Why::Delete, target, vec![key], request, &[]).await;
+        self.send(OpKind::Delete, Why::Delete, target, vec![key], request, &[]).await == Outcome::Acked
     }
 
     fn remember(&self, keys: &[KeyId]) {
@@ -380,6 +381,25 @@ impl Workload {
         stored
     }
 
+    /// Writes at least `n` keys of their own (in batches of 500), then deletes them all at once,
+    /// 16 at a time through random origins: past the stale-delete share, the origins must
+    /// rebuild on their own. Returns the deletes acknowledged.
+    pub async fn delete_burst(&self, n: usize, limit: Duration) -> usize {
+        let started = Instant::now();
+        let mut written = Vec::new();
+        while written.len() < n && started.elapsed() < limit {
+            let first = self.next_deletable.fetch_add(500, Ordering::Relaxed);
+            let keys: Vec<KeyId> = (first..first + 500).map(KeyId::deletable).collect();
+            if self.write_batch(self.random_origin(), keys.clone(), Why::Delete).await {
+                written.extend(keys);
+            } else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let deletes: Vec<_> = written.into_iter().map(|key| self.delete(self.random_origin(), key)).collect();
+        futures::stream::iter(deletes).buffer_unordered(16).filter(|acked| std::future::ready(*acked)).count().await
+    }
+
     /// Runs every stream until [`stop`](Self::stop).
     pub async fn run(self: Arc<Self>) {
         let s = self.settings.clone();
@@ -454,7 +474,9 @@ impl Workload {
                         _ => None,
                     });
                     if let Some(key) = due {
-                        w.spawn(Target::Origin(0), move |w| async move { w.delete(w.random_origin(), key).await });
+                        w.spawn(Target::Origin(0), move |w| async move {
+                            w.delete(w.random_origin(), key).await;
+                        });
                     }
                 },
             ));
