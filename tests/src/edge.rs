@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 pub struct Wrangler {
     /// `http://127.0.0.1:port`.
     pub base: String,
+    /// Its stdout and stderr.
+    pub log: std::path::PathBuf,
     child: Child,
 }
 
@@ -23,7 +25,8 @@ impl Wrangler {
         assert!(wrangler.exists(), "wrangler is not installed: run `scripts/edge-build` (it runs npm ci)");
         assert!(root.join("edge/build/index.js").exists(), "the edge is not built: run `scripts/edge-build`");
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = std::fs::File::create(std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"))).unwrap();
+        let log_path = std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"));
+        let log = std::fs::File::create(&log_path).unwrap();
         let child = Command::new(wrangler)
             .current_dir(&root)
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string(), "--show-interactive-dev-session=false"])
@@ -40,7 +43,7 @@ impl Wrangler {
             .spawn()
             .expect("start wrangler dev");
         let base = format!("http://127.0.0.1:{port}");
-        let w = Wrangler { base, child };
+        let w = Wrangler { base, log: log_path, child };
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {

@@ -8,6 +8,7 @@
 //! A service that cannot be reached fails the test with the command that starts it.
 #![forbid(unsafe_code)]
 
+pub mod chaos;
 pub mod edge;
 pub mod loadgen;
 pub mod origin;

@@ -39,8 +39,16 @@ impl ChaosProxy {
                 };
                 let (cr, cw) = client.into_split();
                 let (sr, sw) = server.into_split();
-                tokio::spawn(pipe(cr, sw, m.clone(), d.clone()));
-                tokio::spawn(pipe(sr, cw, m.clone(), d.clone()));
+                // One task per connection: when either side closes (a Redis restart, an
+                // origin killed), both sockets are dropped, so the client notices at once
+                // instead of writing into a half-open connection.
+                let (m, d) = (m.clone(), d.clone());
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = pipe(cr, sw, m.clone(), d.clone()) => {}
+                        _ = pipe(sr, cw, m, d) => {}
+                    }
+                });
             }
         });
         ChaosProxy { addr, mode, delay_ms, task }

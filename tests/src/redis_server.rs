@@ -35,22 +35,33 @@ impl RedisServer {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Writes a snapshot now (`SAVE`); the next [`restart`](Self::restart) loads it: Redis
-    /// back in time, as after a restart from an RDB file or a failover to a lagging replica.
-    pub async fn save_snapshot(&self) {
-        let mut conn = self.connection().await;
-        let _: () = redis::cmd("SAVE").query_async(&mut conn).await.expect("SAVE");
-    }
-
-    /// Deletes the snapshot, so the next restart starts empty.
-    pub fn forget_snapshot(&self) {
-        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
-    }
-
-    /// Starts the server again on the same port: empty, or from the last
-    /// [`save_snapshot`](Self::save_snapshot) if there is one (no other persistence).
+    /// Starts the server again, empty, on the same port. (It persists nothing on its own;
+    /// a snapshot written by `SAVE` is removed first.)
     pub fn restart(&mut self) {
         self.kill();
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
+        self.spawn();
+    }
+
+    /// Starts the server again on the same port from an RDB snapshot (as written by `SAVE`
+    /// into [`snapshot_path`](Self::snapshot_path) and copied aside): Redis going back in time.
+    pub fn restart_from(&mut self, snapshot: &std::path::Path) {
+        self.kill();
+        std::fs::copy(snapshot, self.snapshot_path()).expect("copy the Redis snapshot into place");
+        self.spawn();
+    }
+
+    /// Where `SAVE` writes the snapshot, and where a start loads it from.
+    pub fn snapshot_path(&self) -> std::path::PathBuf {
+        self.dir.join("dump.rdb")
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn spawn(&mut self) {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
@@ -61,10 +72,19 @@ impl RedisServer {
             .expect("redis-server not found: run `scripts/services start redis` once to install it");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(self.addr()).is_err() {
+        // Up and done loading a snapshot: PING answers PONG (not -LOADING).
+        while !self.pong() {
             assert!(Instant::now() < deadline, "redis-server did not start on port {}", self.port);
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    fn pong(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(self.addr()) else { return false };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut answer = [0u8; 5];
+        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut answer).is_ok() && &answer == b"+PONG"
     }
 
     /// Kills the server (SIGKILL: no goodbye).

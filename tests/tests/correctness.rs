@@ -211,13 +211,17 @@ async fn a_redis_that_goes_back_in_time_is_never_read_and_the_filter_is_rebuilt(
     a.create_filter(&filter, 20_000, 0.01).await;
     let before = random_keys(1_000);
     a.insert_all(&filter, &before).await;
-    redis.save_snapshot().await;
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("SAVE").query_async(&mut conn).await.unwrap();
+    let snapshot = std::env::temp_dir().join(format!("bloomgate-rollback-{:x}.rdb", rand::random::<u64>()));
+    std::fs::copy(redis.snapshot_path(), &snapshot).unwrap();
     let after = random_keys(1_000);
     a.insert_all(&filter, &after).await;
     let old = stats(&a, &filter).await["generation"].as_u64().unwrap();
 
     // Restarted from the snapshot: the keys are back, the bits of `after` are not.
-    redis.restart();
+    redis.restart_from(&snapshot);
+    let _ = std::fs::remove_file(&snapshot);
     let all: Vec<String> = before.iter().chain(&after).cloned().collect();
     let started = Instant::now();
     let mut rebuilt = false;

@@ -1,0 +1,209 @@
+//! The fault schedule, as data: a sequential track of steps that disturb the filter and wait
+//! for it to be repaired (one after another, so each repair is observed), and a background
+//! track of timed faults that overlap whatever the sequential track is doing. Both repeat
+//! until the run's duration is over; the first round of each always completes, so every fault
+//! fires at least once.
+
+use super::history::FaultKind;
+use super::workload::WorkloadSettings;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Phases of a rebuild, as `GET /v1/filters/{f}/stats` shows them in `rebuild.phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// New generation named, waiting out writes in flight.
+    Settling,
+    /// Reading Cassandra.
+    Scanning,
+    /// Merging segments into Redis.
+    Uploading,
+}
+
+impl Phase {
+    /// As in the stats.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Settling => "settling",
+            Phase::Scanning => "scanning",
+            Phase::Uploading => "uploading",
+        }
+    }
+
+    /// The fault of killing the builder in this phase.
+    pub fn kill_fault(self) -> FaultKind {
+        match self {
+            Phase::Settling => FaultKind::KillBuilderSettling,
+            Phase::Scanning => FaultKind::KillBuilderScanning,
+            Phase::Uploading => FaultKind::KillBuilderUploading,
+        }
+    }
+}
+
+/// A step of the sequential track.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Step {
+    /// Write past the small starting capacity; wait for the automatic resize.
+    AutoResize,
+    /// Manual rebuild on a random origin; wait for its switch.
+    Rebuild,
+    /// Manual rebuild with a new capacity; wait for its switch.
+    Resize,
+    /// Start a rebuild on a random origin and `kill -9` it in the phase; restart it.
+    KillBuilder(Phase),
+    /// `kill -9` Redis, restart it empty; wait for the automatic rebuild.
+    RedisRestartEmpty,
+    /// `DEL` one segment's `:bits`; wait for the automatic rebuild.
+    DelSegmentBits,
+    /// `DEL` one segment's `:ver`; wait for the automatic rebuild.
+    DelSegmentVer,
+    /// `DEL` the meta key; wait for the automatic rebuild.
+    DelMeta,
+    /// `FLUSHALL`; wait for the automatic rebuild.
+    FlushAll,
+    /// Delete many keys at once; wait for the automatic (stale-delete) rebuild.
+    StaleDeletes,
+    /// `SAVE` now (the rollback's point in time).
+    Snapshot,
+    /// `kill -9` Redis and restart it from the last snapshot; wait for a rebuild.
+    Rollback,
+    /// Let the workload run undisturbed.
+    Pause(Duration),
+}
+
+impl Step {
+    /// The fault the step records, if any.
+    pub fn fault(self) -> Option<FaultKind> {
+        Some(match self {
+            Step::AutoResize => FaultKind::AutoResize,
+            Step::Rebuild => FaultKind::Rebuild,
+            Step::Resize => FaultKind::Resize,
+            Step::KillBuilder(phase) => phase.kill_fault(),
+            Step::RedisRestartEmpty => FaultKind::RedisRestartEmpty,
+            Step::DelSegmentBits => FaultKind::DelSegmentBits,
+            Step::DelSegmentVer => FaultKind::DelSegmentVer,
+            Step::DelMeta => FaultKind::DelMeta,
+            Step::FlushAll => FaultKind::FlushAll,
+            Step::StaleDeletes => FaultKind::StaleDeletes,
+            Step::Rollback => FaultKind::RedisRollback,
+            Step::Snapshot | Step::Pause(_) => return None,
+        })
+    }
+}
+
+/// One round of the sequential track. A builder killed mid-rebuild leaves its lease in Redis
+/// for 30 s (nobody can rebuild meanwhile), so each kill is followed by a fault that loses
+/// Redis's state, lease included; the kill while uploading happens after the snapshot, so
+/// the rollback also takes Redis back to before that rebuild. The automatic resize runs in
+/// the first round only (it needs the small starting capacity).
+pub fn sequential_round(first: bool) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if first {
+        steps.push(Step::AutoResize);
+    }
+    steps.extend([
+        Step::Rebuild,
+        Step::Resize,
+        Step::KillBuilder(Phase::Settling),
+        Step::RedisRestartEmpty,
+        Step::DelSegmentBits,
+        Step::KillBuilder(Phase::Scanning),
+        Step::FlushAll,
+        Step::DelSegmentVer,
+        Step::Snapshot,
+        Step::Pause(Duration::from_secs(3)),
+        Step::KillBuilder(Phase::Uploading),
+        Step::Rollback,
+        Step::DelMeta,
+        Step::StaleDeletes,
+        Step::Pause(Duration::from_secs(2)),
+    ]);
+    steps
+}
+
+/// A background fault: at `offset` into each cycle, for `length`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timed {
+    /// From the start of the cycle.
+    pub offset: Duration,
+    /// What.
+    pub fault: FaultKind,
+    /// How long the disturbance lasts.
+    pub length: Duration,
+}
+
+/// How long one cycle of the background track is.
+pub const BACKGROUND_CYCLE: Duration = Duration::from_secs(100);
+
+/// The background track: spread over a cycle, each short.
+pub fn background(edge: bool) -> Vec<Timed> {
+    let at = |s, fault, len| Timed { offset: Duration::from_secs(s), fault, length: Duration::from_secs(len) };
+    let mut track =
+        vec![at(35, FaultKind::CassandraPause, 4), at(55, FaultKind::SlowRedis, 5), at(75, FaultKind::LookupBurst, 4)];
+    if edge {
+        track.insert(0, at(15, FaultKind::EdgeCut, 6));
+    }
+    track
+}
+
+/// Every fault a run must inject at least once.
+pub fn required_faults(edge: bool) -> BTreeSet<FaultKind> {
+    let mut all: BTreeSet<FaultKind> = sequential_round(true).into_iter().filter_map(Step::fault).collect();
+    all.extend(background(edge).into_iter().map(|t| t.fault));
+    all
+}
+
+/// Rates for a run: the CI defaults, or the given ones.
+pub fn describe(settings: &WorkloadSettings) -> String {
+    format!(
+        "{}/s writes (+ as many reads via another origin and at the edge), {}/s origin reads, {}/s edge reads, {}/s batches of {} writes and of {} lookups, {}/s deletes",
+        settings.write_rate,
+        settings.read_rate,
+        settings.edge_read_rate,
+        settings.batch_rate,
+        settings.batch_write_keys,
+        settings.batch_lookup_keys,
+        settings.delete_rate
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_round_of_both_tracks_injects_every_fault() {
+        let required = required_faults(true);
+        assert_eq!(
+            required.len(),
+            FaultKind::ALL.len(),
+            "missing: {:?}",
+            FaultKind::ALL.iter().filter(|f| !required.contains(f)).collect::<Vec<_>>()
+        );
+        assert!(!required_faults(false).contains(&FaultKind::EdgeCut));
+    }
+
+    #[test]
+    fn every_builder_kill_is_followed_by_a_fault_that_clears_the_lease() {
+        let round = sequential_round(true);
+        for (i, step) in round.iter().enumerate() {
+            if let Step::KillBuilder(_) = step {
+                let next = round[i + 1..].iter().find(|s| !matches!(s, Step::Pause(_))).unwrap();
+                assert!(
+                    matches!(next, Step::RedisRestartEmpty | Step::FlushAll | Step::Rollback),
+                    "{step:?} then {next:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn background_faults_fit_in_a_cycle_and_do_not_overlap_each_other() {
+        let track = background(true);
+        for pair in track.windows(2) {
+            assert!(pair[0].offset + pair[0].length < pair[1].offset);
+        }
+        let last = track.last().unwrap();
+        assert!(last.offset + last.length < BACKGROUND_CYCLE);
+    }
+}
