@@ -20,7 +20,9 @@
 //! fails abandons its generation (retired, then unnamed); one whose origin died leaves it
 //! named, and the next rebuild — started by any origin's recovery check once the lease has
 //! expired — retires it first, with any generation of a lost Redis incarnation and any
-//! `previous` whose retirement never came.
+//! `previous` whose retirement never came. When the state itself was lost, every generation it
+//! named is made unreadable before a new one is named: origins may still hold one of them in
+//! their metadata cache, and it would no longer receive adds.
 
 use crate::build_progress::{BuildPhase, BuildProgress};
 use crate::store::{FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore, KeyStoreError};
@@ -246,7 +248,16 @@ async fn build_and_switch(
         keys.resize_filter(filter, def.capacity, def.fp_rate).await?;
     }
     let (state, revision) = read_state(filters.as_ref(), filter).await?;
-    let lost_state = revision.is_none();
+    if revision.is_none() {
+        // The state is gone (its key deleted or evicted) but the generations it named may
+        // still have their bits, and origins may hold one of them in their metadata cache.
+        // Writes stop reaching them the moment a new generation is named, so they must be
+        // unreadable before that.
+        let deleted = filters.delete_orphans(filter, Vec::new()).await?;
+        if deleted > 0 {
+            tracing::info!(filter, keys = deleted, "rebuild: the filter state was lost; deleted the bits it named");
+        }
+    }
     let (state, revision) = clear_leftovers(filters.as_ref(), filter, state, revision).await?;
     let new =
         FilterMeta { generation: next_generation(&state, crate::gate::now_ms()), params, incarnation: state.read_from };
@@ -258,12 +269,7 @@ async fn build_and_switch(
     }
     let named_revision = revision.map_or(1, |r| r + 1);
     match fill_and_switch(filters, keys, filter, options, lost, new, named_revision).await {
-        Ok(report) => {
-            if lost_state {
-                collect_orphans(filters.as_ref(), filter).await;
-            }
-            Ok(report)
-        }
+        Ok(report) => Ok(report),
         Err(e) => {
             abandon(filters.as_ref(), filter, new).await;
             Err(e)
@@ -434,20 +440,6 @@ async fn abandon(filters: &dyn FilterStore, filter: &str, new: FilterMeta) {
         Err(e) => {
             tracing::warn!(filter, generation = new.generation, cause = %e, "rebuild: could not abandon its generation; the next rebuild will")
         }
-    }
-}
-
-/// Deletes keys of generations the state no longer names (left when the state itself was
-/// lost). Best effort: leftovers only cost memory.
-async fn collect_orphans(filters: &dyn FilterStore, filter: &str) {
-    let keep = match filters.state_for_write(filter).await {
-        Ok(state) => state.named().map(|m| m.generation).collect(),
-        Err(_) => return,
-    };
-    match filters.delete_orphans(filter, keep).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(filter, keys = n, "rebuild: deleted keys of generations no state names"),
-        Err(e) => tracing::warn!(filter, cause = %e, "rebuild: could not delete orphaned generations"),
     }
 }
 

@@ -405,3 +405,42 @@ async fn the_quick_start_loses_no_key_during_a_rebuild() {
     assert_eq!(missed, 0, "{missed} keys acknowledged during the in-process rebuild read 'not seen'");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_state_leaves_no_cached_generation_readable() {
+    services().await;
+    let redis = RedisServer::start();
+    let ks = keyspace();
+    let mut a_cfg = own_keyspace(adversarial(config(Some(redis.url()), &cassandra_addr())), &ks);
+    a_cfg.recovery_interval_ms = 300;
+    let a = TestOrigin::start(a_cfg).await;
+    // B holds the filter's metadata for long: whatever it cached must stay safe to read.
+    let mut b_cfg = own_keyspace(adversarial(config(Some(redis.url()), &cassandra_addr())), &ks);
+    b_cfg.meta_cache_ms = 60_000;
+    let b = TestOrigin::start(b_cfg).await;
+    let filter = unique_filter("lost-state");
+    a.create_filter(&filter, 20_000, 0.01).await;
+    a.insert_all(&filter, &random_keys(1_000)).await;
+    let first = stats(&a, &filter).await["generation"].as_u64().unwrap();
+    assert!(b.lookup_all(&filter, &random_keys(10)).await.iter().any(|(_, by)| by == "filter"), "B cached the state");
+
+    // The state key alone goes (deleted, evicted); the generation it named keeps its bits
+    // until the rebuild that follows names a new one, which then takes every write.
+    let mut conn = redis.connection().await;
+    let _: () = redis::cmd("DEL").arg(format!("bg:{{{filter}}}:meta")).query_async(&mut conn).await.unwrap();
+    wait_for("a new generation to be named", Duration::from_secs(30), || async {
+        let s = stats(&a, &filter).await;
+        let named = [&s["building_generation"], &s["generation"]].iter().filter_map(|g| g.as_u64()).any(|g| g != first);
+        named.then_some(())
+    })
+    .await;
+    let written = random_keys(200);
+    a.insert_all(&filter, &written).await;
+    let answers = b.lookup_all(&filter, &written).await;
+    let missed: Vec<_> = answers.iter().filter(|(seen, _)| !seen).collect();
+    assert!(
+        missed.is_empty(),
+        "{} keys written after the state was lost read 'not seen' from a cached generation",
+        missed.len()
+    );
+}

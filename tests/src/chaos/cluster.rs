@@ -27,14 +27,15 @@ pub struct OriginTuning {
     pub cassandra_timeout_ms: u64,
     /// Whole-request timeout, ms.
     pub request_timeout_ms: u64,
-    /// Settle wait of rebuilds, ms: at least the request timeout (the rebuild's argument needs
-    /// every write that missed the new generation to be over before the scan), and long
-    /// enough to see the `settling` phase.
+    /// Settle wait of rebuilds, ms: not needed for correctness (writes re-read the state after
+    /// the key store), long enough to catch a builder in its `settling` phase.
     pub rebuild_settle_ms: u64,
     /// How long a replaced generation is kept, ms: above S and the metadata cache.
     pub rebuild_grace_ms: u64,
     /// Automatic rebuild checks, ms.
     pub recovery_interval_ms: u64,
+    /// Lease of a rebuild, ms: a killed builder's rebuild is taken over this long after.
+    pub rebuild_lease_ms: u64,
     /// Deleted share of keys that triggers a rebuild.
     pub auto_stale_delete_share: f64,
 }
@@ -50,6 +51,7 @@ impl Default for OriginTuning {
             rebuild_settle_ms: 4000,
             rebuild_grace_ms: 5000,
             recovery_interval_ms: 500,
+            rebuild_lease_ms: 5000,
             auto_stale_delete_share: 0.02,
         }
     }
@@ -77,6 +79,7 @@ edge_secret = "{EDGE_SECRET}"
 recovery_interval_ms = {}
 rebuild_settle_ms = {}
 rebuild_grace_ms = {}
+rebuild_lease_ms = {}
 auto_stale_delete_share = {}
 "#,
         t.redis_timeout_ms,
@@ -86,6 +89,7 @@ auto_stale_delete_share = {}
         t.recovery_interval_ms,
         t.rebuild_settle_ms,
         t.rebuild_grace_ms,
+        t.rebuild_lease_ms,
         t.auto_stale_delete_share,
     )
 }
