@@ -53,7 +53,14 @@ impl TestOrigin {
         tokio::spawn(bloomgate_origin::run(listener, state.clone(), async {
             let _ = rx.await;
         }));
-        let http = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+        // Idle connections are dropped here before the origin closes them (its header-read
+        // timeout, 10 s by default, also ends idle keep-alive connections): reusing one just as
+        // the server closes it would fail a request for no reason of the test's.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .pool_idle_timeout(std::time::Duration::from_secs(4))
+            .build()
+            .unwrap();
         TestOrigin { base, http, state, shutdown: Some(tx) }
     }
 
