@@ -96,7 +96,7 @@ impl Default for Config {
             edge_secret: None,
             max_in_flight: 512,
             max_connections: 4096,
-            header_read_timeout_ms: 10_000,
+            header_read_timeout_ms: 30_000,
             max_filter_bytes: 4 << 30,
             request_timeout_ms: 5000,
             max_batch: 1000,

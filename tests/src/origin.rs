@@ -54,7 +54,7 @@ impl TestOrigin {
             let _ = rx.await;
         }));
         // Idle connections are dropped here before the origin closes them (its header-read
-        // timeout, 10 s by default, also ends idle keep-alive connections): reusing one just as
+        // timeout, 30 s by default, also ends idle keep-alive connections): reusing one just as
         // the server closes it would fail a request for no reason of the test's.
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
