@@ -6,6 +6,7 @@ extern crate alloc;
 pub mod block;
 pub mod filter;
 pub mod hash;
+pub mod journal;
 pub mod key;
 pub mod manifest;
 mod memory;
@@ -15,6 +16,7 @@ pub mod segment;
 
 pub use filter::{AllocError, BloomFilter};
 pub use hash::{hash_key, KeyHash};
+pub use journal::{decode_journal, encode_journal, JournalError, JournalPosition, JournalView};
 pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
 pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};
 pub use params::{Location, Params, ParamsError, SizingOptions};
