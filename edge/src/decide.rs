@@ -118,6 +118,7 @@ mod tests {
             generation: 9,
             params,
             segment_versions: vec![3; params.segment_count as usize],
+            journal: None,
         };
         (manifest, filter)
     }

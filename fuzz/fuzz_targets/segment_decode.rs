@@ -9,7 +9,7 @@
 #![no_main]
 
 use bloomgate_filter::segment::SEGMENT_HEADER_BYTES;
-use bloomgate_filter::{decode_segment, encode_segment, Params, SegmentView};
+use bloomgate_filter::{decode_segment, encode_segment, encode_segment_at, JournalPosition, Params, SegmentView};
 use libfuzzer_sys::fuzz_target;
 
 /// Checks everything an accepted segment promises, against the bytes it was decoded from.
@@ -33,8 +33,11 @@ fn check_accepted(view: &SegmentView<'_>, bytes: &[u8]) {
             }
         }
     }
-    let again = encode_segment(params, h.generation, h.index, h.version, view.payload())
-        .expect("an accepted segment re-encodes");
+    let again = match h.journal {
+        None => encode_segment(params, h.generation, h.index, h.version, view.payload()),
+        Some(at) => encode_segment_at(params, h.generation, h.index, h.version, at, view.payload()),
+    }
+    .expect("an accepted segment re-encodes");
     assert_eq!(again, bytes, "re-encoding changed the bytes");
 }
 
@@ -75,8 +78,14 @@ fuzz_target!(|data: &[u8]| {
     let payload: Vec<u8> = (0..params.segment_bytes() as usize)
         .map(|i| data.get(SEGMENT_HEADER_BYTES + i).copied().unwrap_or(0))
         .collect();
-    let bytes =
-        encode_segment(&params, le_u64(data, 12), index, le_u64(data, 20), &payload).expect("valid by construction");
+    // Either format version, chosen by the input: version 2 also names a journal position.
+    let bytes = if data.get(36).is_some_and(|b| b & 1 == 1) {
+        let at = JournalPosition { added: le_u64(data, 37), id_ms: le_u64(data, 45), id_seq: le_u64(data, 53) };
+        encode_segment_at(&params, le_u64(data, 12), index, le_u64(data, 20), at, &payload)
+    } else {
+        encode_segment(&params, le_u64(data, 12), index, le_u64(data, 20), &payload)
+    }
+    .expect("valid by construction");
     let view = decode_segment(&bytes).expect("a freshly encoded segment decodes");
     assert_eq!(view.header().params, params);
     check_accepted(&view, &bytes);

@@ -52,6 +52,13 @@ pub struct Config {
     pub max_value_bytes: usize,
     /// How long a filter's metadata is cached in process, in ms.
     pub meta_cache_ms: u64,
+    /// Keep an insert journal per generation, so edges catch up on writes by fetching the
+    /// writes instead of whole segments. `false` = edges fetch changed segments whole (A/B).
+    pub journal_enabled: bool,
+    /// Entries a generation's journal keeps (one per add call; approximately).
+    pub journal_max_entries: u64,
+    /// How long journal entries are kept, in ms: an edge further behind fetches segments whole.
+    pub journal_max_age_ms: u64,
     /// Seconds clients are told to wait in `Retry-After`.
     pub retry_after_secs: u64,
     /// Consult the filter at all. `false` sends every lookup to the key store: the A/B baseline.
@@ -102,6 +109,9 @@ impl Default for Config {
             max_batch: 1000,
             max_value_bytes: 4096,
             meta_cache_ms: 1000,
+            journal_enabled: true,
+            journal_max_entries: 200_000,
+            journal_max_age_ms: 600_000,
             retry_after_secs: 1,
             filter_enabled: true,
             recovery_interval_ms: 5000,
@@ -158,6 +168,8 @@ impl Config {
             ("header_read_timeout_ms", self.header_read_timeout_ms),
             ("max_filter_bytes", self.max_filter_bytes),
             ("rebuild_lease_ms", self.rebuild_lease_ms),
+            ("journal_max_entries", self.journal_max_entries),
+            ("journal_max_age_ms", self.journal_max_age_ms),
             ("max_batch", self.max_batch as u64),
             ("request_timeout_ms", self.request_timeout_ms),
             ("redis_timeout_ms", self.redis_timeout_ms),
@@ -241,6 +253,14 @@ impl Config {
             // Its own rebuild retires `previous` after the grace period; one that is still
             // named well after that (grace twice over, plus a lease expiry) was orphaned.
             retire_previous_after_ms: 2 * self.rebuild_grace_ms + self.rebuild_lease_ms,
+        }
+    }
+
+    /// How long journals keep their entries.
+    pub fn journal_retention(&self) -> crate::store::JournalRetention {
+        crate::store::JournalRetention {
+            max_entries: self.journal_max_entries,
+            max_age: Duration::from_millis(self.journal_max_age_ms),
         }
     }
 

@@ -85,6 +85,7 @@ pub struct Gate {
     filter_enabled: bool,
     max_batch: usize,
     max_filter_bytes: u64,
+    journal_enabled: bool,
 }
 
 /// Settings of the gate.
@@ -98,6 +99,8 @@ pub struct GateSettings {
     pub max_batch: usize,
     /// Largest filter (bytes of bits) a create, rebuild or resize may ask for.
     pub max_filter_bytes: u64,
+    /// Append every add to its generation's insert journal (edges catch up from it).
+    pub journal_enabled: bool,
 }
 
 /// Definition of a filter to create, as sent by a writer.
@@ -147,6 +150,7 @@ impl Gate {
             filter_enabled: settings.filter_enabled,
             max_batch: settings.max_batch,
             max_filter_bytes: settings.max_filter_bytes,
+            journal_enabled: settings.journal_enabled,
         }
     }
 
@@ -340,7 +344,9 @@ impl Gate {
         Ok(())
     }
 
-    /// Adds the entries' keys to each generation.
+    /// Adds the entries' keys to each generation, then to its insert journal: after the bits,
+    /// so an entry's bits are set before any reader can see the entry (see
+    /// `bloomgate_filter::journal`), and before the write is acknowledged.
     async fn add_to(
         &self,
         name: &str,
@@ -349,7 +355,10 @@ impl Gate {
     ) -> Result<(), FilterUnavailable> {
         for meta in generations {
             let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
-            self.filters.add(name, *meta, hashes).await?;
+            self.filters.add(name, *meta, hashes.clone()).await?;
+            if self.journal_enabled {
+                self.filters.append_journal(name, *meta, hashes).await?;
+            }
         }
         Ok(())
     }

@@ -79,6 +79,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let filters: Arc<dyn FilterStore> = match &config.redis_url {
         Some(url) => {
             let redis = RedisFilterStore::connect(&RedisSettings {
+                journal: config.journal_retention(),
                 url: url.clone(),
                 timeout: config.redis_timeout(),
                 write_timeout: config.redis_write_timeout(),
@@ -88,7 +89,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         }
         None => {
             tracing::info!("no redis_url configured: the filter lives in this process");
-            let memory = Arc::new(MemoryFilterStore::default());
+            let memory = Arc::new(MemoryFilterStore::new(config.journal_retention()));
             if let Some(redb) = &embedded_keys {
                 rebuild_memory_filters(&memory, redb, config.max_filter_bytes).await?;
             }
@@ -100,6 +101,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         filter_enabled: config.filter_enabled,
         max_batch: config.max_batch,
         max_filter_bytes: config.max_filter_bytes,
+        journal_enabled: config.journal_enabled,
     };
     let gate = Arc::new(Gate::new(filters, keys, settings));
     if config.recovery_interval_ms > 0 {

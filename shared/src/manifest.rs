@@ -29,6 +29,12 @@ pub struct Manifest {
     pub params: Params,
     /// Current version of each segment, indexed by segment.
     pub segment_versions: Vec<u64>,
+    /// The generation's insert journal head, read after the request arrived: a segment copy
+    /// current to this position answers "no" for every key acknowledged before the request
+    /// (see [`journal`](crate::journal)). None when the origin keeps no journal: then a copy
+    /// must be at least at the listed version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::journal::JournalPosition>,
 }
 
 /// Why a manifest is unusable.
@@ -142,6 +148,7 @@ mod tests {
             generation: 2,
             params,
             segment_versions: vec![5, 0, 9],
+            journal: None,
         }
     }
 
@@ -153,8 +160,13 @@ mod tests {
         let back: Manifest = serde_json::from_str(&json).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.validate(), Ok(()));
-        let short = Manifest { segment_versions: vec![1], ..m };
+        let short = Manifest { segment_versions: vec![1], ..m.clone() };
         assert!(short.validate().is_err());
+        assert!(!json.contains("journal"), "no journal, no field: older edges read it as before");
+        let head = crate::journal::JournalPosition { added: 7, id_ms: 1_700_000_000_000, id_seq: 3 };
+        let with = Manifest { journal: Some(head), ..m };
+        let back: Manifest = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
+        assert_eq!(back.journal, Some(head));
     }
 
     #[test]
@@ -166,7 +178,7 @@ mod tests {
     #[test]
     fn accepts_only_same_generation_and_not_older() {
         let m = manifest();
-        let header = SegmentHeader { params: m.params, generation: 2, index: 2, version: 9, checksum: 0 };
+        let header = SegmentHeader { params: m.params, generation: 2, index: 2, version: 9, checksum: 0, journal: None };
         assert!(m.accepts(&header));
         assert!(m.accepts(&SegmentHeader { version: 10, ..header }));
         assert!(!m.accepts(&SegmentHeader { version: 8, ..header }));

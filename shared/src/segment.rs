@@ -21,11 +21,25 @@
 //! 64      …    payload: the segment's blocks, 64 bytes each, bits MSB-first as in Redis
 //! ```
 //!
+//! Format version 2 (header length 96) also names the insert-journal position the bits are
+//! current to (see [`journal`](crate::journal)), under the same checksum:
+//!
+//! ```text
+//! 64      8    journal position: entries added
+//! 72      8    journal position: stream id, milliseconds part
+//! 80      8    journal position: stream id, sequence part
+//! 88      8    reserved, zero
+//! 96      …    payload
+//! ```
+//!
+//! The checksum of version 2 is XXH3-64(payload, seed = XXH3-64(bytes 0..56 ++ bytes 64..96)).
+//!
 //! Decoding checks every field before trusting any: it never panics, never allocates, and
 //! refuses a segment whose length, params or checksum do not add up.
 
 use crate::block::{probe_mask, BLOCK_BYTES};
 use crate::hash::{hash_key, KeyHash};
+use crate::journal::JournalPosition;
 use crate::params::{Params, ParamsError};
 use alloc::vec::Vec;
 use core::fmt;
@@ -33,10 +47,14 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// First four bytes of every segment.
 pub const SEGMENT_MAGIC: [u8; 4] = *b"BGSG";
-/// The only format version this code writes and reads.
+/// The format version without a journal position.
 pub const SEGMENT_FORMAT_VERSION: u16 = 1;
-/// Header size in bytes.
+/// Header size in bytes of format version 1.
 pub const SEGMENT_HEADER_BYTES: usize = 64;
+/// The format version that carries the journal position the bits are current to.
+pub const SEGMENT_FORMAT_VERSION_JOURNAL: u16 = 2;
+/// Header size in bytes of format version 2.
+pub const SEGMENT_HEADER_BYTES_JOURNAL: usize = 96;
 
 /// The decoded header of a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +69,19 @@ pub struct SegmentHeader {
     pub version: u64,
     /// The checksum stored in (and verified against) the header.
     pub checksum: u64,
+    /// The insert-journal position the bits are current to (format version 2 only).
+    pub journal: Option<JournalPosition>,
+}
+
+impl SegmentHeader {
+    /// Bytes before the payload.
+    pub fn header_len(&self) -> usize {
+        if self.journal.is_some() {
+            SEGMENT_HEADER_BYTES_JOURNAL
+        } else {
+            SEGMENT_HEADER_BYTES
+        }
+    }
 }
 
 /// Why bytes were refused as a segment.
@@ -97,10 +128,10 @@ impl fmt::Display for SegmentError {
             }
             SegmentError::BadMagic => f.write_str("not a bloomgate segment (bad magic)"),
             SegmentError::UnsupportedVersion(v) => {
-                write!(f, "segment format version {v} is not supported (this build reads {SEGMENT_FORMAT_VERSION})")
+                write!(f, "segment format version {v} is not supported (this build reads 1 and 2)")
             }
             SegmentError::BadHeaderLength(n) => {
-                write!(f, "segment header length {n} is not {SEGMENT_HEADER_BYTES}")
+                write!(f, "segment header length {n} does not match its format version")
             }
             SegmentError::ReservedNotZero => f.write_str("segment header has non-zero reserved bytes"),
             SegmentError::BadParams(e) => {
@@ -140,6 +171,30 @@ pub fn encode_segment(
     version: u64,
     payload: &[u8],
 ) -> Result<Vec<u8>, SegmentError> {
+    encode(params, generation, index, version, None, payload)
+}
+
+/// [`encode_segment`] in format version 2, naming the journal position `journal` the bits are
+/// current to.
+pub fn encode_segment_at(
+    params: &Params,
+    generation: u64,
+    index: u32,
+    version: u64,
+    journal: JournalPosition,
+    payload: &[u8],
+) -> Result<Vec<u8>, SegmentError> {
+    encode(params, generation, index, version, Some(journal), payload)
+}
+
+fn encode(
+    params: &Params,
+    generation: u64,
+    index: u32,
+    version: u64,
+    journal: Option<JournalPosition>,
+    payload: &[u8],
+) -> Result<Vec<u8>, SegmentError> {
     let expected = params.segment_bytes() as usize;
     if payload.len() != expected {
         return Err(SegmentError::LengthMismatch { expected, found: payload.len() });
@@ -147,10 +202,14 @@ pub fn encode_segment(
     if index >= params.segment_count {
         return Err(SegmentError::IndexOutOfRange { index, count: params.segment_count });
     }
-    let mut header = [0u8; SEGMENT_HEADER_BYTES];
+    let (format, header_len) = match journal {
+        None => (SEGMENT_FORMAT_VERSION, SEGMENT_HEADER_BYTES),
+        Some(_) => (SEGMENT_FORMAT_VERSION_JOURNAL, SEGMENT_HEADER_BYTES_JOURNAL),
+    };
+    let mut header = [0u8; SEGMENT_HEADER_BYTES_JOURNAL];
     header[0..4].copy_from_slice(&SEGMENT_MAGIC);
-    header[4..6].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
-    header[6..8].copy_from_slice(&(SEGMENT_HEADER_BYTES as u16).to_le_bytes());
+    header[4..6].copy_from_slice(&format.to_le_bytes());
+    header[6..8].copy_from_slice(&(header_len as u16).to_le_bytes());
     header[8..16].copy_from_slice(&params.seed.to_le_bytes());
     header[16] = params.k;
     header[17] = params.segment_blocks_log2;
@@ -159,16 +218,31 @@ pub fn encode_segment(
     header[32..36].copy_from_slice(&index.to_le_bytes());
     header[40..48].copy_from_slice(&version.to_le_bytes());
     header[48..52].copy_from_slice(&(expected as u32).to_le_bytes());
-    let checksum = checksum(&header, payload);
+    if let Some(at) = journal {
+        header[64..72].copy_from_slice(&at.added.to_le_bytes());
+        header[72..80].copy_from_slice(&at.id_ms.to_le_bytes());
+        header[80..88].copy_from_slice(&at.id_seq.to_le_bytes());
+    }
+    let header = &mut header[..header_len];
+    let checksum = checksum(header, payload);
     header[56..64].copy_from_slice(&checksum.to_le_bytes());
-    let mut out = Vec::with_capacity(SEGMENT_HEADER_BYTES + expected);
-    out.extend_from_slice(&header);
+    let mut out = Vec::with_capacity(header_len + expected);
+    out.extend_from_slice(header);
     out.extend_from_slice(payload);
     Ok(out)
 }
 
-fn checksum(header: &[u8; SEGMENT_HEADER_BYTES], payload: &[u8]) -> u64 {
-    xxh3_64_with_seed(payload, xxh3_64(&header[..56]))
+/// The checksum of a header (its checksum field excluded) and payload.
+fn checksum(header: &[u8], payload: &[u8]) -> u64 {
+    let seed = if header.len() == SEGMENT_HEADER_BYTES {
+        xxh3_64(&header[..56])
+    } else {
+        let mut covered = [0u8; SEGMENT_HEADER_BYTES_JOURNAL - 8];
+        covered[..56].copy_from_slice(&header[..56]);
+        covered[56..].copy_from_slice(&header[64..SEGMENT_HEADER_BYTES_JOURNAL]);
+        xxh3_64(&covered)
+    };
+    xxh3_64_with_seed(payload, seed)
 }
 
 fn le_u16(b: &[u8], at: usize) -> u16 {
@@ -183,23 +257,34 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// Decodes and verifies a segment, borrowing its payload.
+/// Decodes and verifies a segment (either format version), borrowing its payload.
 pub fn decode_segment(bytes: &[u8]) -> Result<SegmentView<'_>, SegmentError> {
     let header = bytes.get(..SEGMENT_HEADER_BYTES).ok_or(SegmentError::TooShort { len: bytes.len() })?;
     if header[0..4] != SEGMENT_MAGIC {
         return Err(SegmentError::BadMagic);
     }
-    let version = le_u16(header, 4);
-    if version != SEGMENT_FORMAT_VERSION {
-        return Err(SegmentError::UnsupportedVersion(version));
+    let format = le_u16(header, 4);
+    let header_len = match format {
+        SEGMENT_FORMAT_VERSION => SEGMENT_HEADER_BYTES,
+        SEGMENT_FORMAT_VERSION_JOURNAL => SEGMENT_HEADER_BYTES_JOURNAL,
+        other => return Err(SegmentError::UnsupportedVersion(other)),
+    };
+    let declared_len = le_u16(header, 6);
+    if usize::from(declared_len) != header_len {
+        return Err(SegmentError::BadHeaderLength(declared_len));
     }
-    let header_len = le_u16(header, 6);
-    if usize::from(header_len) != SEGMENT_HEADER_BYTES {
-        return Err(SegmentError::BadHeaderLength(header_len));
-    }
+    let header = bytes.get(..header_len).ok_or(SegmentError::TooShort { len: bytes.len() })?;
     if header[18..20] != [0, 0] || header[36..40] != [0; 4] || header[52..56] != [0; 4] {
         return Err(SegmentError::ReservedNotZero);
     }
+    let journal = if header_len == SEGMENT_HEADER_BYTES_JOURNAL {
+        if header[88..96] != [0; 8] {
+            return Err(SegmentError::ReservedNotZero);
+        }
+        Some(JournalPosition { added: le_u64(header, 64), id_ms: le_u64(header, 72), id_seq: le_u64(header, 80) })
+    } else {
+        None
+    };
     let params =
         Params::new(le_u64(header, 8), header[16], header[17], le_u32(header, 20)).map_err(SegmentError::BadParams)?;
     let index = le_u32(header, 32);
@@ -211,18 +296,22 @@ pub fn decode_segment(bytes: &[u8]) -> Result<SegmentView<'_>, SegmentError> {
     if declared != expected {
         return Err(SegmentError::LengthMismatch { expected, found: declared });
     }
-    let payload = &bytes[SEGMENT_HEADER_BYTES..];
+    let payload = &bytes[header_len..];
     if payload.len() != expected {
         return Err(SegmentError::LengthMismatch { expected, found: payload.len() });
     }
-    let mut fixed = [0u8; SEGMENT_HEADER_BYTES];
-    fixed.copy_from_slice(header);
     let stored = le_u64(header, 56);
-    if checksum(&fixed, payload) != stored {
+    if checksum(header, payload) != stored {
         return Err(SegmentError::ChecksumMismatch);
     }
-    let header =
-        SegmentHeader { params, generation: le_u64(header, 24), index, version: le_u64(header, 40), checksum: stored };
+    let header = SegmentHeader {
+        params,
+        generation: le_u64(header, 24),
+        index,
+        version: le_u64(header, 40),
+        checksum: stored,
+        journal,
+    };
     Ok(SegmentView { header, payload })
 }
 
@@ -292,7 +381,7 @@ impl Segment {
 
     /// A view for lookups.
     pub fn view(&self) -> SegmentView<'_> {
-        SegmentView { header: self.header, payload: &self.bytes[SEGMENT_HEADER_BYTES..] }
+        SegmentView { header: self.header, payload: &self.bytes[self.header.header_len()..] }
     }
 }
 
@@ -349,7 +438,8 @@ mod tests {
         };
         assert_eq!(decode_segment(&good[..10]).unwrap_err(), SegmentError::TooShort { len: 10 });
         assert_eq!(decode_segment(&with(0, b"XXXX")).unwrap_err(), SegmentError::BadMagic);
-        assert_eq!(decode_segment(&with(4, &[2, 0])).unwrap_err(), SegmentError::UnsupportedVersion(2));
+        assert_eq!(decode_segment(&with(4, &[3, 0])).unwrap_err(), SegmentError::UnsupportedVersion(3));
+        assert_eq!(decode_segment(&with(4, &[2, 0])).unwrap_err(), SegmentError::BadHeaderLength(64), "version 2 says 96");
         assert_eq!(decode_segment(&with(6, &[65, 0])).unwrap_err(), SegmentError::BadHeaderLength(65));
         assert_eq!(decode_segment(&with(18, &[1])).unwrap_err(), SegmentError::ReservedNotZero);
         assert!(matches!(decode_segment(&with(16, &[0])).unwrap_err(), SegmentError::BadParams(_)));
@@ -362,5 +452,25 @@ mod tests {
         assert_eq!(decode_segment(&with(40, &[78])).unwrap_err(), SegmentError::ChecksumMismatch);
         assert!(encode_segment(f.params(), 0, 0, 0, &[0u8; 3]).is_err());
         assert!(encode_segment(f.params(), 0, f.params().segment_count, 0, &f.segment_payload(0)).is_err());
+    }
+
+    #[test]
+    fn version_2_carries_the_journal_position_under_the_checksum() {
+        let f = small_filter();
+        let at = JournalPosition { added: 41, id_ms: 1_700_000_000_123, id_seq: 2 };
+        let bytes = encode_segment_at(f.params(), 3, 1, 77, at, &f.segment_payload(1)).unwrap();
+        assert_eq!(bytes.len(), SEGMENT_HEADER_BYTES_JOURNAL + f.params().segment_bytes() as usize);
+        let view = decode_segment(&bytes).unwrap();
+        assert_eq!(view.header().journal, Some(at));
+        assert_eq!(view.payload(), f.segment_payload(1).as_slice());
+        let owned = Segment::decode(bytes.clone()).unwrap();
+        assert_eq!(owned.view().payload(), f.segment_payload(1).as_slice());
+        // Every byte of the position is covered by the checksum.
+        for i in 64..96 {
+            let mut bad = bytes.clone();
+            bad[i] ^= 1;
+            assert!(decode_segment(&bad).is_err(), "byte {i} changed unnoticed");
+        }
+        assert_eq!(decode_segment(&encoded(&f, 1)).unwrap().header().journal, None, "version 1 still reads");
     }
 }

@@ -2,7 +2,12 @@
 //! `bloomgate-origin serve` answers with nothing else installed. Same traits, same guarantees
 //! (the filter is rebuilt from the key file at start-up), one process only.
 
-use super::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore, KeyStoreError, SegmentBits};
+use super::{
+    FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, KeyStore,
+    KeyStoreError, SegmentBits,
+};
+use bloomgate_filter::JournalPosition;
+use std::collections::VecDeque;
 use crate::build_progress::BuildProgress;
 use bloomgate_filter::{BloomFilter, KeyHash};
 use futures::future::BoxFuture;
@@ -19,8 +24,26 @@ struct LocalFilter {
     versions: Vec<AtomicU64>,
 }
 
+/// One generation's insert journal in process: the last entries, numbered from `first`.
+#[derive(Default)]
+struct LocalJournal {
+    /// Position (`added`) of the first entry kept.
+    first: u64,
+    entries: VecDeque<(u64, Vec<KeyHash>)>,
+}
+
+impl LocalJournal {
+    fn head(&self) -> JournalPosition {
+        let added = self.first + self.entries.len() as u64 - 1;
+        // Positions double as ids: in process they only need to be increasing.
+        JournalPosition { added, id_ms: added, id_seq: 0 }
+    }
+}
+
 /// The filter held in this process's memory: generations, states and leases, as in Redis.
 pub struct MemoryFilterStore {
+    journal: JournalRetention,
+    journals: RwLock<HashMap<(String, u64), LocalJournal>>,
     /// Random per process: the filter lives and dies with it, like a Redis without persistence.
     incarnation: u64,
     generations: RwLock<HashMap<(String, u64), Arc<LocalFilter>>>,
@@ -33,7 +56,16 @@ pub struct MemoryFilterStore {
 
 impl Default for MemoryFilterStore {
     fn default() -> Self {
+        MemoryFilterStore::new(JournalRetention { max_entries: 100_000, max_age: std::time::Duration::from_secs(600) })
+    }
+}
+
+impl MemoryFilterStore {
+    /// An empty store whose journals keep `journal`'s worth of entries.
+    pub fn new(journal: JournalRetention) -> MemoryFilterStore {
         MemoryFilterStore {
+            journal,
+            journals: RwLock::default(),
             incarnation: rand::random::<u64>() | 1,
             generations: RwLock::default(),
             retired: RwLock::default(),
@@ -89,6 +121,9 @@ impl FilterStore for MemoryFilterStore {
             Err(e) => return ready(Err(FilterUnavailable::Error(e.to_string()))),
         };
         let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
+        // The journal starts with one (empty) entry at position 1, as in Redis.
+        let journal = LocalJournal { first: 1, entries: VecDeque::from([(crate::gate::now_ms(), Vec::new())]) };
+        write(&self.journals).entry(key.clone()).or_insert(journal);
         write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));
         ready(Ok(()))
     }
@@ -157,6 +192,7 @@ impl FilterStore for MemoryFilterStore {
         let key = (filter.to_owned(), meta.generation);
         // Marked first, so adds that still name it succeed as no-ops; then the bits go.
         write(&self.retired).insert(key.clone());
+        write(&self.journals).remove(&key);
         write(&self.generations).remove(&key);
         write(&self.deletes).remove(&key);
         ready(Ok(()))
@@ -166,11 +202,13 @@ impl FilterStore for MemoryFilterStore {
         let mut generations = write(&self.generations);
         let before = generations.len();
         generations.retain(|(f, g), _| f != filter || keep.contains(g));
+        write(&self.journals).retain(|(f, g), _| f != filter || keep.contains(g));
         ready(Ok((before - generations.len()) as u64))
     }
 
     fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        ready(self.generation(filter, meta).map(|_| ()))
+        let journal = read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
+        ready(self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0))))
     }
 
     fn lease(
@@ -281,6 +319,77 @@ impl FilterStore for MemoryFilterStore {
 
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         ready(Ok(()))
+    }
+
+    fn append_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hashes: Vec<KeyHash>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        if meta.incarnation != self.incarnation {
+            return ready(Err(FilterUnavailable::Incarnation));
+        }
+        let mut journals = write(&self.journals);
+        let Some(journal) = journals.get_mut(&(filter.to_owned(), meta.generation)) else {
+            return ready(Err(FilterUnavailable::SegmentMissing(0)));
+        };
+        let now = crate::gate::now_ms();
+        journal.entries.push_back((now, hashes));
+        let oldest_kept = now.saturating_sub(self.journal.max_age.as_millis() as u64);
+        // Always keep the last entry: the head's position is read from it.
+        while journal.entries.len() > 1
+            && (journal.entries.len() as u64 > self.journal.max_entries
+                || journal.entries.front().is_some_and(|(at, _)| *at < oldest_kept))
+        {
+            journal.entries.pop_front();
+            journal.first += 1;
+        }
+        ready(Ok(()))
+    }
+
+    fn journal_head(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
+        if meta.incarnation != self.incarnation {
+            return ready(Err(FilterUnavailable::Incarnation));
+        }
+        let journals = read(&self.journals);
+        let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
+        ready(head.ok_or(FilterUnavailable::SegmentMissing(0)))
+    }
+
+    fn read_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> BoxFuture<'_, Result<JournalRead, FilterUnavailable>> {
+        if meta.incarnation != self.incarnation {
+            return ready(Err(FilterUnavailable::Incarnation));
+        }
+        let journals = read(&self.journals);
+        let Some(journal) = journals.get(&(filter.to_owned(), meta.generation)) else {
+            return ready(Err(FilterUnavailable::SegmentMissing(0)));
+        };
+        let head = journal.head();
+        if after.added + 1 < journal.first || after.added > head.added || after.id_ms != after.added {
+            return ready(Ok(JournalRead::Reset));
+        }
+        let skip = (after.added + 1 - journal.first) as usize;
+        let entries: Vec<Vec<KeyHash>> =
+            journal.entries.iter().skip(skip).take(max_entries as usize).map(|(_, h)| h.clone()).collect();
+        let to_added = after.added + entries.len() as u64;
+        let to = JournalPosition { added: to_added, id_ms: to_added, id_seq: 0 };
+        ready(Ok(JournalRead::Entries { to, entries }))
+    }
+
+    fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>> {
+        let journals = read(&self.journals);
+        let size = journals.get(&(filter.to_owned(), meta.generation)).map(|j| JournalSize {
+            entries: j.entries.len() as u64,
+            bytes: Some(j.entries.iter().map(|(_, h)| 16 * h.len() as u64 + 40).sum()),
+        });
+        ready(size.ok_or(FilterUnavailable::SegmentMissing(0)))
     }
 }
 

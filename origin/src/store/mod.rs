@@ -12,7 +12,7 @@ pub mod state;
 pub use state::{FilterMeta, FilterState};
 
 use crate::build_progress::BuildProgress;
-use bloomgate_filter::{KeyFormat, KeyHash};
+use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -75,10 +75,44 @@ pub struct SegmentBits {
     pub payload: Vec<u8>,
 }
 
+/// What a read of a generation's insert journal found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JournalRead {
+    /// The entries after the position asked for, in order, ending at `to` (which may be short
+    /// of the head when there were more than asked for: ask again from `to`).
+    Entries {
+        /// The position of the last entry returned (the position asked for if none).
+        to: JournalPosition,
+        /// Each entry's key hashes.
+        entries: Vec<Vec<KeyHash>>,
+    },
+    /// Entries after the position asked for are no longer kept (retention), or the position
+    /// is not one of this journal's: the segments must be fetched whole.
+    Reset,
+}
+
+/// Size of a generation's journal, for stats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JournalSize {
+    /// Entries kept.
+    pub entries: u64,
+    /// Bytes the filter store uses for them, if it says.
+    pub bytes: Option<u64>,
+}
+
+/// How long a generation's insert journal keeps its entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalRetention {
+    /// Entries kept at most (approximately: the store trims in whole blocks).
+    pub max_entries: u64,
+    /// Entries older than this are dropped (approximately).
+    pub max_age: std::time::Duration,
+}
+
 /// The shared filter.
 pub trait FilterStore: Send + Sync + 'static {
-    /// Creates generation `meta.generation` with all segments zeroed (idempotent). Does not
-    /// change which generation is active.
+    /// Creates generation `meta.generation` with all segments zeroed and its insert journal
+    /// (idempotent). Does not change which generation is active.
     fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The filter's generations, with `read_from` set to the incarnation of the store process
     /// that answered; `MetaMissing` if the filter store has no record of the filter.
@@ -128,8 +162,9 @@ pub trait FilterStore: Send + Sync + 'static {
     /// state was lost, or by a rebuild that died); returns how many keys went. Retired
     /// segments' markers are left to expire on their own.
     fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
-    /// Checks that every segment of `meta` has its bits at full size and a version:
-    /// `SegmentMissing` names the first that does not.
+    /// Checks that every segment of `meta` has its bits at full size and a version, and that
+    /// its journal exists: `SegmentMissing` names the first segment that is not whole (0 for a
+    /// lost journal).
     fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The owner of the filter's rebuild lease, if it is held.
     fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>>;
@@ -185,6 +220,27 @@ pub trait FilterStore: Send + Sync + 'static {
     fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
     /// Whether the store is reachable now.
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// Appends one entry (the hashes one add set) to generation `meta`'s insert journal. Call
+    /// after the bits are set and before acknowledging. Fails if the journal is missing (it is
+    /// created with its generation and never re-created).
+    fn append_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hashes: Vec<KeyHash>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    /// The journal's head: the position of its last entry.
+    fn journal_head(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>>;
+    /// Up to `max_entries` entries after `after`.
+    fn read_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> BoxFuture<'_, Result<JournalRead, FilterUnavailable>>;
+    /// How much the journal keeps.
+    fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>>;
 }
 
 /// The key store failed: the answer is unknown, so the caller gets a 503, never a "no".

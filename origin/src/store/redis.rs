@@ -10,6 +10,9 @@
 //! bg:{<filter>}:lease                owner of the rebuild lease (with expiry)
 //! bg:{<filter>}:deletes:<gen>        keys deleted whose bits generation <gen> still holds
 //! bg:{<filter>}:progress             JSON BuildProgress of a running rebuild (expires)
+//! bg:{<filter>}:jnl:<gen>            stream: the generation's insert journal, one entry per add
+//!                                    (field `h`: the added keys' 16-byte hashes; `init` marks
+//!                                    the entry written when the generation was created)
 //! bg:{<filter>:<gen>:<seg>}:bits     the segment's payload (bit p of the string = Redis bit p)
 //! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit; the
 //!                                    string `retired` (expiring) once the generation is retired,
@@ -24,10 +27,11 @@
 //! a call about a generation of another incarnation is refused before it is sent.
 
 use super::redis_link::{CallOutcome, RedisLink};
-use super::{FilterMeta, FilterState, FilterStore, FilterUnavailable, SegmentBits};
+use super::{FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits};
 use crate::build_progress::BuildProgress;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
-use bloomgate_filter::KeyHash;
+use bloomgate_filter::journal::{decode_hashes, encode_hash, HASH_BYTES};
+use bloomgate_filter::{JournalPosition, KeyHash};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use redis::aio::MultiplexedConnection;
@@ -132,6 +136,36 @@ end
 return redis.call('STRLEN', KEYS[1])
 ";
 
+/// Appends a journal entry unless the journal is gone (NOMKSTREAM: never re-created, so its
+/// positions never restart), then trims it by count and age. Returns 1, or 0 if missing.
+const APPEND_JOURNAL_SCRIPT: &str = r"
+local id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[1], '*', 'h', ARGV[3])
+if not id then return 0 end
+redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[2])
+return 1
+";
+
+/// Reads the journal after id ARGV[1] (at most ARGV[2] entries) with what decides whether the
+/// caller's position is still covered: {1, max-deleted-entry-id, entries-added,
+/// last-generated-id, entries}, or {0} if the journal is missing.
+const READ_JOURNAL_SCRIPT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local f = {}
+for i = 1, #info, 2 do f[info[i]] = info[i + 1] end
+local entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+return {1, f['max-deleted-entry-id'], f['entries-added'], f['last-generated-id'], entries}
+";
+
+/// The journal's head: {1, entries-added, last-generated-id, length}, or {0} if missing.
+const JOURNAL_HEAD_SCRIPT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local f = {}
+for i = 1, #info, 2 do f[info[i]] = info[i + 1] end
+return {1, f['entries-added'], f['last-generated-id'], f['length']}
+";
+
 /// How long a retired segment's marker lives: far longer than any write that read a state
 /// naming the generation can take.
 const RETIRED_MARKER_MS: u64 = 600_000;
@@ -139,6 +173,8 @@ const RETIRED_MARKER_MS: u64 = 600_000;
 /// Connection settings.
 #[derive(Clone, Debug)]
 pub struct RedisSettings {
+    /// How long insert journals keep their entries.
+    pub journal: JournalRetention,
     /// `redis://host:port/db`.
     pub url: String,
     /// Per-call timeout of lookups: slower than this counts as unavailable and falls through.
@@ -152,6 +188,10 @@ pub struct RedisSettings {
 #[derive(Clone)]
 pub struct RedisFilterStore {
     link: RedisLink,
+    journal: JournalRetention,
+    append_journal: Script,
+    read_journal: Script,
+    journal_head: Script,
     timeout: Duration,
     write_timeout: Duration,
     add: Script,
@@ -184,6 +224,16 @@ fn deletes_key(filter: &str, generation: u64) -> String {
     format!("bg:{{{filter}}}:deletes:{generation}")
 }
 
+fn journal_key(filter: &str, generation: u64) -> String {
+    format!("bg:{{{filter}}}:jnl:{generation}")
+}
+
+/// A stream id `ms-seq` as a journal position's id parts.
+fn parse_stream_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
 fn upload_key(filter: &str, generation: u64, index: u32) -> String {
     format!("bg:{{{filter}:{generation}:{index}}}:upload")
 }
@@ -196,8 +246,10 @@ fn segment_keys(filter: &str, generation: u64, index: u32) -> (String, String) {
 /// The generation a key of `filter` belongs to: segment keys `bg:{f:<gen>:<i>}:…` and delete
 /// counts `bg:{f}:deletes:<gen>`; None for the filter's other keys.
 fn generation_of_key(filter: &str, key: &str) -> Option<u64> {
-    if let Some(rest) = key.strip_prefix(&format!("bg:{{{filter}}}:deletes:")) {
-        return rest.parse().ok();
+    for kind in ["deletes", "jnl"] {
+        if let Some(rest) = key.strip_prefix(&format!("bg:{{{filter}}}:{kind}:")) {
+            return rest.parse().ok();
+        }
     }
     let rest = key.strip_prefix(&format!("bg:{{{filter}:"))?;
     rest.split(':').next()?.parse().ok()
@@ -223,6 +275,10 @@ impl RedisFilterStore {
         let link = RedisLink::new(client, slowest, settings.write_timeout.max(Duration::from_millis(250)));
         Ok(RedisFilterStore {
             link,
+            journal: settings.journal,
+            append_journal: Script::new(APPEND_JOURNAL_SCRIPT),
+            read_journal: Script::new(READ_JOURNAL_SCRIPT),
+            journal_head: Script::new(JOURNAL_HEAD_SCRIPT),
             timeout: settings.timeout,
             write_timeout: settings.write_timeout,
             add: Script::new(ADD_SCRIPT),
@@ -360,7 +416,16 @@ impl FilterStore for RedisFilterStore {
                     )));
                 }
             }
-            Ok(())
+            // The journal starts with one entry, so it exists (appends never create it).
+            let journal = journal_key(&filter, meta.generation);
+            self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                let length: u64 = c.xlen(&journal).await?;
+                if length == 0 {
+                    let _: String = redis::cmd("XADD").arg(&journal).arg("*").arg("init").arg(1).query_async(&mut c).await?;
+                }
+                Ok(())
+            })
+            .await
         }
         .boxed()
     }
@@ -489,8 +554,8 @@ impl FilterStore for RedisFilterStore {
                     })
                     .await?;
             }
-            let deletes = deletes_key(&filter, meta.generation);
-            self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(deletes).await }).await
+            let gone = [deletes_key(&filter, meta.generation), journal_key(&filter, meta.generation)];
+            self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(&gone).await }).await
         }
         .boxed()
     }
@@ -500,6 +565,7 @@ impl FilterStore for RedisFilterStore {
         async move {
             let mut keys = self.scan_keys(&format!("bg:{{{filter}:*")).await?;
             keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
+            keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:jnl:*")).await?);
             let mut deleted = 0u64;
             for key in keys {
                 let Some(generation) = generation_of_key(&filter, &key) else { continue };
@@ -544,9 +610,16 @@ impl FilterStore for RedisFilterStore {
                 })
                 .await?;
             let size = meta.params.segment_bytes();
-            match answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
-                Some(index) => Err(FilterUnavailable::SegmentMissing(index as u32)),
-                None => Ok(()),
+            if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
+                return Err(FilterUnavailable::SegmentMissing(index as u32));
+            }
+            let journal = journal_key(&filter, meta.generation);
+            let exists: bool =
+                self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.exists(journal).await }).await?;
+            if exists {
+                Ok(())
+            } else {
+                Err(FilterUnavailable::SegmentMissing(0))
             }
         }
         .boxed()
@@ -725,9 +798,142 @@ impl FilterStore for RedisFilterStore {
         }
         .boxed()
     }
+
+    fn append_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hashes: Vec<KeyHash>,
+    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+        let key = journal_key(filter, meta.generation);
+        async move {
+            let mut payload = Vec::with_capacity(hashes.len() * HASH_BYTES);
+            for hash in &hashes {
+                payload.extend_from_slice(&encode_hash(hash));
+            }
+            let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
+            let script = &self.append_journal;
+            let max_entries = self.journal.max_entries;
+            let appended: i64 = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    script.key(&key).arg(max_entries).arg(oldest_kept).arg(payload).invoke_async(&mut c).await
+                })
+                .await?;
+            if appended == 1 {
+                Ok(())
+            } else {
+                Err(FilterUnavailable::SegmentMissing(0))
+            }
+        }
+        .boxed()
+    }
+
+    fn journal_head(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move { self.head_of(&filter, meta).await.map(|(head, _)| head) }.boxed()
+    }
+
+    fn read_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> BoxFuture<'_, Result<JournalRead, FilterUnavailable>> {
+        let key = journal_key(filter, meta.generation);
+        async move {
+            let script = &self.read_journal;
+            let after_id = after.stream_id();
+            let reply: Vec<redis::Value> = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    script.key(&key).arg(after_id).arg(max_entries).invoke_async(&mut c).await
+                })
+                .await?;
+            parse_journal_read(&reply, after, max_entries)
+        }
+        .boxed()
+    }
+
+    fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>> {
+        let filter = filter.to_owned();
+        async move {
+            let (_, entries) = self.head_of(&filter, meta).await?;
+            let key = journal_key(&filter, meta.generation);
+            let bytes: Option<u64> = self
+                .call(self.write_timeout, None, |mut c| async move {
+                    redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(&mut c).await
+                })
+                .await
+                .ok()
+                .flatten();
+            Ok(JournalSize { entries, bytes })
+        }
+        .boxed()
+    }
+}
+
+/// Interprets READ_JOURNAL_SCRIPT's reply for a caller at `after` (see `JournalRead`).
+fn parse_journal_read(reply: &[redis::Value], after: JournalPosition, max: u32) -> Result<JournalRead, FilterUnavailable> {
+    let bad = |what: &str| FilterUnavailable::Error(format!("unexpected journal reply: {what}"));
+    let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
+        return match reply.first() {
+            Some(redis::Value::Int(0)) => Err(FilterUnavailable::SegmentMissing(0)),
+            _ => Err(bad("shape")),
+        };
+    };
+    let max_deleted: String = redis::from_redis_value_ref(max_deleted).map_err(|_| bad("max-deleted-entry-id"))?;
+    let added: u64 = redis::from_redis_value_ref(added).map_err(|_| bad("entries-added"))?;
+    let deleted = parse_stream_id(&max_deleted).ok_or_else(|| bad("max-deleted-entry-id"))?;
+    // An entry after the caller's position was trimmed: what it holds cannot be brought up to
+    // date entry by entry.
+    if deleted > (after.id_ms, after.id_seq) || after.added > added {
+        return Ok(JournalRead::Reset);
+    }
+    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
+        redis::from_redis_value_ref(entries).map_err(|_| bad("entries"))?;
+    let count = entries.len() as u64;
+    // Without a COUNT cut, the entries after the position are exactly the ones added since: a
+    // position that is not this journal's would not add up.
+    if (count < u64::from(max) && after.added + count != added) || after.added + count > added {
+        return Ok(JournalRead::Reset);
+    }
+    let mut to = after;
+    let mut out = Vec::with_capacity(entries.len());
+    for (id, fields) in entries {
+        let (id_ms, id_seq) = parse_stream_id(&id).ok_or_else(|| bad("entry id"))?;
+        to = JournalPosition { added: to.added + 1, id_ms, id_seq };
+        let mut hashes = Vec::new();
+        for (field, value) in fields {
+            if field == "h" {
+                hashes.extend(decode_hashes(&value).ok_or_else(|| bad("entry length"))?);
+            }
+        }
+        out.push(hashes);
+    }
+    Ok(JournalRead::Entries { to, entries: out })
 }
 
 impl RedisFilterStore {
+    /// The journal's head and length.
+    async fn head_of(&self, filter: &str, meta: FilterMeta) -> Result<(JournalPosition, u64), FilterUnavailable> {
+        let key = journal_key(filter, meta.generation);
+        let script = &self.journal_head;
+        let reply: Vec<redis::Value> = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { script.key(&key).invoke_async(&mut c).await })
+            .await?;
+        let bad = || FilterUnavailable::Error("unexpected XINFO STREAM reply".into());
+        match reply.as_slice() {
+            [redis::Value::Int(1), added, last, length] => {
+                let added: u64 = redis::from_redis_value_ref(added).map_err(|_| bad())?;
+                let last: String = redis::from_redis_value_ref(last).map_err(|_| bad())?;
+                let length: u64 = redis::from_redis_value_ref(length).map_err(|_| bad())?;
+                let (id_ms, id_seq) = parse_stream_id(&last).ok_or_else(bad)?;
+                Ok((JournalPosition { added, id_ms, id_seq }, length))
+            }
+            _ => Err(FilterUnavailable::SegmentMissing(0)),
+        }
+    }
+
     async fn count_sampled(&self, filter: &str, meta: FilterMeta, max: u32) -> Result<(u64, u32), FilterUnavailable> {
         let mut pipe = redis::pipe();
         let mut counted = 0u32;
@@ -770,6 +976,26 @@ mod tests {
         let sampled: Vec<u32> = sample_indices(1907, 16).collect();
         assert!(sampled.len() <= 16 && sampled.len() >= 15, "{sampled:?}");
         assert!(*sampled.last().unwrap() > 1700);
+    }
+
+    #[test]
+    fn journal_replies_cover_the_position_or_say_reset() {
+        use redis::Value::{Array, BulkString, Int};
+        let s = |t: &str| BulkString(t.as_bytes().to_vec());
+        let entry = |id: &str, hashes: &[u8]| Array(vec![s(id), Array(vec![s("h"), BulkString(hashes.to_vec())])]);
+        let after = JournalPosition { added: 5, id_ms: 100, id_seq: 0 };
+        let h = [7u8; HASH_BYTES];
+        let reply = [Int(1), s("90-0"), Int(7), s("102-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
+        let JournalRead::Entries { to, entries } = parse_journal_read(&reply, after, 100).unwrap() else { panic!() };
+        assert_eq!(to, JournalPosition { added: 7, id_ms: 102, id_seq: 0 });
+        assert_eq!(entries.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0]);
+        // Trimmed past the position: the entries in between are gone.
+        let trimmed = [Int(1), s("100-1"), Int(7), s("102-0"), Array(vec![])];
+        assert_eq!(parse_journal_read(&trimmed, after, 100).unwrap(), JournalRead::Reset);
+        // A position that does not add up with this journal (7 added, 5 + 1 seen).
+        let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])])];
+        assert_eq!(parse_journal_read(&short, after, 100).unwrap(), JournalRead::Reset);
+        assert!(matches!(parse_journal_read(&[Int(0)], after, 100), Err(FilterUnavailable::SegmentMissing(0))));
     }
 
     #[test]
