@@ -9,8 +9,11 @@ use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::metrics::Metrics;
 use crate::sizing::check_size;
-use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore};
-use bloomgate_filter::{encode_segment, hash_key, validate_filter_name, KeyHash, Manifest, Params, SizingOptions};
+use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, KeyStore};
+use bloomgate_filter::{
+    encode_journal, encode_segment, encode_segment_at, hash_key, validate_filter_name, JournalPosition, KeyHash,
+    Manifest, Params, SizingOptions,
+};
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -454,13 +457,44 @@ impl Gate {
         let def = self.def(name).await?;
         let meta = self.active(name).await?;
         let segment_versions = self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
+        // Read after the request arrived: it covers every key acknowledged before.
+        let journal = match self.journal_enabled {
+            true => Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
+            false => None,
+        };
         Ok(Manifest {
             filter: name.into(),
             key_format: def.key_format,
             generation: meta.generation,
             params: meta.params,
             segment_versions,
+            journal,
         })
+    }
+
+    /// Up to `max_entries` entries of generation `generation`'s insert journal after `after`,
+    /// encoded for the edge; None when they are no longer kept (the edge fetches segments).
+    pub async fn journal(
+        &self,
+        name: &str,
+        generation: u64,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<Option<Vec<u8>>, AppError> {
+        self.def(name).await?;
+        if !self.journal_enabled {
+            return Err(AppError::NotFound("this origin keeps no insert journal (journal_enabled = false)".into()));
+        }
+        let state = self.state(name).await?;
+        let Some(meta) = state.generation(generation) else {
+            return Err(AppError::NotFound(format!("filter {name:?} has no generation {generation}")));
+        };
+        match self.filters.read_journal(name, meta, after, max_entries).await.map_err(AppError::FilterRead)? {
+            JournalRead::Reset => Ok(None),
+            JournalRead::Entries { to, entries } => {
+                Ok(Some(encode_journal(meta.generation, meta.params.seed, after.added, to, &entries)))
+            }
+        }
     }
 
     /// One encoded segment of the active generation, or of the one being built or just
@@ -476,9 +510,18 @@ impl Gate {
                 state.active.map(|m| m.generation)
             )));
         };
+        // The journal's head first, then the bits: every entry up to the head had its bits set
+        // before it was appended, so the bits read after hold them all.
+        let head = match self.journal_enabled {
+            true => Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
+            false => None,
+        };
         let bits = self.filters.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
-        let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
-            .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
+        let wire = match head {
+            Some(head) => encode_segment_at(&meta.params, generation, index, bits.version, head, &bits.payload),
+            None => encode_segment(&meta.params, generation, index, bits.version, &bits.payload),
+        }
+        .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
         Ok((bits.version, wire))
     }
 
@@ -511,6 +554,10 @@ impl Gate {
         let ones = self.filters.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
         let deletes = self.filters.deletes(name, meta).await.map_err(AppError::FilterRead)?;
         let memory = self.filters.memory_bytes(name, meta).await.map_err(AppError::FilterRead)?;
+        let journal = match self.journal_enabled {
+            true => Some(self.filters.journal_size(name, meta).await.map_err(AppError::FilterRead)?),
+            false => None,
+        };
         let c = self.metrics.filter(name);
         let (maybes, fps) = (c.filter_maybes.load(Relaxed), c.false_positives.load(Relaxed));
         let estimated = meta.params.estimated_len(ones);
@@ -539,6 +586,8 @@ impl Gate {
             "observed_false_positives": fps,
             "observed_false_positive_ratio": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
             "deletes_since_build": deletes,
+            "journal_entries": journal.map(|j| j.entries),
+            "journal_bytes": journal.and_then(|j| j.bytes),
             "observed_fp_rate": observed_fp_rate,
         }))
     }

@@ -112,6 +112,8 @@ pub struct Metrics {
     pub edge_manifests: AtomicU64,
     /// Segments served to edges (cold isolates, new versions).
     pub edge_segments: AtomicU64,
+    /// Journal chunks served to edges.
+    pub edge_journals: AtomicU64,
     /// Keys written (acknowledged).
     pub writes: AtomicU64,
     /// Writes refused because the filter could not record the key.
@@ -181,7 +183,9 @@ impl Metrics {
             out,
             "# HELP bloomgate_edge_requests_total Manifests and segments served to edges.\n# TYPE bloomgate_edge_requests_total counter"
         );
-        for (kind, n) in [("manifest", &self.edge_manifests), ("segment", &self.edge_segments)] {
+        for (kind, n) in
+            [("manifest", &self.edge_manifests), ("segment", &self.edge_segments), ("journal", &self.edge_journals)]
+        {
             let _ = writeln!(out, "bloomgate_edge_requests_total{{kind=\"{kind}\"}} {}", n.load(Relaxed));
         }
         counter(&mut out, "bloomgate_writes_total", "Keys written and acknowledged.", self.writes.load(Relaxed));

@@ -21,4 +21,6 @@ pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
 pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};
 pub use params::{Location, Params, ParamsError, SizingOptions};
 pub use path_key::{decode_path_key, PathKeyError, MAX_PATH_KEY_LEN};
-pub use segment::{decode_segment, encode_segment, encode_segment_at, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment};
+pub use segment::{
+    decode_segment, encode_segment, encode_segment_at, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment,
+};

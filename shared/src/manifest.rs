@@ -178,7 +178,8 @@ mod tests {
     #[test]
     fn accepts_only_same_generation_and_not_older() {
         let m = manifest();
-        let header = SegmentHeader { params: m.params, generation: 2, index: 2, version: 9, checksum: 0, journal: None };
+        let header =
+            SegmentHeader { params: m.params, generation: 2, index: 2, version: 9, checksum: 0, journal: None };
         assert!(m.accepts(&header));
         assert!(m.accepts(&SegmentHeader { version: 10, ..header }));
         assert!(!m.accepts(&SegmentHeader { version: 8, ..header }));

@@ -439,7 +439,11 @@ mod tests {
         assert_eq!(decode_segment(&good[..10]).unwrap_err(), SegmentError::TooShort { len: 10 });
         assert_eq!(decode_segment(&with(0, b"XXXX")).unwrap_err(), SegmentError::BadMagic);
         assert_eq!(decode_segment(&with(4, &[3, 0])).unwrap_err(), SegmentError::UnsupportedVersion(3));
-        assert_eq!(decode_segment(&with(4, &[2, 0])).unwrap_err(), SegmentError::BadHeaderLength(64), "version 2 says 96");
+        assert_eq!(
+            decode_segment(&with(4, &[2, 0])).unwrap_err(),
+            SegmentError::BadHeaderLength(64),
+            "version 2 says 96"
+        );
         assert_eq!(decode_segment(&with(6, &[65, 0])).unwrap_err(), SegmentError::BadHeaderLength(65));
         assert_eq!(decode_segment(&with(18, &[1])).unwrap_err(), SegmentError::ReservedNotZero);
         assert!(matches!(decode_segment(&with(16, &[0])).unwrap_err(), SegmentError::BadParams(_)));

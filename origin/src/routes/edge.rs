@@ -16,6 +16,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/filters/{filter}/manifest", get(manifest))
         .route("/v1/filters/{filter}/segments/{generation}/{index}", get(segment))
+        .route("/v1/filters/{filter}/journal/{generation}", get(journal))
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
@@ -48,5 +49,54 @@ async fn segment(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=31536000, immutable"));
     h.insert(header::ETAG, HeaderValue::from_str(&etag).map_err(|e| AppError::BadRequest(e.to_string()))?);
     h.insert("x-bloomgate-segment-version", HeaderValue::from(version));
+    Ok(response)
+}
+
+/// Where an edge's copies are: the journal position they are current to.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JournalQuery {
+    /// Entries added at the position.
+    after: u64,
+    /// Its stream id, `ms-seq`.
+    after_id: String,
+}
+
+/// Journal entries a chunk carries at most: bounds the response (16 bytes a key hash); an
+/// edge further behind asks again from where the chunk ends.
+const MAX_JOURNAL_ENTRIES: u32 = 16_384;
+
+/// The insert journal after a position: 200 with a chunk (`bloomgate_filter::journal`), or 410
+/// when the entries are no longer kept (the edge fetches its segments whole).
+async fn journal(
+    _: Edge,
+    State(s): State<AppState>,
+    ApiPath((filter, generation)): ApiPath<(String, u64)>,
+    query: Result<axum::extract::Query<JournalQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, AppError> {
+    let axum::extract::Query(query) = query.map_err(|e| {
+        AppError::BadRequest(format!("journal query: {}; expected ?after=N&after_id=MS-SEQ", e.body_text()))
+    })?;
+    let (id_ms, id_seq) = query
+        .after_id
+        .split_once('-')
+        .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)))
+        .ok_or_else(|| AppError::BadRequest("after_id must be a stream id MS-SEQ, e.g. 1700000000000-0".into()))?;
+    s.gate.metrics.edge_journals.fetch_add(1, Relaxed);
+    let after = bloomgate_filter::JournalPosition { added: query.after, id_ms, id_seq };
+    let Some(chunk) = s.gate.journal(&filter, generation, after, MAX_JOURNAL_ENTRIES).await? else {
+        let mut gone = (
+            axum::http::StatusCode::GONE,
+            "the journal no longer holds the entries after this position: fetch the segments whole",
+        )
+            .into_response();
+        gone.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Ok(gone);
+    };
+    let mut response = chunk.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/vnd.bloomgate.journal"));
+    // The head moves with every write: what a position's chunk holds depends on when it is asked.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
 }

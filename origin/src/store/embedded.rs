@@ -3,16 +3,16 @@
 //! (the filter is rebuilt from the key file at start-up), one process only.
 
 use super::{
-    FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, KeyStore,
-    KeyStoreError, SegmentBits,
+    FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize,
+    KeyStore, KeyStoreError, SegmentBits,
 };
-use bloomgate_filter::JournalPosition;
-use std::collections::VecDeque;
 use crate::build_progress::BuildProgress;
+use bloomgate_filter::JournalPosition;
 use bloomgate_filter::{BloomFilter, KeyHash};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::collections::VecDeque;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -208,7 +208,10 @@ impl FilterStore for MemoryFilterStore {
 
     fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let journal = read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
-        ready(self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0))))
+        ready(
+            self.generation(filter, meta)
+                .and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0))),
+        )
     }
 
     fn lease(
@@ -348,7 +351,11 @@ impl FilterStore for MemoryFilterStore {
         ready(Ok(()))
     }
 
-    fn journal_head(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
+    fn journal_head(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
         if meta.incarnation != self.incarnation {
             return ready(Err(FilterUnavailable::Incarnation));
         }

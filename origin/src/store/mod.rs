@@ -230,7 +230,8 @@ pub trait FilterStore: Send + Sync + 'static {
         hashes: Vec<KeyHash>,
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The journal's head: the position of its last entry.
-    fn journal_head(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>>;
+    fn journal_head(&self, filter: &str, meta: FilterMeta)
+        -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>>;
     /// Up to `max_entries` entries after `after`.
     fn read_journal(
         &self,

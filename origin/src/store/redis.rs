@@ -27,7 +27,9 @@
 //! a call about a generation of another incarnation is refused before it is sent.
 
 use super::redis_link::{CallOutcome, RedisLink};
-use super::{FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits};
+use super::{
+    FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits,
+};
 use crate::build_progress::BuildProgress;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::journal::{decode_hashes, encode_hash, HASH_BYTES};
@@ -419,7 +421,7 @@ impl FilterStore for RedisFilterStore {
             // The journal starts with one entry, so it exists (appends never create it).
             let journal = journal_key(&filter, meta.generation);
             self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                let length: u64 = c.xlen(&journal).await?;
+                let length: u64 = redis::cmd("XLEN").arg(&journal).query_async(&mut c).await?;
                 if length == 0 {
                     let _: String = redis::cmd("XADD").arg(&journal).arg("*").arg("init").arg(1).query_async(&mut c).await?;
                 }
@@ -610,12 +612,14 @@ impl FilterStore for RedisFilterStore {
                 })
                 .await?;
             let size = meta.params.segment_bytes();
-            if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
+            if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none())
+            {
                 return Err(FilterUnavailable::SegmentMissing(index as u32));
             }
             let journal = journal_key(&filter, meta.generation);
-            let exists: bool =
-                self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.exists(journal).await }).await?;
+            let exists: bool = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.exists(journal).await })
+                .await?;
             if exists {
                 Ok(())
             } else {
@@ -828,7 +832,11 @@ impl FilterStore for RedisFilterStore {
         .boxed()
     }
 
-    fn journal_head(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
+    fn journal_head(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
         let filter = filter.to_owned();
         async move { self.head_of(&filter, meta).await.map(|(head, _)| head) }.boxed()
     }
@@ -872,8 +880,15 @@ impl FilterStore for RedisFilterStore {
     }
 }
 
+/// A stream entry as XRANGE returns it: its id and its field/value pairs.
+type StreamEntry = (String, Vec<(String, Vec<u8>)>);
+
 /// Interprets READ_JOURNAL_SCRIPT's reply for a caller at `after` (see `JournalRead`).
-fn parse_journal_read(reply: &[redis::Value], after: JournalPosition, max: u32) -> Result<JournalRead, FilterUnavailable> {
+fn parse_journal_read(
+    reply: &[redis::Value],
+    after: JournalPosition,
+    max: u32,
+) -> Result<JournalRead, FilterUnavailable> {
     let bad = |what: &str| FilterUnavailable::Error(format!("unexpected journal reply: {what}"));
     let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
         return match reply.first() {
@@ -889,8 +904,7 @@ fn parse_journal_read(reply: &[redis::Value], after: JournalPosition, max: u32) 
     if deleted > (after.id_ms, after.id_seq) || after.added > added {
         return Ok(JournalRead::Reset);
     }
-    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> =
-        redis::from_redis_value_ref(entries).map_err(|_| bad("entries"))?;
+    let entries: Vec<StreamEntry> = redis::from_redis_value_ref(entries).map_err(|_| bad("entries"))?;
     let count = entries.len() as u64;
     // Without a COUNT cut, the entries after the position are exactly the ones added since: a
     // position that is not this journal's would not add up.
@@ -919,7 +933,9 @@ impl RedisFilterStore {
         let key = journal_key(filter, meta.generation);
         let script = &self.journal_head;
         let reply: Vec<redis::Value> = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { script.key(&key).invoke_async(&mut c).await })
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                script.key(&key).invoke_async(&mut c).await
+            })
             .await?;
         let bad = || FilterUnavailable::Error("unexpected XINFO STREAM reply".into());
         match reply.as_slice() {
