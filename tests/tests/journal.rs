@@ -1,0 +1,198 @@
+//! The insert journal at the origin, against real Redis and Cassandra: a segment copy plus the
+//! journal entries after its position holds exactly what a fresh copy holds; positions past the
+//! journal's retention are refused (410), never answered from a gap; and with the journal off,
+//! manifests and segments are as before.
+//!
+//! # Running
+//! `scripts/services start`, then `cargo test -p bloomgate-tests --test journal`.
+//! `BLOOMGATE_TEST_REDIS` and `BLOOMGATE_TEST_CASSANDRA` name the services.
+
+use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
+use bloomgate_origin::config::Config;
+use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
+use reqwest::StatusCode;
+use serde_json::json;
+
+async fn origin(tune: impl FnOnce(&mut Config)) -> TestOrigin {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+    let mut cfg = config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr());
+    tune(&mut cfg);
+    TestOrigin::start(cfg).await
+}
+
+async fn edge_get(origin: &TestOrigin, path: &str) -> reqwest::Response {
+    origin
+        .http
+        .get(format!("{}{path}", origin.base))
+        .header("x-bloomgate-edge-secret", EDGE_SECRET)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn manifest(origin: &TestOrigin, filter: &str) -> Manifest {
+    let r = edge_get(origin, &format!("/v1/filters/{filter}/manifest")).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    r.json().await.unwrap()
+}
+
+async fn segment(origin: &TestOrigin, filter: &str, generation: u64, index: u32) -> Vec<u8> {
+    let r = edge_get(origin, &format!("/v1/filters/{filter}/segments/{generation}/{index}")).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    r.bytes().await.unwrap().to_vec()
+}
+
+async fn create(origin: &TestOrigin, filter: &str) {
+    let r = origin
+        .http
+        .put(format!("{}/v1/filters/{filter}", origin.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "capacity": 50_000, "fp_rate": 0.01, "segment_bytes": 4096 }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_segment_copy_plus_the_journal_holds_what_a_fresh_copy_holds() {
+    let origin = origin(|_| {}).await;
+    let filter = unique_filter("journal");
+    create(&origin, &filter).await;
+    let before = random_keys(2_000);
+    origin.insert_all(&filter, &before).await;
+    let m0 = manifest(&origin, &filter).await;
+    let head0 = m0.journal.expect("the manifest names the journal head");
+    let count = m0.params.segment_count;
+    assert!(count >= 8, "{count} segments");
+    let mut old: Vec<Vec<u8>> = Vec::new();
+    for i in 0..count {
+        let bytes = segment(&origin, &filter, m0.generation, i).await;
+        let at = decode_segment(&bytes).unwrap().header().journal.expect("segments name their journal position");
+        assert!(at.added >= head0.added, "a segment read after the manifest is current to at least its head");
+        old.push(bytes);
+    }
+
+    // More writes: single keys and batches, each one journal entry per generation.
+    let after = random_keys(3_000);
+    origin.insert_all(&filter, &after[..2_900]).await;
+    for key in &after[2_900..] {
+        assert_eq!(origin.put(&filter, key).await.status(), StatusCode::CREATED);
+    }
+    let m1 = manifest(&origin, &filter).await;
+    let head1 = m1.journal.unwrap();
+    assert_eq!(m1.generation, m0.generation);
+    assert_eq!(
+        head1.added,
+        head0.added + 6 + 100,
+        "one entry per add call: 6 batches of 500 (the last 400), 100 single PUTs"
+    );
+
+    // One request from the oldest copy's position, follow-ups while the chunk stops short.
+    let mut payloads: Vec<(Vec<u8>, u64)> = old
+        .iter()
+        .map(|b| {
+            let v = decode_segment(b).unwrap();
+            (v.payload().to_vec(), v.header().journal.unwrap().added)
+        })
+        .collect();
+    let mut from: JournalPosition =
+        old.iter().map(|b| decode_segment(b).unwrap().header().journal.unwrap()).min().unwrap();
+    let mut chunks = 0;
+    while from.added < head1.added {
+        let r = edge_get(
+            &origin,
+            &format!(
+                "/v1/filters/{filter}/journal/{}?after={}&after_id={}",
+                m1.generation,
+                from.added,
+                from.stream_id()
+            ),
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["content-type"], "application/vnd.bloomgate.journal");
+        let bytes = r.bytes().await.unwrap();
+        let chunk = decode_journal(&bytes).expect("a chunk that verifies");
+        assert_eq!(chunk.from, from.added);
+        for (i, (payload, at)) in payloads.iter_mut().enumerate() {
+            *at = chunk.apply(m1.generation, &m1.params, i as u32, *at, payload).unwrap();
+        }
+        from = chunk.to;
+        chunks += 1;
+    }
+    assert_eq!(chunks, 1, "106 entries fit one chunk");
+    for i in 0..count {
+        let fresh = segment(&origin, &filter, m1.generation, i).await;
+        let fresh = decode_segment(&fresh).unwrap();
+        assert_eq!(
+            payloads[i as usize].0,
+            fresh.payload(),
+            "segment {i}: old copy + journal differs from a fresh copy"
+        );
+        assert!(payloads[i as usize].1 >= head1.added);
+    }
+    // And so every key is "maybe" in the caught-up copies.
+    for key in before.iter().chain(&after) {
+        let normalized = bloomgate_filter::KeyFormat::SHA256_HEX.normalize(key.as_bytes()).unwrap();
+        let hash = hash_key(&normalized, m1.params.seed);
+        let at = m1.params.locate(&hash);
+        let view = bloomgate_filter::encode_segment(
+            &m1.params,
+            m1.generation,
+            at.segment,
+            0,
+            &payloads[at.segment as usize].0,
+        )
+        .unwrap();
+        assert_eq!(decode_segment(&view).unwrap().may_contain_hash(&hash), Ok(true), "key {key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_past_the_journals_retention_is_refused_never_answered_from_a_gap() {
+    let origin = origin(|c| c.journal_max_entries = 50).await;
+    let filter = unique_filter("retention");
+    create(&origin, &filter).await;
+    let start = manifest(&origin, &filter).await;
+    let first = start.journal.unwrap();
+    for key in random_keys(600) {
+        assert_eq!(origin.put(&filter, &key).await.status(), StatusCode::CREATED);
+    }
+    let path = |at: JournalPosition| {
+        format!("/v1/filters/{filter}/journal/{}?after={}&after_id={}", start.generation, at.added, at.stream_id())
+    };
+    let r = edge_get(&origin, &path(first)).await;
+    assert_eq!(r.status(), StatusCode::GONE, "600 entries into a journal that keeps about 50");
+    // A position the journal never had is refused too, not answered with the wrong entries.
+    let head = manifest(&origin, &filter).await.journal.unwrap();
+    let made_up = JournalPosition { added: head.added - 3, ..head };
+    assert_eq!(edge_get(&origin, &path(made_up)).await.status(), StatusCode::GONE);
+    // From the head: nothing to send, still a valid chunk.
+    let r = edge_get(&origin, &path(head)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let bytes = r.bytes().await.unwrap();
+    assert!(decode_journal(&bytes).unwrap().is_empty());
+    // Malformed positions are a 400 with the reason.
+    let bad = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=x", start.generation)).await;
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    // And only for the edge.
+    let r = origin.http.get(format!("{}{}", origin.base, path(head))).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_journal_off_manifests_and_segments_are_as_before() {
+    let origin = origin(|c| c.journal_enabled = false).await;
+    let filter = unique_filter("nojournal");
+    create(&origin, &filter).await;
+    origin.insert_all(&filter, &random_keys(100)).await;
+    let m = manifest(&origin, &filter).await;
+    assert_eq!(m.journal, None);
+    let bytes = segment(&origin, &filter, m.generation, 0).await;
+    assert_eq!(decode_segment(&bytes).unwrap().header().journal, None, "format version 1");
+    let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", m.generation)).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
