@@ -318,7 +318,10 @@ impl Gate {
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
             self.metrics.write_filter_failures.fetch_add(1, Relaxed);
-            if matches!(e, FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation) {
+            if matches!(
+                e,
+                FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation | FilterUnavailable::SegmentMissing(_)
+            ) {
                 self.recovery_nudge.notify_one();
             }
             AppError::FilterWrite(e)
