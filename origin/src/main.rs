@@ -114,6 +114,15 @@ struct ServeArgs {
     /// How long a replaced generation is kept, ms.
     #[arg(long, env = "BLOOMGATE_REBUILD_GRACE_MS")]
     rebuild_grace_ms: Option<u64>,
+    /// Keep the insert journal edges catch up from (false: edges refetch changed segments).
+    #[arg(long, env = "BLOOMGATE_JOURNAL_ENABLED")]
+    journal_enabled: Option<bool>,
+    /// Entries a generation's journal keeps.
+    #[arg(long, env = "BLOOMGATE_JOURNAL_MAX_ENTRIES")]
+    journal_max_entries: Option<u64>,
+    /// How long journal entries are kept, ms.
+    #[arg(long, env = "BLOOMGATE_JOURNAL_MAX_AGE_MS")]
+    journal_max_age_ms: Option<u64>,
 }
 
 impl ServeArgs {
@@ -145,7 +154,10 @@ impl ServeArgs {
             max_filter_bytes,
             recovery_interval_ms,
             rebuild_settle_ms,
-            rebuild_grace_ms
+            rebuild_grace_ms,
+            journal_enabled,
+            journal_max_entries,
+            journal_max_age_ms
         );
         if self.redis_url.is_some() {
             c.redis_url = self.redis_url;
