@@ -196,3 +196,29 @@ async fn with_the_journal_off_manifests_and_segments_are_as_before() {
     let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", m.generation)).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
+
+/// A write that read the state while it still named a generation, and adds after that
+/// generation was retired, must still succeed: its bits went everywhere they had to (the
+/// generation is unreadable now), so the journal append is a no-op like the add. Found by CI:
+/// an automatic resize retired the replaced generation under an insert, which failed with 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
+    let origin = origin(|_| {}).await;
+    let filter = unique_filter("jretired");
+    create(&origin, &filter).await;
+    let store = origin.state.gate.filter_store().clone();
+    let meta = store.state_for_write(&filter).await.unwrap().readable().unwrap();
+    let hashes = || vec![hash_key(b"late-writer", meta.params.seed)];
+
+    store.retire_generation(&filter, meta).await.unwrap();
+    store.add(&filter, meta, hashes()).await.expect("an add to a retired generation is a no-op");
+    store.append_journal(&filter, meta, hashes()).await.expect("so is its journal append");
+    assert!(store.journal_head(&filter, meta).await.is_err(), "a retired journal has no head to serve");
+    assert!(store.segments_intact(&filter, meta).await.is_err(), "nor is it intact");
+
+    // Clearing leftovers keeps the marker: a late writer still finds it.
+    store.delete_orphans(&filter, vec![]).await.unwrap();
+    store.append_journal(&filter, meta, hashes()).await.expect("the marker outlives a leftovers sweep");
+    let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=0", meta.generation)).await;
+    assert!(r.status().is_client_error() || r.status().is_server_error(), "a retired journal is never served");
+}

@@ -333,8 +333,13 @@ impl FilterStore for MemoryFilterStore {
         if meta.incarnation != self.incarnation {
             return ready(Err(FilterUnavailable::Incarnation));
         }
+        let key = (filter.to_owned(), meta.generation);
+        if read(&self.retired).contains(&key) {
+            // Retired: a harmless no-op, as the add before it was.
+            return ready(Ok(()));
+        }
         let mut journals = write(&self.journals);
-        let Some(journal) = journals.get_mut(&(filter.to_owned(), meta.generation)) else {
+        let Some(journal) = journals.get_mut(&key) else {
             return ready(Err(FilterUnavailable::SegmentMissing(0)));
         };
         let now = crate::gate::now_ms();

@@ -90,6 +90,14 @@ redis.call('SET', KEYS[2], 'retired', 'PX', ARGV[1])
 return 1
 ";
 
+/// Replaces a retired generation's journal with a `retired` marker, so appends from writes
+/// that still name the generation succeed as no-ops (see APPEND_JOURNAL_SCRIPT) instead of
+/// failing a write whose bits went everywhere they had to.
+const RETIRE_JOURNAL_SCRIPT: &str = r"
+redis.call('SET', KEYS[1], 'retired', 'PX', ARGV[1])
+return 1
+";
+
 /// Replaces the filter state if its revision is still ARGV[1] (-1: only if there is none).
 /// Returns 1 if replaced, 0 if someone changed it first.
 const REPLACE_STATE_SCRIPT: &str = r"
@@ -107,9 +115,9 @@ redis.call('SET', KEYS[1], ARGV[2])
 return 1
 ";
 
-/// Deletes a `:ver` key unless it is a retirement marker (those expire on their own).
+/// Deletes a key unless it is a retirement marker (those expire on their own).
 const DELETE_UNLESS_RETIRED_SCRIPT: &str = r"
-if redis.call('GET', KEYS[1]) == 'retired' then return 0 end
+if redis.call('TYPE', KEYS[1])['ok'] == 'string' and redis.call('GET', KEYS[1]) == 'retired' then return 0 end
 return redis.call('DEL', KEYS[1])
 ";
 
@@ -139,10 +147,14 @@ return redis.call('STRLEN', KEYS[1])
 ";
 
 /// Appends a journal entry unless the journal is gone (NOMKSTREAM: never re-created, so its
-/// positions never restart), then trims it by count and age. Returns 1, or 0 if missing.
+/// positions never restart), then trims it by count and age. Returns 1; 2 if the generation
+/// was retired (the journal replaced by a `retired` marker: the append is a harmless no-op,
+/// as the add before it was); 0 if missing.
 const APPEND_JOURNAL_SCRIPT: &str = r"
-local id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[1], '*', 'h', ARGV[3])
-if not id then return 0 end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'string' and redis.call('GET', KEYS[1]) == 'retired' then return 2 end
+if kind ~= 'stream' then return 0 end
+redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'h', ARGV[3])
 redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[2])
 return 1
 ";
@@ -151,7 +163,7 @@ return 1
 /// caller's position is still covered: {1, max-deleted-entry-id, entries-added,
 /// last-generated-id, entries}, or {0} if the journal is missing.
 const READ_JOURNAL_SCRIPT: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {0} end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local f = {}
 for i = 1, #info, 2 do f[info[i]] = info[i + 1] end
@@ -161,7 +173,7 @@ return {1, f['max-deleted-entry-id'], f['entries-added'], f['last-generated-id']
 
 /// The journal's head: {1, entries-added, last-generated-id, length}, or {0} if missing.
 const JOURNAL_HEAD_SCRIPT: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {0} end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local f = {}
 for i = 1, #info, 2 do f[info[i]] = info[i + 1] end
@@ -192,6 +204,7 @@ pub struct RedisFilterStore {
     link: RedisLink,
     journal: JournalRetention,
     append_journal: Script,
+    retire_journal: Script,
     read_journal: Script,
     journal_head: Script,
     timeout: Duration,
@@ -279,6 +292,7 @@ impl RedisFilterStore {
             link,
             journal: settings.journal,
             append_journal: Script::new(APPEND_JOURNAL_SCRIPT),
+            retire_journal: Script::new(RETIRE_JOURNAL_SCRIPT),
             read_journal: Script::new(READ_JOURNAL_SCRIPT),
             journal_head: Script::new(JOURNAL_HEAD_SCRIPT),
             timeout: settings.timeout,
@@ -556,8 +570,15 @@ impl FilterStore for RedisFilterStore {
                     })
                     .await?;
             }
-            let gone = [deletes_key(&filter, meta.generation), journal_key(&filter, meta.generation)];
-            self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(&gone).await }).await
+            let journal = journal_key(&filter, meta.generation);
+            let script = &self.retire_journal;
+            let _: i64 = self
+                .call(self.write_timeout, None, |mut c| async move {
+                    script.key(&journal).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
+                })
+                .await?;
+            let deletes = deletes_key(&filter, meta.generation);
+            self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(&deletes).await }).await
         }
         .boxed()
     }
@@ -576,7 +597,7 @@ impl FilterStore for RedisFilterStore {
                 }
                 let script = &self.delete_unless_retired;
                 let n: u64 =
-                    if key.ends_with(":ver") {
+                    if key.ends_with(":ver") || key.contains(":jnl:") {
                         self.call(self.write_timeout, None, |mut c| async move {
                             script.key(&key).invoke_async(&mut c).await
                         })
@@ -617,10 +638,12 @@ impl FilterStore for RedisFilterStore {
                 return Err(FilterUnavailable::SegmentMissing(index as u32));
             }
             let journal = journal_key(&filter, meta.generation);
-            let exists: bool = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.exists(journal).await })
+            let kind: String = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    redis::cmd("TYPE").arg(journal).query_async(&mut c).await
+                })
                 .await?;
-            if exists {
+            if kind == "stream" {
                 Ok(())
             } else {
                 Err(FilterUnavailable::SegmentMissing(0))
@@ -823,7 +846,7 @@ impl FilterStore for RedisFilterStore {
                     script.key(&key).arg(max_entries).arg(oldest_kept).arg(payload).invoke_async(&mut c).await
                 })
                 .await?;
-            if appended == 1 {
+            if appended == 1 || appended == 2 {
                 Ok(())
             } else {
                 Err(FilterUnavailable::SegmentMissing(0))
