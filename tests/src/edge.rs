@@ -18,6 +18,16 @@ fn repo_root() -> std::path::PathBuf {
 }
 
 impl Wrangler {
+    /// The `wrangler dev` process the harness started (its `workerd`s are descendants).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The port it serves on.
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
+    }
+
     /// Starts `wrangler dev` with the given vars and waits until `/healthz` answers.
     pub async fn start(origin_url: &str, edge_secret: &str, freshness_secs: u32) -> Wrangler {
         let root = repo_root();

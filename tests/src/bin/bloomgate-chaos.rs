@@ -124,6 +124,9 @@ struct RunArgs {
     /// RSS limit per origin, MiB.
     #[arg(long, default_value_t = 512)]
     rss_limit_mib: u64,
+    /// RSS limit of the edge's `workerd` (the process running the Worker under wrangler dev), MiB.
+    #[arg(long, default_value_t = 512)]
+    edge_rss_limit_mib: u64,
     /// The filter's starting capacity (small: it must resize on its own).
     #[arg(long, default_value_t = 2000)]
     initial_capacity: u64,
@@ -226,6 +229,7 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         cassandra_pid_file: a.cassandra_pid_file,
         allowance: a.allowance,
         rss_limit_mib: a.rss_limit_mib,
+        edge_rss_limit_mib: a.edge_rss_limit_mib,
         cassandra: a.cassandra,
         work_dir: a.work_dir.unwrap_or_else(|| std::env::temp_dir().join("bloomgate-chaos")),
         keep_keyspace: a.keep_keyspace,

@@ -47,7 +47,6 @@ pub struct Faults {
     settings: FaultSettings,
     rng: Mutex<StdRng>,
     snapshot: Mutex<Option<(PathBuf, Micros)>>,
-    notes: Mutex<Vec<String>>,
 }
 
 impl Faults {
@@ -70,21 +69,11 @@ impl Faults {
             settings,
             rng: Mutex::new(StdRng::seed_from_u64(seed ^ 0xfa17)),
             snapshot: Mutex::new(None),
-            notes: Mutex::new(Vec::new()),
         }
     }
 
-    /// What the harness noticed along the way (missed phases, refused requests).
-    pub fn notes(&self) -> Vec<String> {
-        self.notes.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     fn note(&self, text: String) {
-        eprintln!("chaos: {text}");
-        self.notes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(format!("{:.1}s {text}", self.rec.now() as f64 / 1e6));
+        self.rec.note(text);
     }
 
     fn random(&self, n: usize) -> usize {
@@ -377,9 +366,11 @@ impl Faults {
         match t.fault {
             FaultKind::EdgeCut => {
                 let edge = self.cluster.edge.as_ref().context("no edge")?;
+                self.workload.edge_cut.store(true, Ordering::SeqCst);
                 edge.proxy.cut();
                 tokio::time::sleep(t.length).await;
                 edge.proxy.heal();
+                self.workload.edge_cut.store(false, Ordering::SeqCst);
                 self.record(t.fault, start, Some(0), None, format!("edge to origin-0 cut for {:?}", t.length));
             }
             FaultKind::CassandraPause => {

@@ -1,6 +1,7 @@
 //! What a chaos run records: every operation with its start and end on one monotonic clock
-//! (microseconds since the run began), every fault with its window, and the end-of-run
-//! evidence (Cassandra reads, memory samples, log lines). The checker reads only this.
+//! (microseconds since the run began), every fault with its window (injected, or observed by
+//! the prober), and the end-of-run evidence (Cassandra reads, memory samples, log lines, the
+//! edge found dead). The checker reads only this.
 
 use super::keys::KeyId;
 use serde::{Deserialize, Serialize};
@@ -232,11 +233,17 @@ pub enum FaultKind {
     LookupBurst,
     /// Every Redis connection delayed beyond the origins' Redis timeout.
     SlowRedis,
+    /// Not injected: the prober's direct query to Cassandra was slower than the threshold
+    /// (Cassandra, or the whole machine, stalled on its own).
+    ObservedCassandraStall,
+    /// Not injected: the prober's direct `PING` to Redis (bypassing the fault proxies) was
+    /// slower than the threshold.
+    ObservedRedisStall,
 }
 
 impl FaultKind {
-    /// Every kind, in the order of the report's fault table.
-    pub const ALL: [FaultKind; 17] = [
+    /// Every injected kind, in the order of the report's fault table.
+    pub const INJECTED: [FaultKind; 17] = [
         FaultKind::AutoResize,
         FaultKind::Rebuild,
         FaultKind::Resize,
@@ -255,6 +262,9 @@ impl FaultKind {
         FaultKind::LookupBurst,
         FaultKind::SlowRedis,
     ];
+
+    /// The kinds the prober records (listed apart in the report; never required).
+    pub const OBSERVED: [FaultKind; 2] = [FaultKind::ObservedCassandraStall, FaultKind::ObservedRedisStall];
 
     /// Short name (JSON and tables).
     pub fn name(self) -> &'static str {
@@ -276,6 +286,8 @@ impl FaultKind {
             FaultKind::EdgeCut => "edge_cut",
             FaultKind::LookupBurst => "lookup_burst",
             FaultKind::SlowRedis => "slow_redis",
+            FaultKind::ObservedCassandraStall => "observed_cassandra_stall",
+            FaultKind::ObservedRedisStall => "observed_redis_stall",
         }
     }
 
@@ -297,14 +309,20 @@ impl FaultKind {
         )
     }
 
+    /// Whether the window was observed by the prober rather than injected by the harness.
+    pub fn is_observed(self) -> bool {
+        FaultKind::OBSERVED.contains(&self)
+    }
+
     /// Whether the fault needs the edge.
     pub fn needs_edge(self) -> bool {
         self == FaultKind::EdgeCut
     }
 }
 
-/// One injected fault. `start..end` is when the system was disturbed: from the injection to
-/// the end of the disturbance (the process back, the proxy healed, or the filter rebuilt).
+/// One fault. `start..end` is when the system was disturbed: from the injection to the end of
+/// the disturbance (the process back, the proxy healed, or the filter rebuilt); for an
+/// observed stall, from the start of the first slow probe to the end of the next fast one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fault {
     /// What.
@@ -331,11 +349,44 @@ pub struct DbCheck {
     pub present: Option<bool>,
 }
 
-/// An origin's resident memory at one moment.
+/// A process whose memory is sampled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Process {
+    /// Origin number n.
+    Origin(u8),
+    /// The edge's `workerd` that runs the Worker.
+    EdgeWorker,
+    /// The `workerd` of wrangler's proxy in front of it (on the edge's port; it also runs
+    /// wrangler's inspector proxy).
+    EdgeProxy,
+}
+
+impl Process {
+    /// Who answers for it.
+    pub fn target(self) -> Target {
+        match self {
+            Process::Origin(i) => Target::Origin(i),
+            Process::EdgeWorker | Process::EdgeProxy => Target::Edge,
+        }
+    }
+}
+
+impl std::fmt::Display for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Process::Origin(i) => write!(f, "origin-{i}"),
+            Process::EdgeWorker => f.write_str("edge workerd"),
+            Process::EdgeProxy => f.write_str("edge proxy workerd"),
+        }
+    }
+}
+
+/// A process's resident memory at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RssSample {
-    /// Which origin.
-    pub origin: u8,
+    /// Whose.
+    pub process: Process,
     /// Its process then.
     pub pid: u32,
     /// When.
@@ -353,6 +404,20 @@ pub struct LogLine {
     pub line: String,
 }
 
+/// The edge stopped answering: every connection refused for longer than the harness waits,
+/// with no `edge_cut` active. From `at` on, nothing more was sent to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeDown {
+    /// The first refused connection of the unbroken run of them.
+    pub refused_since: Micros,
+    /// When the harness stopped sending to the edge.
+    pub at: Micros,
+    /// Edge operations the workload would have sent after `at`.
+    pub not_sent: u64,
+    /// What the edge's log says about it (its last lines of a crash), if anything.
+    pub note: String,
+}
+
 /// Everything the checker reads.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
@@ -362,19 +427,22 @@ pub struct History {
     pub faults: Vec<Fault>,
     /// The end-of-run reads of acknowledged keys.
     pub db_checks: Vec<DbCheck>,
-    /// Memory samples of the origins.
+    /// Memory samples of the origins and the edge.
     pub rss: Vec<RssSample>,
     /// Panic lines found in the logs.
     pub panics: Vec<LogLine>,
+    /// The edge stopped answering, if it did.
+    pub edge_down: Option<EdgeDown>,
     /// Wall-clock time of the run's zero, ms since the Unix epoch (to find moments in the
     /// processes' logs).
     pub started_unix_ms: u64,
 }
 
-/// Collects a history from many tasks at once.
+/// Collects a history, and the harness's notes, from many tasks at once.
 pub struct Recorder {
     clock: Instant,
     history: Mutex<History>,
+    notes: Mutex<Vec<String>>,
 }
 
 impl Default for Recorder {
@@ -388,7 +456,11 @@ impl Recorder {
     pub fn new() -> Recorder {
         let started_unix_ms =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        Recorder { clock: Instant::now(), history: Mutex::new(History { started_unix_ms, ..History::default() }) }
+        Recorder {
+            clock: Instant::now(),
+            history: Mutex::new(History { started_unix_ms, ..History::default() }),
+            notes: Mutex::new(Vec::new()),
+        }
     }
 
     /// Now, on the run's clock.
@@ -418,6 +490,26 @@ impl Recorder {
     /// Records the end-of-run Cassandra reads.
     pub fn db_checks(&self, checks: Vec<DbCheck>) {
         self.with(|h| h.db_checks.extend(checks));
+    }
+
+    /// Records that the edge stopped answering (once; later calls are ignored).
+    pub fn edge_down(&self, down: EdgeDown) {
+        self.with(|h| {
+            h.edge_down.get_or_insert(down);
+        });
+    }
+
+    /// Notes something the harness noticed (missed phases, failed steps, the edge given up
+    /// on), stamped with the run's time, and says it on stderr.
+    pub fn note(&self, text: String) {
+        let at = self.now() as f64 / 1e6;
+        eprintln!("chaos: {at:>7.1}s {text}");
+        self.notes.lock().unwrap_or_else(|e| e.into_inner()).push(format!("{at:.1}s {text}"));
+    }
+
+    /// The notes so far.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Records panic lines.

@@ -11,6 +11,8 @@
 //! - [`workload`]: writers and readers at bounded rates.
 //! - [`schedule`]: which faults, in which order, as data.
 //! - [`faults`]: the injectors and the tracks that run them.
+//! - [`probe`]: observed fault windows: stalls of Cassandra or Redis nobody injected.
+//! - [`memory`]: RSS samples of the origins and the edge's `workerd`.
 //! - [`cluster`]: Redis, its proxies, the origin processes, the edge, Cassandra's pause.
 //! - [`run`]: one run from start to report.
 //! - [`report`]: JSON and the Markdown summary.
@@ -20,6 +22,8 @@ pub mod cluster;
 pub mod faults;
 pub mod history;
 pub mod keys;
+pub mod memory;
+pub mod probe;
 pub mod report;
 pub mod run;
 pub mod schedule;

@@ -5,11 +5,13 @@
 
 use super::check::{check, CheckSettings};
 use super::cluster::{
-    automatic_rebuilds, panic_lines, resume_cassandra, rss_kib, Cluster, ClusterSettings, OriginTuning,
+    automatic_rebuilds, crash_lines, log_tail, panic_lines, resume_cassandra, Cluster, ClusterSettings, OriginTuning,
 };
 use super::faults::{FaultSettings, Faults};
-use super::history::{DbCheck, History, Outcome, Recorder, RssSample};
+use super::history::{DbCheck, History, Outcome, Recorder};
 use super::keys::{KeyClass, KeyId, KeySpace};
+use super::memory::sample_rss;
+use super::probe::{ProbeSettings, Prober};
 use super::report::{self, Report, RunFacts};
 use super::schedule::required_faults;
 use super::workload::{Endpoints, Workload, WorkloadSettings};
@@ -49,6 +51,8 @@ pub struct RunOptions {
     pub allowance: Duration,
     /// RSS limit per origin, MiB.
     pub rss_limit_mib: u64,
+    /// RSS limit of the edge's `workerd`, MiB.
+    pub edge_rss_limit_mib: u64,
     /// Cassandra `host:port`.
     pub cassandra: String,
     /// Configs, logs and Redis data.
@@ -166,6 +170,9 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         let lines = panic_lines(&text);
         history.panics.extend(lines.into_iter().map(|line| super::history::LogLine { source: source.clone(), line }));
         reasons.extend(automatic_rebuilds(&text));
+        if let (Some(down), "wrangler") = (&mut history.edge_down, source.as_str()) {
+            down.note = crash_lines(&log_tail(path, 64 * 1024)).join(" / ");
+        }
     }
     let keys = KeySpace::new(options.seed);
     if let Some(path) = &options.history_path {
@@ -177,6 +184,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
             freshness: u64::from(options.freshness_secs) * 1_000_000,
             allowance: options.allowance.as_micros() as u64,
             rss_limit_kib: options.rss_limit_mib * 1024,
+            edge_rss_limit_kib: options.edge_rss_limit_mib * 1024,
         },
     );
     let facts = RunFacts {
@@ -189,6 +197,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         freshness_secs: options.freshness_secs,
         allowance_secs: options.allowance.as_secs_f64(),
         rss_limit_mib: options.rss_limit_mib,
+        edge_rss_limit_mib: options.edge_rss_limit_mib,
         workload: options.workload.clone(),
         skipped_ops: skipped,
         required_faults: required_faults(options.edge),
@@ -238,6 +247,15 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
         options.faults.clone(),
         options.seed,
     ));
+    let cassandra = match session(&options.cassandra).await {
+        Ok(s) => Some(Arc::new(s)),
+        Err(e) => {
+            rec.note(format!("the prober has no Cassandra session ({e:#}): Cassandra stalls are not observed"));
+            None
+        }
+    };
+    let prober =
+        Prober::start(rec.clone(), ProbeSettings::from_tuning(&options.tuning), cassandra, cluster.redis_url());
     let mut background = tokio::task::JoinSet::new();
     background.spawn(workload.clone().run());
     background.spawn(sample_rss(cluster.clone(), rec.clone()));
@@ -273,8 +291,12 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     workload.stop(Duration::from_secs(40)).await;
     background.abort_all();
     while background.join_next().await.is_some() {}
+    prober.stop().await;
 
     let mut history = rec.take();
+    if let Some(down) = &mut history.edge_down {
+        down.not_sent = workload.edge_not_sent();
+    }
     let acked: BTreeSet<KeyId> = history
         .ops
         .iter()
@@ -284,21 +306,7 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
         .collect();
     eprintln!("chaos: reading {} acknowledged keys back from Cassandra", acked.len());
     history.db_checks = read_back(&options.cassandra, &cluster.settings.keyspace, &keys, acked).await?;
-    Ok(Driven { history, skipped: workload.skipped(), notes: faults.notes() })
-}
-
-/// Samples every origin's RSS once a second.
-async fn sample_rss(cluster: Arc<Cluster>, rec: Arc<Recorder>) {
-    loop {
-        for origin in &cluster.origins {
-            if let Some(pid) = origin.pid() {
-                if let Some(kib) = rss_kib(pid) {
-                    rec.rss(RssSample { origin: origin.index, pid, at: rec.now(), kib });
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    Ok(Driven { history, skipped: workload.skipped(), notes: rec.notes() })
 }
 
 async fn session(cassandra: &str) -> anyhow::Result<scylla::client::session::Session> {
