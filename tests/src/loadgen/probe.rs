@@ -162,6 +162,27 @@ impl CpuGroup {
     }
 }
 
+/// Cores the machine spends outside `groups`' processes, over `window`.
+pub async fn others_busy(groups: &[CpuGroup], window: std::time::Duration) -> f64 {
+    let mine = |g: &[CpuGroup]| g.iter().map(CpuGroup::seconds).sum::<f64>();
+    let (m0, g0) = (machine_busy_seconds().unwrap_or(0.0), mine(groups));
+    tokio::time::sleep(window).await;
+    let (m1, g1) = (machine_busy_seconds().unwrap_or(0.0), mine(groups));
+    ((m1 - m0) - (g1 - g0)).max(0.0) / window.as_secs_f64()
+}
+
+/// Waits up to `max` for the processes outside `groups` to use under half a core; the last
+/// reading, in cores.
+pub async fn wait_quiet(groups: &[CpuGroup], max: std::time::Duration) -> f64 {
+    let deadline = std::time::Instant::now() + max;
+    loop {
+        let others = others_busy(groups, std::time::Duration::from_secs(1)).await;
+        if others < 0.5 || std::time::Instant::now() >= deadline {
+            return others;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
