@@ -142,6 +142,12 @@ async fn the_harness_measures_what_the_filter_saves() {
         assert_eq!(f.probe_polls, f.probes, "{side}: the origin should see a key as soon as it acknowledges it");
         assert!(f.traffic.is_none(), "no edge, no proxy");
         let entries = r.filter_stats["journal_entries"].as_f64();
+        // Redis's own count: the journal's append is one more XADD per write (other clients of
+        // the shared Redis can only add to it).
+        if r.journal_enabled && !o.redis_calls_per_write.is_empty() {
+            let xadd = o.redis_calls_per_write.get("xadd").copied().unwrap_or(0.0);
+            assert!(xadd >= 0.99, "{side}: {xadd} XADD per write");
+        }
         if r.journal_enabled {
             let written = (o.writes.writes + f.writes.writes) as f64;
             assert!(entries.is_some_and(|e| e >= written), "{side}: journal entries {entries:?} for {written} writes");

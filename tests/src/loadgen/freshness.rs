@@ -11,7 +11,7 @@
 
 use super::bench::{filter_stats, preload, BenchConfig, FilterSpec};
 use super::driver::{drive, DriveSpec, Errors};
-use super::probe::{descendants, machine_busy_seconds, pids_matching, wait_quiet, CpuGroup, Samples};
+use super::probe::{descendants, machine_busy_seconds, pids_matching, wait_quiet, CpuGroup, RedisCommands, Samples};
 use super::proxy::{CountingProxy, PerKind, ProxyTally};
 use super::report::Check;
 use super::servers::{start_origin, OriginSettings, Server};
@@ -115,6 +115,11 @@ pub struct OriginWrites {
     pub origin_writes_counted: f64,
     /// CPU per acknowledged write by process group, µs.
     pub cpu_us_per_write: BTreeMap<String, f64>,
+    /// Redis commands per acknowledged write, by command (Redis's own count; commands run by a
+    /// script count under their names too; other clients of the same Redis would show here).
+    pub redis_calls_per_write: BTreeMap<String, f64>,
+    /// Redis's time per acknowledged write by command, µs (a script's includes its commands').
+    pub redis_usec_per_write: BTreeMap<String, f64>,
     /// CPU by process group, cores busy on average.
     pub cpu_cores: BTreeMap<String, f64>,
 }
@@ -283,6 +288,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
     let capacity = (keys * cfg.capacity_headroom).ceil() as u64;
     let present = Arc::new(present_keys(cfg.seed, w.present));
     let mut filters = Vec::new();
+    let preload_started = Instant::now();
     for side in [Side::Journal, Side::NoJournal] {
         let name = format!("fresh-{}-{:016x}", side.name(), rand::random::<u64>());
         step(cfg, &format!("writes A/B: preloading {} keys into {name} (capacity {capacity})", w.present));
@@ -293,6 +299,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         preload(&http, &origin_of(Side::NoJournal).base, &spec, &present, cfg.progress).await?;
         filters.push(name);
     }
+    let preload_secs = preload_started.elapsed().as_secs_f64();
     let filter_of = |side: Side| filters[if side == Side::Journal { 0 } else { 1 }].clone();
 
     let me = std::process::id();
@@ -338,6 +345,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         ("miss_share", cfg.miss_share.to_string()),
         ("seed", cfg.seed.to_string()),
         ("preload", "both filters through the origin without a journal".into()),
+        ("preload_secs", format!("{preload_secs:.1}")),
     ] {
         s.insert(k.to_owned(), v);
     }
@@ -383,15 +391,24 @@ async fn run_side(
         None
     } else {
         step(cfg, &format!("round {round}, {}: {} writes/s to the origin alone", side.name(), w.rate));
+        let r0 = RedisCommands::read(&cfg.redis_url).await;
         let (m0, c0) = (Samples::scrape(http, &origin.base).await?, cpu_now(&groups));
         let stats = write(&write_spec("origin", w.origin_duration, None)).await?;
         let (m1, c1) = (Samples::scrape(http, &origin.base).await?, cpu_now(&groups));
+        let r1 = RedisCommands::read(&cfg.redis_url).await;
         let secs = cpu_between(&groups, &c0, &c1);
+        let per_write = 1.0 / stats.acked.max(1) as f64;
+        let redis = match (r0, r1) {
+            (Some(a), Some(b)) => b.since(&a),
+            _ => BTreeMap::new(),
+        };
         Some(OriginWrites {
             writes: WriteFigures::of(&stats),
             origin_writes_counted: m1.delta(&m0, "bloomgate_writes_total"),
-            cpu_us_per_write: scaled(&secs, 1e6 / stats.acked.max(1) as f64),
+            cpu_us_per_write: scaled(&secs, 1e6 * per_write),
             cpu_cores: scaled(&secs, 1.0 / stats.seconds.max(1e-9)),
+            redis_calls_per_write: redis.iter().map(|(k, (c, _))| (k.clone(), *c as f64 * per_write)).collect(),
+            redis_usec_per_write: redis.iter().map(|(k, (_, u))| (k.clone(), *u as f64 * per_write)).collect(),
         })
     };
 
@@ -536,6 +553,13 @@ fn get(m: &BTreeMap<String, f64>, k: &str) -> Option<f64> {
     m.get(k).copied()
 }
 
+fn redis_per_write(r: &WriteRun, command: &str, usec: bool) -> Option<f64> {
+    let o = r.origin_writes.as_ref()?;
+    let m = if usec { &o.redis_usec_per_write } else { &o.redis_calls_per_write };
+    // Ran in the phase but not this command: zero, not unknown.
+    (!m.is_empty()).then(|| get(m, command).unwrap_or(0.0))
+}
+
 fn origin_cpu(r: &WriteRun, group: &str) -> Option<f64> {
     r.origin_writes.as_ref().and_then(|o| get(&o.cpu_us_per_write, group))
 }
@@ -547,6 +571,12 @@ const ROWS: &[Row] = &[
     ("origin CPU per write, µs, writes only", 0, |r| origin_cpu(r, "origin")),
     ("Redis CPU per write, µs, writes only", 0, |r| origin_cpu(r, "redis")),
     ("Cassandra CPU per write, µs, writes only", 0, |r| origin_cpu(r, "cassandra")),
+    ("Redis commands per write (script-run included), writes only", 2, |r| {
+        r.origin_writes.as_ref().map(|o| o.redis_calls_per_write.values().sum())
+    }),
+    ("Redis scripts (EVALSHA) per write, writes only", 2, |r| redis_per_write(r, "evalsha", false)),
+    ("Redis XADD per write, writes only", 2, |r| redis_per_write(r, "xadd", false)),
+    ("Redis time in scripts per write, µs, writes only", 1, |r| redis_per_write(r, "evalsha", true)),
     ("loadgen CPU per write, µs, writes only", 0, |r| origin_cpu(r, "loadgen")),
     ("writes acknowledged/s, with lookups", 1, |r| Some(r.front.writes.writes_per_sec)),
     ("write latency p50, ms, with lookups", 2, |r| Some(r.front.writes.p50_ms)),

@@ -194,6 +194,14 @@ impl BenchReport {
     /// The side-by-side table, the sweep and the checks in Markdown.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
+        if self.targets.is_empty() {
+            // Only the writes A/B ran.
+            if let Some(w) = &self.writes {
+                out.push_str(&w.markdown());
+            }
+            self.checks_markdown(&mut out);
+            return out;
+        }
         let _ = writeln!(
             out,
             "| target | miss share | conns | lookups/s | p50 ms | p99 ms | p99.9 ms | Cassandra reads/lookup (origin · Cassandra) | origin requests/lookup | observed FP | Redis fall-throughs/lookup | errors | wrong |"
@@ -277,6 +285,11 @@ impl BenchReport {
         if let Some(w) = &self.writes {
             out.push_str(&w.markdown());
         }
+        self.checks_markdown(&mut out);
+        out
+    }
+
+    fn checks_markdown(&self, out: &mut String) {
         if !self.checks.is_empty() {
             let _ = writeln!(out, "\n| target (issues 6 and 10) | measured | met |");
             let _ = writeln!(out, "|---|---|---|");
@@ -284,6 +297,5 @@ impl BenchReport {
                 let _ = writeln!(out, "| {} | {} | {} |", c.target, c.measured, if c.met { "yes" } else { "**no**" });
             }
         }
-        out
     }
 }
