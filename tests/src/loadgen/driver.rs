@@ -47,7 +47,7 @@ pub struct DriveSpec {
 }
 
 /// Errors by kind.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Errors {
     /// Connection refused, reset or broken mid-request.
     pub io: u64,

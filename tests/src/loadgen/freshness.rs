@@ -151,8 +151,8 @@ pub struct FrontRun {
     pub never_seen: u64,
     /// Lookups the probes made.
     pub probe_polls: u64,
-    /// Probe lookups that failed.
-    pub probe_errors: u64,
+    /// Probe lookups that failed, by kind.
+    pub probe_errors: Errors,
     /// Acknowledgement to "seen", ms.
     pub lag_p50_ms: Option<f64>,
     /// 99th percentile, ms.
@@ -506,7 +506,10 @@ async fn run_side(
         probes: wrote.probes.len() as u64,
         never_seen: wrote.probes.iter().filter(|p| p.lag_ms.is_none()).count() as u64,
         probe_polls,
-        probe_errors: wrote.probes.iter().map(|p| p.errors).sum(),
+        probe_errors: wrote.probes.iter().fold(Errors::default(), |mut all, p| {
+            all.add(&p.errors);
+            all
+        }),
         lag_p50_ms: lag_quantile_ms(&wrote.probes, 0.5),
         lag_p99_ms: lag_quantile_ms(&wrote.probes, 0.99),
         lag_max_ms: lag_quantile_ms(&wrote.probes, 1.0),
@@ -611,13 +614,16 @@ const ROWS: &[Row] = &[
     ("CPU cores: others on the machine", 2, |r| get(&r.front.cpu_cores, "zz-others")),
     ("journal entries in Redis after the run", 0, |r| r.filter_stats["journal_entries"].as_f64()),
     ("journal bytes in Redis after the run", 0, |r| r.filter_stats["journal_bytes"].as_f64()),
-    ("errors: lookups, writes, probes", 0, |r| {
-        let f = &r.front;
-        let writes_only = r.origin_writes.as_ref().map_or(0, |o| o.writes.errors.total());
-        Some((f.lookup_errors.total() + f.writes.errors.total() + f.probe_errors + writes_only) as f64)
-    }),
+    ("errors: lookups, writes, probes", 0, |r| Some(errors(r) as f64)),
     ("wrong answers", 0, |r| Some(r.front.wrong_answers as f64)),
 ];
+
+/// Failed lookups, writes (both phases) and probe lookups of a run.
+fn errors(r: &WriteRun) -> u64 {
+    let f = &r.front;
+    let writes_only = r.origin_writes.as_ref().map_or(0, |o| o.writes.errors.total());
+    f.lookup_errors.total() + f.writes.errors.total() + f.probe_errors.total() + writes_only
+}
 
 fn kb(v: Option<f64>) -> Option<f64> {
     v.map(|b| b / 1000.0)
@@ -664,19 +670,22 @@ impl WritesReport {
         }
         let _ = writeln!(
             out,
-            "\n| round | side | writes/s | origin µs/write | write p50 ms | lag p50 / p99 / max ms | never seen | segments | journal chunks | bytes/write (freshness) | wrong |"
+            "\n| round | side | writes/s | origin µs/write | write p50 ms | lookups/s | lookup p50 / p99 ms | lag p50 / p99 / max ms | never seen | segments | journal chunks | bytes/write (freshness) | others, cores | errors | wrong |"
         );
-        let _ = writeln!(out, "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|");
         for r in &self.runs {
             let f = &r.front;
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.1} | {} | {} | {} / {} / {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.1} | {} | {} | {:.1} | {:.0} / {:.0} | {} / {} / {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.round,
                 r.side,
                 f.writes.writes_per_sec,
                 fmt(origin_cpu(r, "origin"), 0),
                 fmt(r.origin_writes.as_ref().map(|o| o.writes.p50_ms), 2),
+                f.lookups_per_sec,
+                f.lookup_p50_ms,
+                f.lookup_p99_ms,
                 fmt(f.lag_p50_ms, 0),
                 fmt(f.lag_p99_ms, 0),
                 fmt(f.lag_max_ms, 0),
@@ -684,6 +693,8 @@ impl WritesReport {
                 f.traffic.map_or("–".into(), |t| t.requests.segments.to_string()),
                 f.traffic.map_or("–".into(), |t| t.requests.journals.to_string()),
                 fmt(get(&f.bytes_per_write, "freshness"), 0),
+                fmt(get(&f.cpu_cores, "zz-others"), 2),
+                errors(r),
                 f.wrong_answers,
             );
         }
@@ -697,15 +708,7 @@ pub fn checks(w: &WritesReport) -> Vec<Check> {
     let never: u64 = w.runs.iter().map(|r| r.front.never_seen).sum();
     let probes: u64 = w.runs.iter().map(|r| r.front.probes).sum();
     let wrong: u64 = w.runs.iter().map(|r| r.front.wrong_answers).sum();
-    let errors: u64 = w
-        .runs
-        .iter()
-        .map(|r| {
-            let f = &r.front;
-            let writes_only = r.origin_writes.as_ref().map_or(0, |o| o.writes.errors.total());
-            f.lookup_errors.total() + f.writes.errors.total() + f.probe_errors + writes_only
-        })
-        .sum();
+    let errors: u64 = w.runs.iter().map(errors).sum();
     let lag_max = w.runs.iter().filter_map(|r| r.front.lag_max_ms).fold(0.0, f64::max);
     let bound = w.runs.first().map_or(0.0, |r| r.front.bound_secs);
     let mut out = vec![Check {

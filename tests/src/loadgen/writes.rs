@@ -72,8 +72,8 @@ pub struct ProbeOutcome {
     pub polls: u64,
     /// "Not seen" answers to lookups sent after the bound: wrong answers.
     pub late_not_seen: u64,
-    /// Lookups that failed (connection, 5xx, other statuses).
-    pub errors: u64,
+    /// Lookups that failed, by kind.
+    pub errors: Errors,
 }
 
 /// What one [`write`] measured.
@@ -127,7 +127,14 @@ pub async fn write(spec: &WriteSpec) -> anyhow::Result<WriteStats> {
     let start_cell: Arc<std::sync::OnceLock<Instant>> = Arc::new(std::sync::OnceLock::new());
     let acked = Arc::new(AtomicU64::new(0));
     let probes: Arc<Mutex<Vec<JoinHandle<ProbeOutcome>>>> = Arc::default();
-    let http = reqwest::Client::builder().pool_max_idle_per_host(64).timeout(Duration::from_secs(30)).build()?;
+    // Idle connections are dropped well before a server's keep-alive close (Node's, in front
+    // of wrangler dev, is 5 s): a poll sent on a connection just as it closes would fail for
+    // no fault of the front's.
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .pool_idle_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(30))
+        .build()?;
     let mut tasks = Vec::with_capacity(spec.connections);
     for conn in 0..spec.connections {
         let mut sender = connect(&authority).await?;
@@ -228,7 +235,10 @@ async fn follow(http: reqwest::Client, p: ProbeSpec, filter: String, key: String
                     out.late_not_seen += 1;
                 }
             }
-            _ => out.errors += 1,
+            Some(429) => out.errors.status_429 += 1,
+            Some(s) if s >= 500 => out.errors.status_5xx += 1,
+            Some(_) => out.errors.status_other += 1,
+            None => out.errors.io += 1,
         }
         // On the grid from the acknowledgement: a slow answer does not push later polls back.
         let next = acked_at + p.interval * (poll + 1);
