@@ -96,6 +96,9 @@ struct ServeArgs {
     /// Consult the filter (false: every lookup reads the database, the A/B baseline).
     #[arg(long, env = "BLOOMGATE_FILTER_ENABLED")]
     filter_enabled: Option<bool>,
+    /// Keep an insert journal per generation (false: edges refetch changed segments whole).
+    #[arg(long, env = "BLOOMGATE_JOURNAL_ENABLED")]
+    journal_enabled: Option<bool>,
     /// Open client connections at once.
     #[arg(long, env = "BLOOMGATE_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
@@ -149,6 +152,7 @@ impl ServeArgs {
             max_batch,
             meta_cache_ms,
             filter_enabled,
+            journal_enabled,
             max_connections,
             header_read_timeout_ms,
             max_filter_bytes,
@@ -323,10 +327,13 @@ mod tests {
             "8",
             "--max-connections",
             "9",
+            "--journal-enabled",
+            "false",
         ]);
         assert_eq!(c.redis_write_timeout_ms, 1234, "was parsed and silently ignored");
         assert_eq!((c.max_filter_bytes, c.rebuild_grace_ms), (99, 7));
         assert_eq!((c.header_read_timeout_ms, c.max_connections), (8, 9));
+        assert!(!c.journal_enabled);
         assert_eq!(serve_config(&[]), Config::default());
     }
 }

@@ -2,7 +2,9 @@
 //! and Cassandra, origins and the hello-world floor in this process. It keeps the harness from
 //! rotting and checks what must hold at any size and on any load: the baseline reads Cassandra
 //! once per lookup, the filter cuts that to the hits plus about fp_rate of the misses, and
-//! nothing fails or answers wrong. No timing is asserted (CI shares two cores).
+//! nothing fails or answers wrong. It also runs the writes A/B (`--write-rate`) briefly with the
+//! origin as the front: every written key is seen at once, and only the side with the insert
+//! journal appends to it. No timing is asserted (CI shares two cores).
 //!
 //! # Running
 //! `scripts/services start`, then `cargo test -p bloomgate-tests --test loadgen_smoke`.
@@ -10,6 +12,7 @@
 
 use bloomgate_tests::loadgen::bench::{run_bench, BenchConfig, SweepConfig};
 use bloomgate_tests::loadgen::chart::{draw_all, load_font};
+use bloomgate_tests::loadgen::freshness::WritesConfig;
 use bloomgate_tests::loadgen::servers::Launch;
 use bloomgate_tests::{cassandra_addr, redis_addr, require};
 use std::time::Duration;
@@ -50,6 +53,22 @@ async fn the_harness_measures_what_the_filter_saves() {
         edge_duration: None,
         quiet_wait: Duration::ZERO,
         progress: false,
+        side_by_side: true,
+        writes: Some(WritesConfig {
+            rate: 50.0,
+            writers: 2,
+            present: 2_000,
+            segment_bytes: Some(4096),
+            lookup_rate: 100.0,
+            lookup_connections: 4,
+            duration: Duration::from_millis(2000),
+            warmup: Duration::from_millis(300),
+            origin_duration: Duration::from_millis(1000),
+            rounds: 1,
+            probe_every: 5,
+            probe_interval: Duration::from_millis(50),
+            probe_margin: Duration::from_millis(500),
+        }),
         command: "cargo test -p bloomgate-tests --test loadgen_smoke".into(),
     };
     let report = run_bench(&cfg).await.expect("bench run");
@@ -104,6 +123,40 @@ async fn the_harness_measures_what_the_filter_saves() {
         mostly_misses.excess_reads_per_lookup
     );
     assert!(report.checks.iter().any(|c| c.target.starts_with("Cassandra reads/lookup")));
+
+    // The writes A/B, with the origin as the front (no edge here): read-your-writes, so every
+    // followed key is seen on its first lookup; the journal grows only on the side that keeps one.
+    assert_eq!(report.writes_error, None);
+    let writes = report.writes.as_ref().expect("the writes A/B ran");
+    let sides: Vec<(&str, bool)> = writes.runs.iter().map(|r| (r.side.as_str(), r.journal_enabled)).collect();
+    assert_eq!(sides, [("journal", true), ("no-journal", false)]);
+    for r in &writes.runs {
+        let (f, o) = (&r.front, r.origin_writes.as_ref().expect("the writes-only phase ran"));
+        let side = &r.side;
+        assert!(o.writes.writes > 0 && f.writes.writes > 0, "{side}: no writes acknowledged");
+        assert_eq!(o.origin_writes_counted, o.writes.writes as f64, "{side}: the origin counted other writes");
+        assert_eq!(o.writes.errors.total() + f.writes.errors.total(), 0, "{side}: write errors");
+        assert!(f.lookups > 0 && f.lookup_errors.total() == 0, "{side}: lookups {} {:?}", f.lookups, f.lookup_errors);
+        assert!(f.probes > 0, "{side}: no key followed");
+        assert_eq!((f.never_seen, f.wrong_answers, f.probe_errors.total()), (0, 0, 0), "{side}");
+        assert_eq!(f.probe_polls, f.probes, "{side}: the origin should see a key as soon as it acknowledges it");
+        assert!(f.traffic.is_none(), "no edge, no proxy");
+        let entries = r.filter_stats["journal_entries"].as_f64();
+        // Redis's own count: the journal's append is one more XADD per write (other clients of
+        // the shared Redis can only add to it).
+        if r.journal_enabled && !o.redis_calls_per_write.is_empty() {
+            let xadd = o.redis_calls_per_write.get("xadd").copied().unwrap_or(0.0);
+            assert!(xadd >= 0.99, "{side}: {xadd} XADD per write");
+        }
+        if r.journal_enabled {
+            let written = (o.writes.writes + f.writes.writes) as f64;
+            assert!(entries.is_some_and(|e| e >= written), "{side}: journal entries {entries:?} for {written} writes");
+        } else {
+            assert_eq!(entries, None, "{side}: an origin without the journal reports none");
+        }
+    }
+    let fresh = report.checks.iter().find(|c| c.target.starts_with("writes: every followed key")).expect("check");
+    assert!(fresh.met, "{}", fresh.measured);
 
     // The artefacts: JSON always, charts where a font is installed.
     let dir = std::env::temp_dir().join(format!("bloomgate-loadgen-smoke-{}", std::process::id()));

@@ -1,17 +1,22 @@
 //! `bloomgate-loadgen`: the load harness of issue 6. `run` measures the hello-world floor, the
 //! origin without and with its filter, and the edge, side by side in one run, then sweeps miss
-//! share × fp_rate; prints Markdown tables and writes `results.json` and PNG charts.
+//! share × fp_rate; prints Markdown tables and writes `results.json` and PNG charts. With
+//! `--write-rate W` it also runs issue 10's A/B: the edge serving lookups while W keys/s are
+//! written, with the origin's insert journal on and off (freshness lag, origin requests and
+//! bytes by kind per 1,000 lookups and per write); `--writes-only` runs just that.
 //!
 //! ```sh
 //! scripts/services start && scripts/edge-build
 //! cargo build --release -p bloomgate-origin -p bloomgate-tests --bin bloomgate-origin --bin bloomgate-loadgen
 //! target/release/bloomgate-loadgen run --out docs/bench
+//! target/release/bloomgate-loadgen run --writes-only --write-rate 200 --out docs/bench/writes
 //! ```
 #![forbid(unsafe_code)]
 
 use anyhow::Context as _;
 use bloomgate_tests::loadgen::bench::{run_bench, BenchConfig, SweepConfig};
 use bloomgate_tests::loadgen::chart::draw_all;
+use bloomgate_tests::loadgen::freshness::WritesConfig;
 use bloomgate_tests::loadgen::servers::{serve_floor, Launch};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
@@ -123,6 +128,50 @@ struct RunArgs {
     /// Threads of the load generator's own runtime (1 = like `wrk -t1`).
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
+    /// Keys written per second through the origin's write API in the writes A/B (issue 10:
+    /// journal on and off); 0 = no writes A/B.
+    #[arg(long, default_value_t = 0.0)]
+    write_rate: f64,
+    /// Run only the writes A/B (skip the side-by-side targets and the sweep).
+    #[arg(long)]
+    writes_only: bool,
+    /// Keys preloaded into each side's filter of the writes A/B.
+    #[arg(long, default_value_t = 1_000_000)]
+    write_present: usize,
+    /// Segment size of the writes A/B's filters, bytes (0 = the origin's default, 64 KiB).
+    #[arg(long, default_value_t = 0)]
+    write_segment_bytes: u64,
+    /// Lookups per second at the front in the writes A/B, the same on both sides (0 = closed loop).
+    #[arg(long, default_value_t = 100.0)]
+    write_lookup_rate: f64,
+    /// Connections for those lookups.
+    #[arg(long, default_value_t = 16)]
+    write_lookup_connections: usize,
+    /// Connections the writes go over (at most one write in flight on each).
+    #[arg(long, default_value_t = 8)]
+    writers: usize,
+    /// Seconds of each side's measured run at the front (default: --edge-duration, else --duration).
+    #[arg(long)]
+    write_duration: Option<f64>,
+    /// Seconds of lookups and writes before it, unmeasured (the edge fetches its segments).
+    #[arg(long, default_value_t = 10.0)]
+    write_warmup: f64,
+    /// Seconds of writes to the origin alone before each side's front run (0 = none): the
+    /// journal's cost on the write path.
+    #[arg(long, default_value_t = 15.0)]
+    write_origin_duration: f64,
+    /// A/B rounds; the side that goes first alternates.
+    #[arg(long, default_value_t = 1)]
+    write_rounds: usize,
+    /// Follow one acknowledged key in this many until the front answers "seen".
+    #[arg(long, default_value_t = 100)]
+    probe_every: u64,
+    /// Milliseconds between two lookups of a followed key.
+    #[arg(long, default_value_t = 100)]
+    probe_interval_ms: u64,
+    /// A followed key not "seen" within S plus this many milliseconds counts as never seen.
+    #[arg(long, default_value_t = 2000)]
+    probe_margin_ms: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -144,6 +193,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(!args.writes_only || args.write_rate > 0.0, "--writes-only needs --write-rate");
     let me = std::env::current_exe()?;
     let (origin, floor) = if args.in_process {
         (Launch::Thread, Launch::Thread)
@@ -177,7 +227,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         redis_url: args.redis_url.clone(),
         cassandra: args.cassandra.clone(),
         keyspace: args.keyspace.clone(),
-        sweep: (!args.no_sweep).then(|| SweepConfig {
+        sweep: (!args.no_sweep && !args.writes_only).then(|| SweepConfig {
             present: args.sweep_present,
             fp_rates: vec![0.1, 0.01, 0.001],
             miss_shares: vec![0.0, 0.5, 0.8, 0.95],
@@ -188,6 +238,22 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         edge_duration: args.edge_duration.map(Duration::from_secs_f64),
         quiet_wait: Duration::from_secs_f64(args.quiet_wait),
         progress: true,
+        side_by_side: !args.writes_only,
+        writes: (args.write_rate > 0.0).then(|| WritesConfig {
+            rate: args.write_rate,
+            writers: args.writers,
+            present: args.write_present,
+            segment_bytes: (args.write_segment_bytes > 0).then_some(args.write_segment_bytes),
+            lookup_rate: args.write_lookup_rate,
+            lookup_connections: args.write_lookup_connections,
+            duration: Duration::from_secs_f64(args.write_duration.or(args.edge_duration).unwrap_or(args.duration)),
+            warmup: Duration::from_secs_f64(args.write_warmup),
+            origin_duration: Duration::from_secs_f64(args.write_origin_duration),
+            rounds: args.write_rounds.max(1),
+            probe_every: args.probe_every.max(1),
+            probe_interval: Duration::from_millis(args.probe_interval_ms.max(1)),
+            probe_margin: Duration::from_millis(args.probe_margin_ms),
+        }),
         command: std::env::args()
             .map(|a| if a == me.to_string_lossy() { "bloomgate-loadgen".into() } else { a })
             .collect::<Vec<_>>()
@@ -204,7 +270,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let json_path = args.out.join("results.json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
     eprintln!("[loadgen] wrote {}", json_path.display());
-    match draw_all(&report, &args.out, args.font.as_deref()) {
+    // The charts draw the side-by-side targets; the writes A/B is in the tables and the JSON.
+    let charts =
+        if report.targets.is_empty() { Ok(Vec::new()) } else { draw_all(&report, &args.out, args.font.as_deref()) };
+    match charts {
         Ok(files) => {
             for f in files {
                 eprintln!("[loadgen] wrote {}", f.display());

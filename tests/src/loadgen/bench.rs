@@ -1,12 +1,15 @@
 //! One bench run, side by side: the hello-world floor, the origin without its filter
 //! (baseline), the origin with the Redis filter (the mix, negatives only, and negatives at half
 //! their maximum rate), and the edge under `wrangler dev` in front of that origin; then the
-//! miss-share × fp_rate sweep. Every target sees the same seeded workload.
+//! miss-share × fp_rate sweep, and the writes A/B of [`super::freshness`]. Every target sees the
+//! same seeded workload.
 
 use super::driver::{drive, DriveSpec, DriveStats};
-use super::probe::{descendants, machine_busy_seconds, pids_matching, CassandraReads, CpuGroup, Samples};
+use super::freshness::{self, run_writes, WritesConfig};
+use super::probe::{descendants, machine_busy_seconds, pids_matching, wait_quiet, CassandraReads, CpuGroup, Samples};
+use super::proxy::{CountingProxy, ProxyTally};
 use super::report::{BenchReport, Check, Machine, SweepPoint, TargetResult};
-use super::servers::{start_floor, start_origin, CountingProxy, Launch, OriginSettings, Server};
+use super::servers::{start_floor, start_origin, Launch, OriginSettings, Server};
 use super::workload::{present_keys, Workload};
 use crate::edge::Wrangler;
 use crate::origin::{EDGE_SECRET, TOKEN};
@@ -82,6 +85,11 @@ pub struct BenchConfig {
     pub quiet_wait: Duration,
     /// Progress bars and step lines on stderr.
     pub progress: bool,
+    /// Measure the side-by-side targets of issue 6 (floor, baseline, filter, edge) and the
+    /// sweep (if asked); `false` = only the writes A/B.
+    pub side_by_side: bool,
+    /// The writes A/B of issue 10 (edge freshness and bytes per write, journal on and off).
+    pub writes: Option<WritesConfig>,
     /// How this run was started, for the report.
     pub command: String,
 }
@@ -97,7 +105,7 @@ struct Env {
 struct Snapshot {
     origin: Option<Samples>,
     coordinator_reads: Option<u64>,
-    proxy: Option<super::servers::ProxyTally>,
+    proxy: Option<ProxyTally>,
     cpu: Vec<f64>,
     machine: f64,
 }
@@ -145,24 +153,9 @@ impl Env {
         })
     }
 
-    /// Cores the machine spends outside this run's processes, over `window`.
-    async fn others_busy(&self, window: Duration) -> f64 {
-        let mine = |g: &[CpuGroup]| g.iter().map(CpuGroup::seconds).sum::<f64>();
-        let (m0, g0) = (machine_busy_seconds().unwrap_or(0.0), mine(&self.groups));
-        tokio::time::sleep(window).await;
-        let (m1, g1) = (machine_busy_seconds().unwrap_or(0.0), mine(&self.groups));
-        ((m1 - m0) - (g1 - g0)).max(0.0) / window.as_secs_f64()
-    }
-
     /// Waits up to `max` for others to use under half a core; the last reading.
     async fn wait_quiet(&self, max: Duration) -> f64 {
-        let deadline = Instant::now() + max;
-        loop {
-            let others = self.others_busy(Duration::from_secs(1)).await;
-            if others < 0.5 || Instant::now() >= deadline {
-                return others;
-            }
-        }
+        wait_quiet(&self.groups, max).await
     }
 }
 
@@ -249,7 +242,7 @@ pub async fn preload(
 }
 
 /// The origin's stats of a filter (null when it cannot be read).
-async fn filter_stats(http: &reqwest::Client, base: &str, filter: &str) -> serde_json::Value {
+pub(super) async fn filter_stats(http: &reqwest::Client, base: &str, filter: &str) -> serde_json::Value {
     let r = http.get(format!("{base}/v1/filters/{filter}/stats")).bearer_auth(TOKEN).send().await;
     match r {
         Ok(r) if r.status().is_success() => r.json().await.unwrap_or_default(),
@@ -350,10 +343,10 @@ async fn measure(
     }
     if let (Some(b), Some(a)) = (before.proxy, after.proxy) {
         let d = a.since(&b);
-        result.origin_requests_per_lookup = Some(d.total() as f64 / n);
+        result.origin_requests_per_lookup = Some(d.requests.total() as f64 / n);
         result.origin_requests = Some(d);
         let not_by_edge = stats.lookups - stats.answered_by.get("edge").copied().unwrap_or(0);
-        result.edge_no_forwarded = Some(d.lookups as i64 - not_by_edge as i64);
+        result.edge_no_forwarded = Some(d.requests.lookups as i64 - not_by_edge as i64);
     }
     if stats.misses > 0 && t.filtered {
         let first_no = if t.proxy.is_some() { "edge" } else { "filter" };
@@ -380,6 +373,46 @@ fn redis_port(url: &str) -> String {
 /// Runs everything `cfg` asks for and returns the report.
 pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let started = Instant::now();
+    let mut report = if cfg.side_by_side {
+        run_side_by_side(cfg).await?
+    } else {
+        let mut settings = BTreeMap::new();
+        settings.insert("seed".to_owned(), cfg.seed.to_string());
+        settings.insert("targets".to_owned(), "writes A/B only".to_owned());
+        BenchReport {
+            command: cfg.command.clone(),
+            machine: Machine::describe(),
+            settings,
+            targets: Vec::new(),
+            sweep: Vec::new(),
+            sweep_error: None,
+            checks: Vec::new(),
+            filter_stats: BTreeMap::new(),
+            writes: None,
+            writes_error: None,
+            wall_seconds: 0.0,
+        }
+    };
+    if let Some(w) = &cfg.writes {
+        match run_writes(cfg, w).await {
+            Ok(writes) => {
+                report.checks.extend(freshness::checks(&writes));
+                report.writes = Some(writes);
+            }
+            // Alone, its failure is the run's; after the side-by-side run, it must not lose it.
+            Err(e) if !cfg.side_by_side => return Err(e),
+            Err(e) => {
+                eprintln!("[loadgen] writes A/B failed: {e:#}");
+                report.writes_error = Some(format!("{e:#}"));
+            }
+        }
+    }
+    report.wall_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Issue 6's targets side by side, and the sweep.
+async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let machine = Machine::describe();
     let http = reqwest::Client::builder().pool_max_idle_per_host(16).timeout(Duration::from_secs(60)).build()?;
     let settings_for = |filter_enabled| OriginSettings {
@@ -387,6 +420,7 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         cassandra: cfg.cassandra.clone(),
         keyspace: cfg.keyspace.clone(),
         filter_enabled,
+        journal_enabled: true,
     };
     let mut env = Env { http: http.clone(), cassandra: None, groups: Vec::new(), progress: cfg.progress };
     step(&env, "starting the origins (filter on, filter off) and the floor");
@@ -643,10 +677,11 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         checks: Vec::new(),
         filter_stats: stats_by_filter,
         sweep_error,
+        writes: None,
+        writes_error: None,
         wall_seconds: 0.0,
     };
     report.checks = checks(&report, cfg);
-    report.wall_seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
 

@@ -23,7 +23,7 @@ use tokio::sync::Barrier;
 /// Header naming who answered (origin and edge).
 const ANSWERED_BY: &str = "x-bloomgate-answered-by";
 /// Latencies above this are clamped into the histogram's top bucket.
-const MAX_LATENCY_US: u64 = 60_000_000;
+pub(super) const MAX_LATENCY_US: u64 = 60_000_000;
 
 /// What to drive and how hard.
 #[derive(Clone, Debug)]
@@ -47,7 +47,7 @@ pub struct DriveSpec {
 }
 
 /// Errors by kind.
-#[derive(Clone, Debug, Default, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Errors {
     /// Connection refused, reset or broken mid-request.
     pub io: u64,
@@ -65,7 +65,7 @@ impl Errors {
         self.io + self.status_429 + self.status_5xx + self.status_other
     }
 
-    fn add(&mut self, o: &Errors) {
+    pub(super) fn add(&mut self, o: &Errors) {
         self.io += o.io;
         self.status_429 += o.status_429;
         self.status_5xx += o.status_5xx;
@@ -151,9 +151,11 @@ impl DriveStats {
     }
 }
 
-type Sender = SendRequest<Empty<Bytes>>;
+/// One HTTP/1.1 connection's request half.
+pub(super) type Sender = SendRequest<Empty<Bytes>>;
 
-async fn connect(authority: &str) -> anyhow::Result<Sender> {
+/// Opens one HTTP/1.1 connection (no pool, Nagle off).
+pub(super) async fn connect(authority: &str) -> anyhow::Result<Sender> {
     let stream = TcpStream::connect(authority).await.with_context(|| format!("connect {authority}"))?;
     stream.set_nodelay(true)?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;

@@ -3,17 +3,22 @@
 //! # Layout
 //! - [`workload`]: seeded present keys (hex SHA-256), miss streams that never repeat, Zipf hits.
 //! - [`driver`]: N HTTP/1.1 connections, closed loop or fixed rate, HDR latency, errors.
-//! - [`servers`]: origins (child process or own-runtime thread), the hello-world floor, and a
-//!   proxy counting the edge's requests to the origin.
+//! - [`servers`]: origins (child process or own-runtime thread) and the hello-world floor.
+//! - [`proxy`]: a proxy counting the edge's requests to the origin and the bytes back, by kind.
+//! - [`writes`]: fixed-rate writes of fresh keys, and the probe following them to "seen".
 //! - [`probe`]: origin counters, Cassandra's coordinator read count, per-process CPU time.
 //! - [`bench`]: one run over every target plus the miss-share × fp_rate sweep.
+//! - [`freshness`]: issue 10's A/B, edge freshness and bytes per write, journal on and off.
 //! - [`report`]: results, issue 6's targets as checks, Markdown tables, JSON.
 //! - [`chart`]: PNG charts.
 
 pub mod bench;
 pub mod chart;
 pub mod driver;
+pub mod freshness;
 pub mod probe;
+pub mod proxy;
 pub mod report;
 pub mod servers;
 pub mod workload;
+pub mod writes;

@@ -1,8 +1,8 @@
 //! What the harness reads around each run: the origin's Prometheus counters, Cassandra's own
-//! coordinator read count (`system_views.coordinator_read_latency`), and the CPU time of every
-//! process involved (`/proc/<pid>/stat`).
+//! coordinator read count (`system_views.coordinator_read_latency`), Redis's own per-command
+//! counts (`INFO commandstats`), and the CPU time of every process involved (`/proc/<pid>/stat`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Every sample of one `/metrics` scrape, keyed by `name{labels}`.
 #[derive(Clone, Debug, Default)]
@@ -74,6 +74,52 @@ impl CassandraReads {
         let row: Option<(i64,)> = rows.maybe_first_row().ok()?;
         // No row yet = no reads yet.
         Some(row.map_or(0, |(n,)| n as u64))
+    }
+}
+
+/// Redis's calls and microseconds per command since it started (`INFO commandstats`). Commands
+/// a script runs count under their own names too, and the script's time includes theirs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RedisCommands(pub BTreeMap<String, (u64, u64)>);
+
+impl RedisCommands {
+    /// Asks the Redis at `url`; None (with the reason printed) when it cannot be asked.
+    pub async fn read(url: &str) -> Option<RedisCommands> {
+        let text: Result<String, redis::RedisError> = async {
+            let mut c = redis::Client::open(url)?.get_multiplexed_async_connection().await?;
+            redis::cmd("INFO").arg("commandstats").query_async(&mut c).await
+        }
+        .await;
+        text.map(|t| RedisCommands::parse(&t)).map_err(|e| eprintln!("redis commandstats: {e}")).ok()
+    }
+
+    /// Parses `cmdstat_<name>:calls=N,usec=N,...` lines.
+    pub fn parse(text: &str) -> RedisCommands {
+        RedisCommands(
+            text.lines()
+                .filter_map(|l| {
+                    let (name, fields) = l.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+                    let field = |f: &str| {
+                        fields.split(',').find_map(|kv| kv.strip_prefix(f)?.strip_prefix('=')?.parse::<u64>().ok())
+                    };
+                    Some((name.to_owned(), (field("calls")?, field("usec")?)))
+                })
+                .collect(),
+        )
+    }
+
+    /// Calls and microseconds per command since `before`, for the commands that ran (the
+    /// `INFO` that reads them left out).
+    pub fn since(&self, before: &RedisCommands) -> BTreeMap<String, (u64, u64)> {
+        self.0
+            .iter()
+            .filter(|(name, _)| *name != "info")
+            .filter_map(|(name, (calls, usec))| {
+                let (c0, u0) = before.0.get(name).copied().unwrap_or_default();
+                let d = (calls.saturating_sub(c0), usec.saturating_sub(u0));
+                (d.0 > 0).then(|| (name.clone(), d))
+            })
+            .collect()
     }
 }
 
@@ -162,6 +208,27 @@ impl CpuGroup {
     }
 }
 
+/// Cores the machine spends outside `groups`' processes, over `window`.
+pub async fn others_busy(groups: &[CpuGroup], window: std::time::Duration) -> f64 {
+    let mine = |g: &[CpuGroup]| g.iter().map(CpuGroup::seconds).sum::<f64>();
+    let (m0, g0) = (machine_busy_seconds().unwrap_or(0.0), mine(groups));
+    tokio::time::sleep(window).await;
+    let (m1, g1) = (machine_busy_seconds().unwrap_or(0.0), mine(groups));
+    ((m1 - m0) - (g1 - g0)).max(0.0) / window.as_secs_f64()
+}
+
+/// Waits up to `max` for the processes outside `groups` to use under half a core; the last
+/// reading, in cores.
+pub async fn wait_quiet(groups: &[CpuGroup], max: std::time::Duration) -> f64 {
+    let deadline = std::time::Instant::now() + max;
+    loop {
+        let others = others_busy(groups, std::time::Duration::from_secs(1)).await;
+        if others < 0.5 || std::time::Instant::now() >= deadline {
+            return others;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +241,19 @@ mod tests {
         assert_eq!(s.get("bloomgate_lookups_total{answered_by=\"filter\"}"), 12.0);
         assert_eq!(s.get("bloomgate_database_reads_total"), 3.0);
         assert_eq!(s.get("missing"), 0.0);
+    }
+
+    #[test]
+    fn parses_redis_commandstats() {
+        let before = RedisCommands::parse("# Commandstats\r\ncmdstat_get:calls=10,usec=30,usec_per_call=3.00\r\n");
+        let after = RedisCommands::parse(
+            "# Commandstats\r\ncmdstat_get:calls=12,usec=36,usec_per_call=3.00,rejected_calls=0\r\n\
+             cmdstat_xinfo|stream:calls=1,usec=30,usec_per_call=30.00\r\ncmdstat_info:calls=3,usec=9\r\n",
+        );
+        let d = after.since(&before);
+        assert_eq!(d.get("get"), Some(&(2, 6)));
+        assert_eq!(d.get("xinfo|stream"), Some(&(1, 30)));
+        assert_eq!(d.len(), 2, "{d:?}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What the harness starts: origins (the real `bloomgate-origin` binary as a child process, or
-//! in this process on a runtime of its own), the axum hello-world floor, and a TCP proxy that
-//! counts the HTTP requests the edge sends to the origin.
+//! in this process on a runtime of its own) and the axum hello-world floor. The proxy that
+//! counts what the edge asks of the origin is in [`super::proxy`].
 
 use crate::origin::{EDGE_SECRET, TOKEN};
 use anyhow::Context as _;
@@ -11,11 +11,8 @@ use axum::Router;
 use bloomgate_origin::config::Config;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 /// How to run a server the harness needs.
 #[derive(Clone, Debug)]
@@ -38,6 +35,8 @@ pub struct OriginSettings {
     pub keyspace: String,
     /// `false` = the A/B baseline: every lookup reads Cassandra.
     pub filter_enabled: bool,
+    /// `false` = no insert journal: edges refetch changed segments whole (issue 10's A/B).
+    pub journal_enabled: bool,
 }
 
 /// A server started by the harness; dropped = stopped.
@@ -142,6 +141,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 .env("BLOOMGATE_WRITER_TOKENS", TOKEN)
                 .env("BLOOMGATE_EDGE_SECRET", EDGE_SECRET)
                 .env("BLOOMGATE_FILTER_ENABLED", settings.filter_enabled.to_string())
+                .env("BLOOMGATE_JOURNAL_ENABLED", settings.journal_enabled.to_string())
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
@@ -165,6 +165,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 writer_tokens: vec![TOKEN.into()],
                 edge_secret: Some(EDGE_SECRET.into()),
                 filter_enabled: settings.filter_enabled,
+                journal_enabled: settings.journal_enabled,
                 ..Config::default()
             };
             // Build the state (connecting the stores) before handing the listener over, so
@@ -243,204 +244,4 @@ pub async fn start_floor(launch: &Launch) -> anyhow::Result<Server> {
     };
     wait_ready(&format!("{}/readyz", server.base), "the floor").await?;
     Ok(server)
-}
-
-/// Requests seen by a [`CountingProxy`], by kind.
-#[derive(Debug, Default)]
-pub struct ProxyCounts {
-    /// `GET …/keys/{key}` (forwarded single lookups).
-    pub lookups: AtomicU64,
-    /// `POST …/lookups` (forwarded batches).
-    pub batches: AtomicU64,
-    /// `GET …/manifest`.
-    pub manifests: AtomicU64,
-    /// `GET …/segments/…`.
-    pub segments: AtomicU64,
-    /// Anything else.
-    pub other: AtomicU64,
-}
-
-/// A snapshot of [`ProxyCounts`].
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct ProxyTally {
-    /// Forwarded single lookups.
-    pub lookups: u64,
-    /// Forwarded batches.
-    pub batches: u64,
-    /// Manifest fetches.
-    pub manifests: u64,
-    /// Segment fetches.
-    pub segments: u64,
-    /// Anything else.
-    pub other: u64,
-}
-
-impl ProxyTally {
-    /// All requests.
-    pub fn total(&self) -> u64 {
-        self.lookups + self.batches + self.manifests + self.segments + self.other
-    }
-
-    /// `self - before`.
-    pub fn since(&self, before: &ProxyTally) -> ProxyTally {
-        ProxyTally {
-            lookups: self.lookups - before.lookups,
-            batches: self.batches - before.batches,
-            manifests: self.manifests - before.manifests,
-            segments: self.segments - before.segments,
-            other: self.other - before.other,
-        }
-    }
-}
-
-impl ProxyCounts {
-    /// The counts now.
-    pub fn tally(&self) -> ProxyTally {
-        ProxyTally {
-            lookups: self.lookups.load(Relaxed),
-            batches: self.batches.load(Relaxed),
-            manifests: self.manifests.load(Relaxed),
-            segments: self.segments.load(Relaxed),
-            other: self.other.load(Relaxed),
-        }
-    }
-
-    fn count(&self, head: &[u8]) {
-        let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-        let line = String::from_utf8_lossy(line);
-        let mut parts = line.split(' ');
-        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        let path = path.split('?').next().unwrap_or("");
-        let counter = if path.contains("/segments/") {
-            &self.segments
-        } else if path.ends_with("/manifest") {
-            &self.manifests
-        } else if method == "POST" && path.ends_with("/lookups") {
-            &self.batches
-        } else if path.contains("/keys/") {
-            &self.lookups
-        } else {
-            &self.other
-        };
-        counter.fetch_add(1, Relaxed);
-    }
-}
-
-/// Splits an HTTP/1.1 request stream into requests (head, then `Content-Length` bytes of
-/// body) and counts them. Chunked request bodies are not expected from the edge.
-#[derive(Default)]
-struct RequestSplitter {
-    buf: Vec<u8>,
-    skip: usize,
-}
-
-impl RequestSplitter {
-    fn feed(&mut self, data: &[u8], counts: &ProxyCounts) {
-        self.buf.extend_from_slice(data);
-        loop {
-            if self.skip > 0 {
-                let n = self.skip.min(self.buf.len());
-                self.buf.drain(..n);
-                self.skip -= n;
-                if self.skip > 0 {
-                    return;
-                }
-            }
-            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                return;
-            };
-            let head = &self.buf[..end];
-            counts.count(head);
-            self.skip = content_length(head);
-            self.buf.drain(..end + 4);
-        }
-    }
-}
-
-fn content_length(head: &[u8]) -> usize {
-    String::from_utf8_lossy(head)
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.trim().eq_ignore_ascii_case("content-length").then(|| value.trim().parse().ok())?
-        })
-        .unwrap_or(0)
-}
-
-/// A TCP proxy that counts the HTTP requests passing through it.
-pub struct CountingProxy {
-    /// `host:port` to connect to.
-    pub addr: String,
-    /// What has passed so far.
-    pub counts: Arc<ProxyCounts>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl CountingProxy {
-    /// Listens on a free port, forwarding to `upstream` (`host:port`).
-    pub async fn start(upstream: &str) -> anyhow::Result<CountingProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?.to_string();
-        let counts = Arc::new(ProxyCounts::default());
-        let (c, upstream) = (counts.clone(), upstream.to_owned());
-        let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                let (mut cr, cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
-                let c = c.clone();
-                tokio::spawn(async move {
-                    let mut splitter = RequestSplitter::default();
-                    let mut buf = vec![0u8; 16 * 1024];
-                    loop {
-                        let n = match cr.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        splitter.feed(&buf[..n], &c);
-                        if sw.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = sw.shutdown().await;
-                });
-                tokio::spawn(async move {
-                    let mut cw = cw;
-                    let _ = tokio::io::copy(&mut sr, &mut cw).await;
-                    let _ = cw.shutdown().await;
-                });
-            }
-        });
-        Ok(CountingProxy { addr, counts, task })
-    }
-}
-
-impl Drop for CountingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_requests_across_chunks_and_skips_bodies() {
-        let counts = ProxyCounts::default();
-        let mut s = RequestSplitter::default();
-        let stream = b"GET /v1/filters/f/manifest HTTP/1.1\r\nhost: x\r\n\r\n\
-GET /v1/filters/f/segments/1/2?v=3 HTTP/1.1\r\n\r\n\
-POST /v1/filters/f/lookups HTTP/1.1\r\nContent-Length: 22\r\n\r\nGET /keys/x HTTP/1.1\r\n\
-GET /v1/filters/f/keys/ab HTTP/1.1\r\n\r\n";
-        for chunk in stream.chunks(7) {
-            s.feed(chunk, &counts);
-        }
-        let t = counts.tally();
-        assert_eq!((t.manifests, t.segments, t.batches, t.lookups, t.other), (1, 1, 1, 1, 0));
-    }
 }

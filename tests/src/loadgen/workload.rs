@@ -29,6 +29,13 @@ pub fn present_keys(seed: u64, n: usize) -> Vec<String> {
     (0..n as u64).map(|i| sha256_hex(seed, "present", i, 0)).collect()
 }
 
+/// Key `n` written by connection `conn` in the run labelled `run`: SHA-256(seed, "written"
+/// and the label, conn, n). Never a present key or a miss (other domains); the same label gives
+/// the same keys, so the two sides of an A/B write the same keys into their own filters.
+pub fn written_key(seed: u64, run: &str, conn: u64, n: u64) -> String {
+    sha256_hex(seed, &format!("written {run}"), conn, n)
+}
+
 /// Zipf(s) over ranks `0..n` by inverse CDF (a table of `n` f64: 8 MB at 10⁶ keys, built
 /// once per run). Rank `r` maps to present key `r`; the keys are hashes, so hot keys land in
 /// random segments and blocks.
@@ -157,6 +164,16 @@ mod tests {
         }
         let share = n_miss as f64 / 15000.0;
         assert!((share - 0.8).abs() < 0.02, "miss share {share}");
+    }
+
+    #[test]
+    fn written_keys_are_fresh() {
+        let present: HashSet<String> = present_keys(1, 1000).into_iter().collect();
+        let a: HashSet<String> = (0..2).flat_map(|c| (0..500).map(move |n| written_key(1, "r1", c, n))).collect();
+        assert_eq!(a.len(), 1000);
+        assert!(a.iter().all(|k| !present.contains(k)));
+        assert_eq!(written_key(1, "r1", 0, 3), written_key(1, "r1", 0, 3));
+        assert!(!a.contains(&written_key(1, "r2", 0, 3)));
     }
 
     #[test]
