@@ -24,9 +24,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::rc::Rc;
 use std::time::Duration;
-use worker::{
-    console_error, event, Cache, Context, Delay, Env, Headers, Method, Request, Response, Result,
-};
+use worker::{console_error, event, Cache, Context, Delay, Env, Headers, Method, Request, Response, Result};
 
 /// Largest batch body the edge reads; the key count is bounded by `MAX_BATCH` (config).
 const MAX_BATCH_BODY: usize = 4 * 1024 * 1024;

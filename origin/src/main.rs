@@ -96,9 +96,6 @@ struct ServeArgs {
     /// Consult the filter (false: every lookup reads the database, the A/B baseline).
     #[arg(long, env = "BLOOMGATE_FILTER_ENABLED")]
     filter_enabled: Option<bool>,
-    /// Keep an insert journal per generation (false: edges refetch changed segments whole).
-    #[arg(long, env = "BLOOMGATE_JOURNAL_ENABLED")]
-    journal_enabled: Option<bool>,
     /// Open client connections at once.
     #[arg(long, env = "BLOOMGATE_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
@@ -152,7 +149,6 @@ impl ServeArgs {
             max_batch,
             meta_cache_ms,
             filter_enabled,
-            journal_enabled,
             max_connections,
             header_read_timeout_ms,
             max_filter_bytes,
