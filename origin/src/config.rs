@@ -52,8 +52,11 @@ pub struct Config {
     pub max_value_bytes: usize,
     /// How long a filter's metadata is cached in process, in ms.
     pub meta_cache_ms: u64,
-    /// Keep an insert journal per generation, so edges catch up on writes by fetching the
-    /// writes instead of whole segments. `false` = edges fetch changed segments whole (A/B).
+    /// Give the generations this origin names (creates, rebuilds) an insert journal, so edges
+    /// catch up on writes by fetching the writes instead of whole segments. `false` = edges
+    /// fetch changed segments whole (A/B). Recorded in the generation: adds to a generation
+    /// with a journal append to it whatever the adding origin's setting, so origins that
+    /// disagree never hide an add from an edge.
     pub journal_enabled: bool,
     /// Entries a generation's journal keeps (one per add call; approximately).
     pub journal_max_entries: u64,
@@ -240,6 +243,7 @@ impl Config {
             lease_ttl: Duration::from_millis(self.rebuild_lease_ms),
             max_filter_bytes: self.max_filter_bytes,
             progress,
+            journal: self.journal_enabled,
         }
     }
 

@@ -102,7 +102,8 @@ pub struct GateSettings {
     pub max_batch: usize,
     /// Largest filter (bytes of bits) a create, rebuild or resize may ask for.
     pub max_filter_bytes: u64,
-    /// Append every add to its generation's insert journal (edges catch up from it).
+    /// Name new generations with an insert journal (edges catch up from it). Adds append to
+    /// a generation that has one whatever this says (see `FilterMeta::journal`).
     pub journal_enabled: bool,
 }
 
@@ -362,7 +363,7 @@ impl Gate {
         for meta in generations {
             let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
             self.filters.add(name, *meta, hashes.clone()).await?;
-            if self.journal_enabled {
+            if meta.journal {
                 self.filters.append_journal(name, *meta, hashes).await?;
             }
         }
@@ -424,7 +425,7 @@ impl Gate {
                 // the creation time in ms: never reused, so no edge can mistake old cached
                 // segments for this generation's.
                 let incarnation = self.filters.incarnation().await.map_err(AppError::FilterWrite)?;
-                let meta = FilterMeta { generation: now_ms(), params, incarnation };
+                let meta = FilterMeta { generation: now_ms(), params, incarnation, journal: self.journal_enabled };
                 self.filters.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
                 let state = FilterState { active: Some(meta), ..FilterState::default() };
                 // Only if no state appeared meanwhile (a recovery check may have seen the new
@@ -461,7 +462,7 @@ impl Gate {
         let meta = self.active(name).await?;
         let segment_versions = self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
         // Read after the request arrived: it covers every key acknowledged before.
-        let journal = match self.journal_enabled {
+        let journal = match meta.journal {
             true => Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
             false => None,
         };
@@ -485,13 +486,15 @@ impl Gate {
         max_entries: u32,
     ) -> Result<Option<Vec<u8>>, AppError> {
         self.def(name).await?;
-        if !self.journal_enabled {
-            return Err(AppError::NotFound("this origin keeps no insert journal (journal_enabled = false)".into()));
-        }
         let state = self.state(name).await?;
         let Some(meta) = state.generation(generation) else {
             return Err(AppError::NotFound(format!("filter {name:?} has no generation {generation}")));
         };
+        if !meta.journal {
+            return Err(AppError::NotFound(format!(
+                "generation {generation} of filter {name:?} keeps no insert journal (it was named by an origin with journal_enabled = false)"
+            )));
+        }
         match self.filters.read_journal(name, meta, after, max_entries).await.map_err(AppError::FilterRead)? {
             JournalRead::Reset => Ok(None),
             JournalRead::Entries { to, entries } => {
@@ -515,7 +518,7 @@ impl Gate {
         };
         // The journal's head first, then the bits: every entry up to the head had its bits set
         // before it was appended, so the bits read after hold them all.
-        let head = match self.journal_enabled {
+        let head = match meta.journal {
             true => Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
             false => None,
         };
@@ -557,7 +560,7 @@ impl Gate {
         let ones = self.filters.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
         let deletes = self.filters.deletes(name, meta).await.map_err(AppError::FilterRead)?;
         let memory = self.filters.memory_bytes(name, meta).await.map_err(AppError::FilterRead)?;
-        let journal = match self.journal_enabled {
+        let journal = match meta.journal {
             true => Some(self.filters.journal_size(name, meta).await.map_err(AppError::FilterRead)?),
             false => None,
         };

@@ -91,7 +91,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             tracing::info!("no redis_url configured: the filter lives in this process");
             let memory = Arc::new(MemoryFilterStore::new(config.journal_retention()));
             if let Some(redb) = &embedded_keys {
-                rebuild_memory_filters(&memory, redb, config.max_filter_bytes).await?;
+                rebuild_memory_filters(&memory, redb, config.max_filter_bytes, config.journal_enabled).await?;
             }
             memory
         }
@@ -119,6 +119,7 @@ async fn rebuild_memory_filters(
     memory: &MemoryFilterStore,
     keys: &RedbKeyStore,
     max_filter_bytes: u64,
+    journal: bool,
 ) -> anyhow::Result<()> {
     let incarnation = memory.incarnation().await?;
     for def in keys.filter_defs()? {
@@ -128,7 +129,7 @@ async fn rebuild_memory_filters(
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;
         }
-        let meta = FilterMeta { generation: gate::now_ms(), params, incarnation };
+        let meta = FilterMeta { generation: gate::now_ms(), params, incarnation, journal };
         if let Err(e) = memory.create_generation(&def.name, meta).await {
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;

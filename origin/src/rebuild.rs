@@ -52,6 +52,8 @@ pub struct RebuildOptions {
     pub max_filter_bytes: u64,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// Whether the new generation keeps an insert journal.
+    pub journal: bool,
 }
 
 /// What a rebuild did.
@@ -259,8 +261,12 @@ async fn build_and_switch(
         }
     }
     let (state, revision) = clear_leftovers(filters.as_ref(), filter, state, revision).await?;
-    let new =
-        FilterMeta { generation: next_generation(&state, crate::gate::now_ms()), params, incarnation: state.read_from };
+    let new = FilterMeta {
+        generation: next_generation(&state, crate::gate::now_ms()),
+        params,
+        incarnation: state.read_from,
+        journal: options.journal,
+    };
     filters.create_generation(filter, new).await?;
     let named = FilterState { building: Some(new), ..state };
     if !filters.replace_state(filter, revision, named).await? {
@@ -505,7 +511,7 @@ mod tests {
     use super::*;
 
     fn meta(generation: u64, incarnation: u64) -> Option<FilterMeta> {
-        Some(FilterMeta { generation, params: Params::new(1, 6, 0, 1).unwrap(), incarnation })
+        Some(FilterMeta { generation, params: Params::new(1, 6, 0, 1).unwrap(), incarnation, journal: true })
     }
 
     #[test]

@@ -219,6 +219,40 @@ async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
     // Clearing leftovers keeps the marker: a late writer still finds it.
     store.delete_orphans(&filter, vec![]).await.unwrap();
     store.append_journal(&filter, meta, hashes()).await.expect("the marker outlives a leftovers sweep");
-    let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=0", meta.generation)).await;
-    assert!(r.status().is_client_error() || r.status().is_server_error(), "a retired journal is never served");
+    let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", meta.generation)).await;
+    assert_ne!(r.status(), StatusCode::OK, "a retired journal is never served");
+}
+
+/// Whether a generation keeps a journal is decided when it is named and recorded with it, not
+/// each origin's own setting: an origin with the journal off still appends to a generation
+/// that has one. Otherwise its adds would be missing from the journal, and an edge catching up
+/// from it would answer "no" for keys that origin acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origins_that_disagree_on_the_journal_never_hide_an_add_from_it() {
+    let on = origin(|_| {}).await;
+    let off = origin(|c| c.journal_enabled = false).await;
+
+    // Named by the origin with the journal on: every add appends, through either origin.
+    let filter = unique_filter("jmixed");
+    create(&on, &filter).await;
+    let head0 = manifest(&on, &filter).await.journal.expect("a journal from its creation");
+    let keys = random_keys(40);
+    for key in &keys {
+        assert_eq!(off.put(&filter, key).await.status(), StatusCode::CREATED);
+    }
+    let head1 = manifest(&on, &filter).await.journal.unwrap();
+    assert_eq!(head1.added, head0.added + 40, "each add through the journal-off origin appended");
+    assert_eq!(manifest(&off, &filter).await.journal, Some(head1), "both origins serve the same head");
+
+    // Named by the origin with the journal off: no journal, through either origin.
+    let plain = unique_filter("jplain");
+    create(&off, &plain).await;
+    for key in &keys[..5] {
+        assert_eq!(on.put(&plain, key).await.status(), StatusCode::CREATED);
+    }
+    let m = manifest(&on, &plain).await;
+    assert_eq!(m.journal, None, "a generation named without a journal has none");
+    let r = edge_get(&on, &format!("/v1/filters/{plain}/journal/{}?after=1&after_id=0-0", m.generation)).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(decode_segment(&segment(&on, &plain, m.generation, 0).await).unwrap().header().journal.is_none());
 }

@@ -121,9 +121,11 @@ impl FilterStore for MemoryFilterStore {
             Err(e) => return ready(Err(FilterUnavailable::Error(e.to_string()))),
         };
         let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
-        // The journal starts with one (empty) entry at position 1, as in Redis.
-        let journal = LocalJournal { first: 1, entries: VecDeque::from([(crate::gate::now_ms(), Vec::new())]) };
-        write(&self.journals).entry(key.clone()).or_insert(journal);
+        if meta.journal {
+            // The journal starts with one (empty) entry at position 1, as in Redis.
+            let journal = LocalJournal { first: 1, entries: VecDeque::from([(crate::gate::now_ms(), Vec::new())]) };
+            write(&self.journals).entry(key.clone()).or_insert(journal);
+        }
         write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));
         ready(Ok(()))
     }
@@ -207,7 +209,7 @@ impl FilterStore for MemoryFilterStore {
     }
 
     fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let journal = read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
+        let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
         ready(
             self.generation(filter, meta)
                 .and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0))),

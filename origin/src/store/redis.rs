@@ -432,6 +432,9 @@ impl FilterStore for RedisFilterStore {
                     )));
                 }
             }
+            if !meta.journal {
+                return Ok(());
+            }
             // The journal starts with one entry, so it exists (appends never create it).
             let journal = journal_key(&filter, meta.generation);
             self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
@@ -636,6 +639,9 @@ impl FilterStore for RedisFilterStore {
             if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none())
             {
                 return Err(FilterUnavailable::SegmentMissing(index as u32));
+            }
+            if !meta.journal {
+                return Ok(());
             }
             let journal = journal_key(&filter, meta.generation);
             let kind: String = self

@@ -32,6 +32,13 @@ pub struct FilterMeta {
     /// written before incarnations were recorded, which no live store matches.
     #[serde(default)]
     pub incarnation: u64,
+    /// Whether this generation keeps an insert journal: decided when it is named (by the
+    /// naming origin's `journal_enabled`) and the same for every origin after, so every add to
+    /// it appends, whatever the adding origin's own setting. Were it each origin's own
+    /// setting, an origin with the journal off would set bits the journal never names, and an
+    /// edge catching up from it would answer "no" for a key that origin acknowledged.
+    #[serde(default)]
+    pub journal: bool,
 }
 
 /// Which generations a filter has (see the module doc).
@@ -99,7 +106,7 @@ mod tests {
     use super::*;
 
     fn meta(generation: u64, incarnation: u64) -> Option<FilterMeta> {
-        Some(FilterMeta { generation, params: Params::new(1, 6, 0, 2).unwrap(), incarnation })
+        Some(FilterMeta { generation, params: Params::new(1, 6, 0, 2).unwrap(), incarnation, journal: true })
     }
 
     #[test]
