@@ -617,3 +617,130 @@ async fn a_slow_origin_never_turns_into_a_stale_no() {
     assert!(took < Duration::from_secs(u64::from(FRESHNESS_SECS) + 15), "the edge waited {took:?} for a slow origin");
     proxy.heal();
 }
+
+/// The freshness bound the journal tests run with: the edge's default.
+const DEFAULT_FRESHNESS_SECS: u32 = 2;
+
+/// What writing through the origin while looking the written keys up at the edge showed.
+struct WritesSeen {
+    /// From each key's acknowledgement to the start of the first edge lookup that saw it.
+    seen_after: Vec<Duration>,
+    /// Edge lookups answered "not seen" that started S or more after the key's acknowledgement.
+    stale: Vec<(String, Duration)>,
+    /// Segment and journal requests the origin served meanwhile.
+    segments: f64,
+    journals: f64,
+}
+
+/// Warms an edge on a filter of several segments (every segment held), then writes `writes` keys
+/// through the origin, one every 100 ms, each looked up at the edge every 50 ms from its
+/// acknowledgement until it is seen. Every "not seen" is checked against the bound: one from a
+/// lookup that started S or more after the acknowledgement is a violation.
+async fn write_while_looking_up_at_the_edge(journal_enabled: bool, writes: usize) -> WritesSeen {
+    require("Redis", &redis_addr()).await;
+    require("Cassandra", &cassandra_addr()).await;
+    let mut cfg = config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr());
+    cfg.journal_enabled = journal_enabled;
+    let origin = TestOrigin::start(cfg).await;
+    let edge = Wrangler::start(&origin.base, EDGE_SECRET, DEFAULT_FRESHNESS_SECS).await;
+    let http = reqwest::Client::new();
+    let filter = unique_filter(if journal_enabled { "journal" } else { "nojournal" });
+    origin.create_filter(&filter, 200_000, 0.01).await;
+    origin.insert_all(&filter, &random_keys(1_000)).await;
+    let manifest: bloomgate_filter::Manifest = http
+        .get(format!("{}/v1/filters/{filter}/manifest", origin.base))
+        .header("x-bloomgate-edge-secret", EDGE_SECRET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(manifest.params.segment_count >= 3, "the test needs a filter of several segments");
+    assert_eq!(manifest.journal.is_some(), journal_enabled, "the manifest names the journal iff the origin keeps one");
+
+    // Warm: absent keys in every segment, so that the edge holds them all.
+    let segments = || origin.metric("bloomgate_edge_requests_total{kind=\"segment\"}");
+    let journals = || origin.metric("bloomgate_edge_requests_total{kind=\"journal\"}");
+    let answers = edge_batch(&http, &edge.base, &filter, &random_keys(400)).await;
+    assert!(answers.iter().filter(|(_, by)| by == "edge").count() >= 380, "the edge is not answering 'no' itself");
+    let (segments_before, journals_before) = (segments().await, journals().await);
+
+    let started = Instant::now();
+    let mut pollers = Vec::new();
+    for (i, key) in random_keys(writes).into_iter().enumerate() {
+        // A bounded write rate: 10 keys/s.
+        tokio::time::sleep_until((started + Duration::from_millis(100) * i as u32).into()).await;
+        assert_eq!(origin.put(&filter, &key).await.status(), StatusCode::CREATED);
+        let acked = Instant::now();
+        let (http, url) = (http.clone(), format!("{}/v1/filters/{filter}/keys/{key}", edge.base));
+        pollers.push(tokio::spawn(async move {
+            let bound = Duration::from_secs(u64::from(DEFAULT_FRESHNESS_SECS));
+            let mut stale = Vec::new();
+            loop {
+                let asked = acked.elapsed();
+                let status = http.get(&url).send().await.unwrap().status();
+                if status == StatusCode::OK {
+                    return (asked, stale);
+                }
+                assert_eq!(status, StatusCode::NOT_FOUND, "{key}");
+                if asked >= bound {
+                    stale.push((key.clone(), asked));
+                }
+                assert!(asked < bound + Duration::from_secs(5), "{key} still not seen at the edge after {asked:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }));
+    }
+    let (mut seen_after, mut stale) = (Vec::new(), Vec::new());
+    for poller in pollers {
+        let (after, late) = poller.await.unwrap();
+        seen_after.push(after);
+        stale.extend(late);
+    }
+    seen_after.sort();
+    WritesSeen {
+        seen_after,
+        stale,
+        segments: segments().await - segments_before,
+        journals: journals().await - journals_before,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_reach_the_edge_through_the_journal_within_s_without_segment_fetches() {
+    let run = write_while_looking_up_at_the_edge(true, 150).await;
+    let (p50, p99) = (percentile(&run.seen_after, 0.5), percentile(&run.seen_after, 0.99));
+    eprintln!(
+        "journal: {} writes seen at the edge after p50 {p50:?}, p99 {p99:?}, max {:?} (S = {DEFAULT_FRESHNESS_SECS} s); \
+         {} journal and {} segment requests meanwhile",
+        run.seen_after.len(),
+        run.seen_after.last().unwrap(),
+        run.journals,
+        run.segments
+    );
+    assert!(run.stale.is_empty(), "'not seen' at the edge S or more after the acknowledgement: {:?}", run.stale);
+    assert_eq!(run.segments, 0.0, "segments were fetched again for writes");
+    assert!(run.journals >= 3.0, "the edge caught up with {} journal requests in 15 s", run.journals);
+    assert!(p99 <= Duration::from_secs(u64::from(DEFAULT_FRESHNESS_SECS)), "p99 {p99:?} is over S");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_journal_writes_reach_the_edge_by_refetching_segments() {
+    let run = write_while_looking_up_at_the_edge(false, 60).await;
+    let p99 = percentile(&run.seen_after, 0.99);
+    eprintln!(
+        "no journal: {} writes seen at the edge after p50 {:?}, p99 {p99:?}; {} segment and {} journal requests",
+        run.seen_after.len(),
+        percentile(&run.seen_after, 0.5),
+        run.segments,
+        run.journals
+    );
+    assert!(run.stale.is_empty(), "'not seen' at the edge S or more after the acknowledgement: {:?}", run.stale);
+    assert_eq!(run.journals, 0.0, "the origin keeps no journal: the edge has none to ask");
+    assert!(run.segments >= 3.0, "writes reached the edge with only {} segment fetches", run.segments);
+}
