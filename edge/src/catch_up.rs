@@ -138,6 +138,46 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_a_damaged_chunk_could_not_bring_forward_never_answers_no() {
+        use crate::decide::{decide, segment_usable, Decision};
+        use crate::held::{Applied, Touched};
+        use bloomgate_filter::{decode_journal, encode_journal, hash_key};
+        let m = manifest(Some(100));
+        let copy = held(9, Some(60));
+        let keys: Vec<[u8; 4]> = (0u32..40).map(|i| i.to_le_bytes()).collect();
+        assert!(
+            keys.iter().any(|k| crate::decide::segment_of(&m, k) == 0),
+            "some keys must fall in the copy's segment"
+        );
+        let entries: Vec<_> = keys.iter().map(|k| vec![hash_key(k, m.params.seed)]).collect();
+        let chunk = encode_journal(9, m.params.seed, 60, at(100), &entries);
+        // Cut anywhere or flipped anywhere, the chunk does not decode: nothing is applied.
+        for len in 0..chunk.len() {
+            assert!(decode_journal(&chunk[..len]).is_err(), "cut to {len} bytes");
+        }
+        for i in 0..chunk.len() {
+            let mut bad = chunk.clone();
+            bad[i] ^= 0x01;
+            assert!(decode_journal(&bad).is_err(), "bit flipped in byte {i}");
+        }
+        // The copy stays where it was: under the manifest it answers nothing, whatever the key.
+        assert!(behind(&m, &copy) && !segment_usable(&m, &copy));
+        for key in &keys {
+            assert_ne!(decide(&m, Some(&copy), key), Decision::NotSeen);
+        }
+        // The whole chunk brings it forward, and the keys it carries are then never "no" (the
+        // ones in this segment are "maybe"; the others are another segment's to answer).
+        let view = decode_journal(&chunk).unwrap();
+        let Applied::Forward(current) = copy.apply(&view, &Touched::of(&view, &m.params)) else {
+            panic!("not applied")
+        };
+        assert!(segment_usable(&m, &current));
+        for key in &keys {
+            assert_ne!(decide(&m, Some(&current), key), Decision::NotSeen);
+        }
+    }
+
+    #[test]
     fn a_410_takes_the_copies_at_or_before_its_position() {
         assert!(gone(at(40), Some(at(40))));
         assert!(gone(at(40), Some(at(12))));
