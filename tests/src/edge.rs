@@ -130,3 +130,31 @@ impl Drop for Wrangler {
         let _ = self.child.wait();
     }
 }
+
+/// Batch lookups at the edge at `base`, 500 keys a request: (seen, answered_by) per key. A 503
+/// (the origin did not answer a forwarded batch in time: a loaded machine, not a "no") is asked
+/// again for up to 10 s, so that tests check answers, not the machine's speed.
+pub async fn batch(http: &reqwest::Client, base: &str, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for chunk in keys.chunks(500) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let r = loop {
+            let r = http
+                .post(format!("{base}/v1/filters/{filter}/lookups"))
+                .json(&serde_json::json!({ "keys": chunk }))
+                .send()
+                .await
+                .unwrap();
+            if r.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE || Instant::now() >= deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(r.status(), reqwest::StatusCode::OK, "edge batch");
+        let body: serde_json::Value = r.json().await.unwrap();
+        for v in body["results"].as_array().unwrap() {
+            out.push((v["seen"].as_bool().unwrap(), v["answered_by"].as_str().unwrap_or("").to_owned()));
+        }
+    }
+    out
+}

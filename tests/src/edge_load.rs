@@ -69,8 +69,13 @@ pub struct Report {
     pub sent: u64,
     /// Requests answered (any status).
     pub answered: u64,
-    /// Requests that got no answer (connection reset, timeout).
+    /// Requests that got no answer for another reason than the client's timeout (a connection
+    /// refused or reset: workerd gone or restarting).
     pub errors: u64,
+    /// Requests without an answer within the client's timeout (15 s): an overloaded machine.
+    pub timeouts: u64,
+    /// The first few errors and timeouts, as reqwest words them.
+    pub failures: Vec<String>,
     /// Requests skipped because `max_in_flight` were under way.
     pub skipped: u64,
     /// Answers other than 200 and 404.
@@ -219,8 +224,13 @@ pub async fn drive(base: &str, filter: &str, present: &[String], wrangler_pid: u
                         counts.unexpected.fetch_add(1, Relaxed);
                     }
                 }
-                Err(_) => {
-                    counts.errors.fetch_add(1, Relaxed);
+                Err(e) => {
+                    let n = if e.is_timeout() { &counts.timeouts } else { &counts.errors };
+                    n.fetch_add(1, Relaxed);
+                    let mut failures = counts.failures.lock().unwrap();
+                    if failures.len() < 5 {
+                        failures.push(format!("{e:?}"));
+                    }
                 }
             }
             counts.in_flight.fetch_sub(1, Relaxed);
@@ -234,6 +244,8 @@ pub async fn drive(base: &str, filter: &str, present: &[String], wrangler_pid: u
     report.samples.push(sample(&processes, started.elapsed(), counts.answered.load(Relaxed)));
     report.answered = counts.answered.load(Relaxed);
     report.errors = counts.errors.load(Relaxed);
+    report.timeouts = counts.timeouts.load(Relaxed);
+    report.failures = counts.failures.lock().unwrap().clone();
     report.unexpected = counts.unexpected.load(Relaxed);
     report
 }
@@ -243,7 +255,9 @@ struct Counts {
     in_flight: AtomicU64,
     answered: AtomicU64,
     errors: AtomicU64,
+    timeouts: AtomicU64,
     unexpected: AtomicU64,
+    failures: std::sync::Mutex<Vec<String>>,
 }
 
 fn one_request(

@@ -17,12 +17,11 @@
 //! `/metrics` (`bloomgate_edge_requests_total{kind="segment"|"journal"}`).
 
 use bloomgate_filter::{JournalPosition, Manifest};
-use bloomgate_tests::edge::Wrangler;
+use bloomgate_tests::edge::{batch as edge_batch, Wrangler};
 use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::proxy::ChaosProxy;
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
 use reqwest::StatusCode;
-use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// The freshness bound the edge runs with: its default.
@@ -30,25 +29,6 @@ const S_SECS: u32 = 2;
 
 fn s() -> Duration {
     Duration::from_secs(u64::from(S_SECS))
-}
-
-/// (seen, answered_by) for each key, from the edge's batch lookups.
-async fn edge_batch(http: &reqwest::Client, base: &str, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
-    let mut out = Vec::new();
-    for chunk in keys.chunks(500) {
-        let r = http
-            .post(format!("{base}/v1/filters/{filter}/lookups"))
-            .json(&json!({ "keys": chunk }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK, "edge batch");
-        let body: Value = r.json().await.unwrap();
-        for v in body["results"].as_array().unwrap() {
-            out.push((v["seen"].as_bool().unwrap(), v["answered_by"].as_str().unwrap_or("").to_owned()));
-        }
-    }
-    out
 }
 
 /// One lookup at the edge: status, who answered, and the generation of an edge "no".
@@ -116,14 +96,15 @@ async fn check_acknowledged(http: &reqwest::Client, base: &str, filter: &str, ac
 }
 
 /// Checks the keys at the edge every 100 ms until all are seen; each round is held to the
-/// bound, and all must be seen by S plus a margin after the last acknowledgement.
+/// bound, and all must be seen by S plus a margin (for a loaded machine) after the last
+/// acknowledgement.
 async fn until_all_seen(http: &reqwest::Client, base: &str, filter: &str, acked: &[(String, Instant)]) -> Duration {
     let last = acked.iter().map(|(_, at)| *at).max().unwrap();
     loop {
         if check_acknowledged(http, base, filter, acked).await == acked.len() {
             return last.elapsed();
         }
-        assert!(last.elapsed() < s() + Duration::from_secs(5), "written keys still not all seen at the edge");
+        assert!(last.elapsed() < s() + Duration::from_secs(15), "written keys still not all seen at the edge");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -172,6 +153,13 @@ async fn write_while_looking_up_at_the_edge(journal_enabled: bool, writes: usize
                 let status = http.get(&url).send().await.unwrap().status();
                 if status == StatusCode::OK {
                     return (asked, stale);
+                }
+                // A 503 is the origin not answering a forwarded lookup in time (a loaded
+                // machine): no answer, never a "no"; ask again.
+                if status == StatusCode::SERVICE_UNAVAILABLE {
+                    assert!(asked < s() + Duration::from_secs(15), "{key}: 503s for {asked:?}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
                 assert_eq!(status, StatusCode::NOT_FOUND, "{key}");
                 if asked >= s() {
@@ -334,7 +322,8 @@ async fn a_rebuild_while_the_edge_holds_segments_the_journal_brought_forward() {
         let key = &random_keys(1)[0];
         let asked = Instant::now();
         let (status, by, generation) = edge_get(&http, &edge.base, &filter, key).await;
-        assert!(status == StatusCode::NOT_FOUND, "absent key: {status}");
+        // (503: the origin did not answer a forwarded lookup in time; never a "no".)
+        assert!(status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE, "absent key: {status}");
         if by == "edge" {
             let generation = generation.expect("an edge 'no' names its generation");
             let settled = switched_at.is_some_and(|at| asked >= at + s() + Duration::from_secs(1));
@@ -380,15 +369,18 @@ async fn a_damaged_journal_answer_never_turns_into_a_no_for_an_acknowledged_key(
         for key in written.iter().skip(round * 10).take(10) {
             let asked = acked.elapsed();
             let (status, by, _) = edge_get(&http, &edge.base, &filter, key).await;
+            // (503: the origin did not answer the forwarded lookup in time; never a "no".)
             assert!(
-                status == StatusCode::OK || (asked < s() && status == StatusCode::NOT_FOUND),
+                status == StatusCode::OK
+                    || status == StatusCode::SERVICE_UNAVAILABLE
+                    || (asked < s() && status == StatusCode::NOT_FOUND),
                 "{key}, acknowledged {asked:?} before, answered {status} by {by:?}"
             );
         }
         for key in random_keys(5) {
             let asked = acked.elapsed();
             let (status, by, _) = edge_get(&http, &edge.base, &filter, &key).await;
-            assert_eq!(status, StatusCode::NOT_FOUND);
+            assert!(status == StatusCode::NOT_FOUND || status == StatusCode::SERVICE_UNAVAILABLE, "{status}");
             // (Half a second of slack: an absent key's "no" is right either way; this only shows
             // that the copies the journal could not bring forward are not used.)
             let settled = asked >= s() + Duration::from_millis(500);

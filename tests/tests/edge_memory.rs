@@ -32,14 +32,17 @@ async fn run(load: &Load, log_requests: bool) -> Report {
     assert!(processes.iter().any(|(_, role)| role == "worker"), "no workerd found under wrangler: {processes:?}");
     let report = edge_load::drive(&edge.base, &filter, &present, edge.pid(), load).await;
     eprintln!(
-        "{} lookups/s for {:?}: {} sent, {} answered, {} skipped (in flight at the cap), {} errors, {} unexpected\n{}",
+        "{} lookups/s for {:?}: {} sent, {} answered, {} skipped (in flight at the cap), {} errors, {} timeouts, \
+         {} unexpected {:?}\n{}",
         load.rate,
         load.duration,
         report.sent,
         report.answered,
         report.skipped,
         report.errors,
+        report.timeouts,
         report.unexpected,
+        report.failures,
         report.table()
     );
     report
@@ -55,7 +58,10 @@ const SECOND_HALF_GROWTH_MIB: f64 = 24.0;
 async fn workerd_memory_levels_off_under_a_bounded_load() {
     let load = Load { rate: 60, duration: Duration::from_secs(60), ..Load::default() };
     let report = run(&load, false).await;
-    assert_eq!(report.errors, 0, "requests without an answer (a workerd restart?)");
+    assert_eq!(report.errors, 0, "requests refused or reset (a workerd restart?): {:?}", report.failures);
+    // A client timeout (15 s) is the machine being overloaded, not the edge losing requests;
+    // a few are tolerated so that the test measures memory, not the machine's speed.
+    assert!(report.timeouts * 100 <= report.sent, "{} of {} requests timed out", report.timeouts, report.sent);
     assert_eq!(report.unexpected, 0, "answers other than 200 and 404");
     assert!(report.answered * 10 >= report.sent * 9, "the edge did not keep up with {} lookups/s", load.rate);
     for role in ["worker", "proxy"] {
