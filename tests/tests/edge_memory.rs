@@ -1,6 +1,7 @@
 //! The edge's memory under a sustained, bounded lookup load: workerd's resident memory must
-//! level off, not grow with the requests served (a 35-minute chaos run once ended with workerd
-//! aborting on a 1.1 GB heap; BENCHMARKS.md, "Edge memory under sustained load").
+//! not grow with the requests served as it did with wrangler's DevTools bridge attached (a
+//! 35-minute chaos run once ended with workerd aborting on a 1.1 GB heap; BENCHMARKS.md, "Edge
+//! memory under sustained load").
 //!
 //! # Running
 //! `scripts/services start` and `scripts/edge-build`, then
@@ -48,11 +49,13 @@ async fn run(load: &Load, log_requests: bool) -> Report {
     report
 }
 
-/// workerd's resident memory grows while its heaps and caches fill (the first tens of seconds),
-/// then levels off. Over the second half of a minute at 60 lookups/s, each process may grow by
-/// at most this much. Measured here (2 busy cores): a few MiB, against the 30 to 60 MiB that
-/// wrangler's inspector buffer adds in the same 30 s; see BENCHMARKS.md.
-const SECOND_HALF_GROWTH_MIB: f64 = 24.0;
+/// Over the second half of a minute at 60 lookups/s, each workerd process may grow by at most
+/// this much. Measured here (2 cores shared with a benchmark, 2026-12-03): without wrangler's
+/// DevTools bridge +21 to +23 MiB (proxy) and +8 to +16 MiB (worker); with it attached, the
+/// proxy +34 to +40 MiB. A weak margin, and growth does not stop at a minute (BENCHMARKS.md,
+/// "Edge memory under sustained load"): this catches the bridge's buffer coming back, it does
+/// not prove that memory levels off.
+const SECOND_HALF_GROWTH_MIB: f64 = 28.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workerd_memory_levels_off_under_a_bounded_load() {
