@@ -8,6 +8,10 @@ pub const ORIGIN_URL: &str = "ORIGIN_URL";
 pub const EDGE_SECRET: &str = "EDGE_SECRET";
 /// Name of the variable bounding how stale a cached segment may be, in seconds.
 pub const FRESHNESS_SECS: &str = "FRESHNESS_SECS";
+/// Default freshness bound S. With the insert journal, keeping held segments current costs a
+/// request per S/2 of about 20 bytes per key written since, whatever the filter's size, so a
+/// short S is cheap.
+pub const DEFAULT_FRESHNESS_SECS: u32 = 2;
 
 /// Name of the optional variable bounding the in-isolate segment cache, in MiB.
 pub const MEMORY_CACHE_MB: &str = "MEMORY_CACHE_MB";
@@ -24,6 +28,9 @@ pub const DEFAULT_MAX_BATCH: usize = 1000;
 /// it may need a segment.
 pub const MAX_BATCH_LIMIT: usize = 100_000;
 
+/// Name of the optional variable that turns on one log line per request (`true` or `false`).
+pub const LOG_REQUESTS: &str = "LOG_REQUESTS";
+
 /// Typed configuration of the edge worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
@@ -38,6 +45,10 @@ pub struct EdgeConfig {
     pub memory_cache_bytes: usize,
     /// Most keys in one batch lookup; a bigger batch is refused (413) before any work.
     pub max_batch: usize,
+    /// Log a line for every request, not only errors. Off by default: under `wrangler dev`
+    /// every console message is kept until a DevTools client attaches (its inspector proxy
+    /// buffers them), so a line per request grows workerd's heap without bound.
+    pub log_requests: bool,
 }
 
 /// A setting that is missing or malformed.
@@ -78,10 +89,13 @@ impl EdgeConfig {
         if edge_secret.is_empty() {
             return Err(ConfigError::Invalid { name: EDGE_SECRET, reason: "must not be empty" });
         }
-        let freshness_secs =
-            lookup(FRESHNESS_SECS).ok_or(ConfigError::Missing(FRESHNESS_SECS))?.trim().parse().map_err(|_| {
-                ConfigError::Invalid { name: FRESHNESS_SECS, reason: "must be a whole number of seconds" }
-            })?;
+        let freshness_secs = match lookup(FRESHNESS_SECS) {
+            None => DEFAULT_FRESHNESS_SECS,
+            Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: FRESHNESS_SECS,
+                reason: "must be a whole number of seconds",
+            })?,
+        };
         if freshness_secs == 0 {
             return Err(ConfigError::Invalid { name: FRESHNESS_SECS, reason: "must be at least 1 second" });
         }
@@ -101,12 +115,18 @@ impl EdgeConfig {
                 })?
             }
         };
+        let log_requests = match lookup(LOG_REQUESTS).as_deref().map(str::trim) {
+            None | Some("" | "false" | "0") => false,
+            Some("true" | "1") => true,
+            Some(_) => return Err(ConfigError::Invalid { name: LOG_REQUESTS, reason: "must be true or false" }),
+        };
         Ok(Self {
             origin_url,
             edge_secret,
             freshness_secs,
             memory_cache_bytes: memory_mb as usize * 1024 * 1024,
             max_batch,
+            log_requests,
         })
     }
 }
@@ -122,15 +142,28 @@ mod tests {
     }
 
     const DEV: &[(&str, &str)] =
-        &[(ORIGIN_URL, "http://127.0.0.1:8080/"), (EDGE_SECRET, "dev-edge-secret"), (FRESHNESS_SECS, "5")];
+        &[(ORIGIN_URL, "http://127.0.0.1:8080/"), (EDGE_SECRET, "dev-edge-secret"), (FRESHNESS_SECS, "2")];
 
     #[test]
     fn parses_the_wrangler_dev_defaults() {
         let config = parse(DEV).unwrap();
         assert_eq!(config.origin_url, "http://127.0.0.1:8080", "trailing slash is dropped");
         assert_eq!(config.edge_secret, "dev-edge-secret");
-        assert_eq!(config.freshness_secs, 5);
+        assert_eq!(config.freshness_secs, 2);
         assert_eq!(config.max_batch, DEFAULT_MAX_BATCH);
+        assert!(!config.log_requests, "quiet unless asked");
+    }
+
+    #[test]
+    fn request_logging_is_a_switch() {
+        let with = |v: &str| parse(&[DEV[0], DEV[1], DEV[2], (LOG_REQUESTS, v)]);
+        for on in ["true", " 1 "] {
+            assert!(with(on).unwrap().log_requests, "{on}");
+        }
+        for off in ["false", "0", ""] {
+            assert!(!with(off).unwrap().log_requests, "{off:?}");
+        }
+        assert!(matches!(with("yes"), Err(ConfigError::Invalid { name: LOG_REQUESTS, .. })));
     }
 
     #[test]
@@ -148,7 +181,8 @@ mod tests {
     #[test]
     fn names_the_missing_variable() {
         assert_eq!(parse(&DEV[1..]), Err(ConfigError::Missing(ORIGIN_URL)));
-        assert_eq!(parse(&DEV[..2]), Err(ConfigError::Missing(FRESHNESS_SECS)));
+        assert_eq!(parse(&[DEV[0]]), Err(ConfigError::Missing(EDGE_SECRET)));
+        assert_eq!(parse(&DEV[..2]).unwrap().freshness_secs, DEFAULT_FRESHNESS_SECS, "S defaults to 2 s");
     }
 
     #[test]

@@ -1,18 +1,22 @@
 //! The edge's decisions, pure: is the manifest fresh enough, which cache key names a segment,
-//! and what a segment's bits say about a key.
+//! whether a held segment may answer under a manifest, and what its bits say about a key.
 //!
 //! Freshness: a manifest is used for at most `FRESHNESS_SECS` after the edge *asked* for it.
-//! The origin reads segment versions after the request arrives, so any key acknowledged
-//! before the ask is covered by the versions listed; a segment is used only at a version at
-//! least that high (bits within a generation are only ever set, so newer is a superset).
-//! Hence a key acknowledged at time t is answered "seen" by t + FRESHNESS_SECS at the latest.
+//! The origin reads what it lists after the request arrives, so it covers every key
+//! acknowledged before the ask; a held segment answers "no" only if it covers at least as much
+//! ([`segment_usable`]). With an insert journal (the manifest names its head) that is a copy
+//! current to the head or past it: the head is read after the ask, and every acknowledged add
+//! was appended before it was acknowledged. Without one, a copy at least at the listed version
+//! (bits within a generation are only ever set, so newer is a superset). Hence a key
+//! acknowledged at time t is answered "seen" by t + FRESHNESS_SECS at the latest.
 //!
 //! That holds at the moment of answering, not of deciding: loading a segment can take longer
 //! than what is left of the bound, so a "no" is checked against the clock again after every
 //! wait ([`answer_now`]), and fetches for a manifest are given no more time than it can be used
 //! for ([`fetch_budget_ms`]). A slow origin thus turns into a forward or a 503, never a stale "no".
 
-use bloomgate_filter::{hash_key, Manifest, SegmentHeader, SegmentView};
+use crate::held::Held;
+use bloomgate_filter::{hash_key, Manifest};
 
 /// What the edge does with a lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,19 +86,48 @@ pub fn segment_cache_url(manifest: &Manifest, index: u32, version: u64) -> Strin
     )
 }
 
-/// Whether a segment we hold can answer under `manifest`: same filter generation and params,
-/// and at least the version the manifest lists.
-pub fn segment_usable(manifest: &Manifest, header: &SegmentHeader) -> bool {
-    manifest.accepts(header)
+/// What a lookup needs of a segment under this manifest, to share one fetch among the lookups
+/// that need the same: a copy current to the journal head, or at least the listed version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Wanted {
+    /// Current to this many journal entries.
+    JournalAt(u64),
+    /// At least this version.
+    Version(u64),
+}
+
+/// What segment `index` must be to answer under `manifest`; None for an index it does not list.
+pub fn wanted(manifest: &Manifest, index: u32) -> Option<Wanted> {
+    let version = manifest.segment_version(index)?;
+    Some(match manifest.journal {
+        Some(head) => Wanted::JournalAt(head.added),
+        None => Wanted::Version(version),
+    })
+}
+
+/// Whether a segment we hold can answer "no" under `manifest`: same filter generation and
+/// params, and current to the manifest's journal head, or (a manifest naming no journal) at
+/// least at the version it lists. A copy naming no position never answers under a journal.
+pub fn segment_usable(manifest: &Manifest, held: &Held) -> bool {
+    let header = held.segment().header();
+    match manifest.journal {
+        Some(head) => {
+            header.params == manifest.params
+                && header.generation == manifest.generation
+                && header.index < manifest.params.segment_count
+                && held.current_to().is_some_and(|at| at.added >= head.added)
+        }
+        None => manifest.accepts(header),
+    }
 }
 
 /// What a segment says about a normalised key. A segment that is not usable, or is the
 /// wrong one, never produces a "no".
-pub fn decide(manifest: &Manifest, segment: Option<&SegmentView<'_>>, key: &[u8]) -> Decision {
-    let Some(view) = segment.filter(|v| segment_usable(manifest, v.header())) else {
+pub fn decide(manifest: &Manifest, segment: Option<&Held>, key: &[u8]) -> Decision {
+    let Some(held) = segment.filter(|h| segment_usable(manifest, h)) else {
         return Decision::ForwardNoSegment;
     };
-    match view.may_contain(key) {
+    match held.segment().view().may_contain(key) {
         Ok(false) => Decision::NotSeen,
         Ok(true) => Decision::ForwardMaybe,
         Err(_) => Decision::ForwardNoSegment,
@@ -104,7 +137,13 @@ pub fn decide(manifest: &Manifest, segment: Option<&SegmentView<'_>>, key: &[u8]
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloomgate_filter::{decode_segment, encode_segment, BloomFilter, KeyFormat, Params, SizingOptions};
+    use bloomgate_filter::{
+        encode_segment, encode_segment_at, BloomFilter, JournalPosition, KeyFormat, Params, Segment, SizingOptions,
+    };
+
+    fn held(bytes: Vec<u8>) -> Held {
+        Held::new(Segment::decode(bytes).unwrap())
+    }
 
     fn setup() -> (Manifest, BloomFilter) {
         let params = Params::for_capacity_with(5_000, 0.01, SizingOptions { seed: 7, segment_bytes: 1024 }).unwrap();
@@ -133,15 +172,15 @@ mod tests {
         for i in 0u32..20_000 {
             let key = i.to_le_bytes();
             let seg = segment_of(&manifest, &key);
-            let view = decode_segment(&encoded[seg as usize]).unwrap();
-            let d = decide(&manifest, Some(&view), &key);
+            let copy = held(encoded[seg as usize].clone());
+            let d = decide(&manifest, Some(&copy), &key);
             if i < 5_000 {
                 assert_ne!(d, Decision::NotSeen, "member {i}");
             } else if d == Decision::NotSeen {
                 not_seen += 1;
             }
             // The wrong segment never answers.
-            let other = decode_segment(&encoded[((seg + 1) % manifest.params.segment_count) as usize]).unwrap();
+            let other = held(encoded[((seg + 1) % manifest.params.segment_count) as usize].clone());
             assert_ne!(decide(&manifest, Some(&other), &key), Decision::NotSeen);
         }
         assert!(not_seen > 14_500, "{not_seen}");
@@ -154,10 +193,50 @@ mod tests {
         let seg = segment_of(&manifest, &key);
         let payload = filter.segment_payload(seg);
         let old = encode_segment(&manifest.params, 9, seg, 2, &payload).unwrap();
-        assert_eq!(decide(&manifest, Some(&decode_segment(&old).unwrap()), &key), Decision::ForwardNoSegment);
+        assert_eq!(decide(&manifest, Some(&held(old)), &key), Decision::ForwardNoSegment);
         let other_gen = encode_segment(&manifest.params, 8, seg, 3, &payload).unwrap();
-        assert_eq!(decide(&manifest, Some(&decode_segment(&other_gen).unwrap()), &key), Decision::ForwardNoSegment);
+        assert_eq!(decide(&manifest, Some(&held(other_gen)), &key), Decision::ForwardNoSegment);
         assert_eq!(decide(&manifest, None, &key), Decision::ForwardNoSegment);
+    }
+
+    #[test]
+    fn under_a_journal_a_copy_answers_iff_current_to_the_head() {
+        let (mut manifest, filter) = setup();
+        let head = JournalPosition { added: 50, id_ms: 1_700_000_000_000, id_seq: 0 };
+        manifest.journal = Some(head);
+        let key = 10_000u32.to_le_bytes();
+        let seg = segment_of(&manifest, &key);
+        let payload = filter.segment_payload(seg);
+        let at = |added: u64, version: u64| {
+            held(
+                encode_segment_at(&manifest.params, 9, seg, version, JournalPosition { added, ..head }, &payload)
+                    .unwrap(),
+            )
+        };
+        let no = decide(&manifest, Some(&at(50, 3)), &key);
+        assert!(no == Decision::NotSeen || no == Decision::ForwardMaybe, "current to the head: it answers");
+        assert!(segment_usable(&manifest, &at(50, 1)), "an older version brought forward by the journal answers");
+        assert!(segment_usable(&manifest, &at(51, 3)), "past the head");
+        assert!(!segment_usable(&manifest, &at(49, 3)), "one entry behind: never a 'no', whatever its version");
+        assert!(!segment_usable(&manifest, &at(49, 9)));
+        let v1 = held(encode_segment(&manifest.params, 9, seg, 9, &payload).unwrap());
+        assert!(!segment_usable(&manifest, &v1), "no position named: not under a journal");
+        assert_eq!(decide(&manifest, Some(&v1), &key), Decision::ForwardNoSegment);
+        let other_gen = held(encode_segment_at(&manifest.params, 8, seg, 3, head, &payload).unwrap());
+        assert!(!segment_usable(&manifest, &other_gen));
+        // Without a journal, versions decide and positions do not matter.
+        manifest.journal = None;
+        assert!(segment_usable(&manifest, &at(0, 3)));
+        assert!(!segment_usable(&manifest, &at(1_000, 2)));
+    }
+
+    #[test]
+    fn fetches_are_shared_by_what_they_must_bring() {
+        let (mut manifest, _) = setup();
+        assert_eq!(wanted(&manifest, 0), Some(Wanted::Version(3)));
+        assert_eq!(wanted(&manifest, manifest.params.segment_count), None);
+        manifest.journal = Some(JournalPosition { added: 8, id_ms: 1, id_seq: 0 });
+        assert_eq!(wanted(&manifest, 0), Some(Wanted::JournalAt(8)));
     }
 
     #[test]

@@ -1,77 +1,27 @@
-//! The Workers runtime glue (wasm32 only): entry points and I/O. Every decision it acts on
-//! comes from `route`, `decide` and `answer`, which are tested natively.
+//! The Workers runtime glue (wasm32 only): entry points, handlers and manifests. Every decision
+//! it acts on comes from `route`, `decide` and `answer`, which are tested natively.
 //!
-//! Isolate state lives in a thread-local (an isolate runs one thread): manifests with the time
-//! they were asked for, a byte-bounded LRU of verified segments, and the fetches in flight
-//! ([`Flights`]), so concurrent requests for the same missing manifest or segment share one
-//! subrequest without ever awaiting another request's promise (workerd cancels a request
-//! that does). A manifest past half its freshness is refreshed in the background
-//! (`ctx.wait_until`), so under steady traffic no request waits for one. Subrequests to the
-//! origin, with their timeouts and relays, are in `upstream`.
+//! A manifest past half its freshness is refreshed in the background (`ctx.wait_until`), so
+//! under steady traffic no request waits for one. Before a new manifest is used, the segments
+//! held for its filter are brought up to its journal head (`holding::catch_up`): published
+//! first, it would make them unusable and send lookups to fetch them whole. Segments are
+//! loaded and kept by `holding`; the isolate's state and the one-fetch-at-a-time machinery are
+//! in `isolate`; subrequests to the origin, with their timeouts and relays, in `upstream`.
 
 use crate::answer;
 use crate::config::EdgeConfig;
 use crate::decide::{self, Decision};
-use crate::flight::{Check, Flights, Role};
-use crate::lru::ByteLru;
+use crate::holding;
+use crate::isolate::{lead, now_ms, once, with_isolate, ManifestFetch, TAKEOVER_MS};
 use crate::route::{self, Route};
 use crate::upstream::{self, BatchForward, BatchResult};
-use bloomgate_filter::{decode_path_key, validate_filter_name, Manifest, Segment};
+use bloomgate_filter::{decode_path_key, validate_filter_name, Manifest};
 use serde::Serialize;
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::future::Future;
-use std::hash::Hash;
 use std::rc::Rc;
-use std::time::Duration;
-use worker::{console_error, event, Cache, Context, Delay, Env, Headers, Method, Request, Response, Result};
+use worker::{console_error, console_log, event, Context, Env, Method, Request, Response, Result};
 
 /// Largest batch body the edge reads; the key count is bounded by `MAX_BATCH` (config).
 const MAX_BATCH_BODY: usize = 4 * 1024 * 1024;
-
-/// How often a request waiting on another's fetch checks back (its own timer keeps it alive).
-const FOLLOW_POLL: Duration = Duration::from_millis(5);
-/// A fetch this old is presumed lost with its request (cancelled): a waiting request takes over.
-const TAKEOVER_MS: f64 = 10_000.0;
-
-type SegmentKey = (String, u64, u32);
-
-/// Outcome of asking the origin for a manifest.
-#[derive(Clone)]
-enum ManifestFetch {
-    Found(Rc<Manifest>, f64),
-    /// The origin says the filter does not exist: its problem body, relayed.
-    Unknown(Rc<Vec<u8>>),
-    Failed,
-}
-
-struct Isolate {
-    manifests: HashMap<String, (Rc<Manifest>, f64)>,
-    segments: ByteLru<SegmentKey, Rc<Segment>>,
-    segment_flights: Flights<(SegmentKey, u64), Option<Rc<Segment>>>,
-    manifest_flights: Flights<String, ManifestFetch>,
-}
-
-thread_local! {
-    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
-}
-
-fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) -> T) -> T {
-    ISOLATE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let isolate = slot.get_or_insert_with(|| Isolate {
-            manifests: HashMap::new(),
-            segments: ByteLru::new(config.memory_cache_bytes),
-            segment_flights: Flights::default(),
-            manifest_flights: Flights::default(),
-        });
-        f(isolate)
-    })
-}
-
-fn now_ms() -> f64 {
-    js_sys::Date::now()
-}
 
 #[event(start)]
 fn start() {
@@ -102,9 +52,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         }
         Route::NotFound => json(&answer::not_found(&path), 404, answer::PROBLEM_JSON),
     }?;
-    // No line per request: under `wrangler dev` every console message is kept for a DevTools
-    // client that may attach later, so a line per request grew workerd's V8 heap until it died
-    // (the 35-minute chaos run, at ~64,000 requests). Errors are still logged.
+    if config.log_requests {
+        console_log!("{method} {path} -> {}", response.status_code());
+    }
     if head {
         // The answer to a HEAD is the GET's status and headers without its body.
         let status = response.status_code();
@@ -139,8 +89,8 @@ async fn handle_lookup(
         Err(e) => return json(&answer::bad_request(e.to_string()), 400, answer::PROBLEM_JSON),
     };
     let index = decide::segment_of(&manifest, &key);
-    let segment = segment(config, ctx, &manifest, asked_at, index).await;
-    let decision = decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key);
+    let segment = holding::segment(config, ctx, &manifest, asked_at, index).await;
+    let decision = decide::decide(&manifest, segment.as_ref(), &key);
     match decide::answer_now(decision, asked_at, now_ms(), config.freshness_secs) {
         Decision::NotSeen => {
             let r = json(&answer::not_seen(filter, &key_text), 404, answer::JSON)?;
@@ -197,8 +147,8 @@ async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filt
             Err(e) => return json(&answer::bad_request(format!("keys[{i}]: {e}")), 400, answer::PROBLEM_JSON),
         };
         let index = decide::segment_of(&manifest, &key);
-        let segment = segment(config, ctx, &manifest, asked_at, index).await;
-        let decision = decide::decide(&manifest, segment.as_ref().map(|s| s.view()).as_ref(), &key);
+        let segment = holding::segment(config, ctx, &manifest, asked_at, index).await;
+        let decision = decide::decide(&manifest, segment.as_ref(), &key);
         match decide::answer_now(decision, asked_at, now_ms(), config.freshness_secs) {
             Decision::NotSeen => edge_no.push(i),
             _ => maybe.push(i),
@@ -296,10 +246,12 @@ fn refresh_manifest_ahead(config: &EdgeConfig, ctx: &Context, filter: &str) {
     });
 }
 
-/// Fetches the manifest and keeps it in isolate memory unless a newer one is there already.
+/// Fetches the manifest, brings the segments held for it up to its journal head, and keeps it
+/// in isolate memory unless a newer one is there already.
 async fn fetch_and_keep_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
     let outcome = fetch_manifest(&config, &filter).await;
     if let ManifestFetch::Found(m, asked_at) = &outcome {
+        holding::catch_up(&config, m, *asked_at).await;
         with_isolate(&config, |iso| {
             let newer = iso.manifests.get(&filter).is_none_or(|(_, t)| *t <= *asked_at);
             if newer {
@@ -310,87 +262,6 @@ async fn fetch_and_keep_manifest(config: EdgeConfig, filter: String) -> Manifest
     outcome
 }
 
-/// Which of the isolate's flight tables a fetch uses.
-type FlightsOf<K, V> = fn(&mut Isolate) -> &mut Flights<K, V>;
-
-/// Runs `fetch` for `key` once per isolate at a time. The first request leads: it fetches in
-/// its own context. Others follow: they check back on their own timer for the leader's
-/// result (plain data), and lead the next attempt if the leader went away or is late.
-async fn once<K, V, Fut>(config: &EdgeConfig, flights: FlightsOf<K, V>, key: K, fetch: impl Fn() -> Fut) -> V
-where
-    K: Eq + Hash + Clone + 'static,
-    V: Clone + 'static,
-    Fut: Future<Output = V>,
-{
-    loop {
-        let id = match with_isolate(config, |iso| flights(iso).join(&key, now_ms(), TAKEOVER_MS)) {
-            Role::Lead(id) => return lead(config, flights, key, id, fetch()).await,
-            Role::Follow(id) => id,
-        };
-        let mut waiting = FlightGuard { flights, key: key.clone(), id, leader: false };
-        loop {
-            Delay::from(FOLLOW_POLL).await;
-            match with_isolate(config, |iso| flights(iso).check(&key, id, now_ms(), TAKEOVER_MS)) {
-                Check::Waiting => continue,
-                Check::Ready(outcome) => {
-                    waiting.disarm();
-                    return outcome;
-                }
-                Check::Gone => {
-                    waiting.disarm();
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// The leader's part: fetch, then post the result for the followers.
-async fn lead<K, V>(config: &EdgeConfig, flights: FlightsOf<K, V>, key: K, id: u64, fetch: impl Future<Output = V>) -> V
-where
-    K: Eq + Hash + Clone + 'static,
-    V: Clone + 'static,
-{
-    let mut leading = FlightGuard { flights, key, id, leader: true };
-    let outcome = fetch.await;
-    leading.disarm();
-    with_isolate(config, |iso| flights(iso).finish(&leading.key, id, outcome.clone()));
-    outcome
-}
-
-/// Leaves a flight when a request's future is dropped mid-wait (its request cancelled), so a
-/// leader's followers do not wait out [`TAKEOVER_MS`] and a follower's place is not held.
-struct FlightGuard<K: Eq + Hash + Clone + 'static, V: Clone + 'static> {
-    flights: FlightsOf<K, V>,
-    key: K,
-    id: u64,
-    leader: bool,
-}
-
-impl<K: Eq + Hash + Clone + 'static, V: Clone + 'static> FlightGuard<K, V> {
-    fn disarm(&mut self) {
-        self.id = 0; // flight ids start at 1
-    }
-}
-
-impl<K: Eq + Hash + Clone + 'static, V: Clone + 'static> Drop for FlightGuard<K, V> {
-    fn drop(&mut self) {
-        if self.id == 0 {
-            return;
-        }
-        ISOLATE.with(|cell| {
-            if let Some(iso) = cell.try_borrow_mut().ok().as_deref_mut().and_then(Option::as_mut) {
-                let flights = (self.flights)(iso);
-                if self.leader {
-                    flights.abandon(&self.key, self.id);
-                } else {
-                    flights.leave(&self.key, self.id);
-                }
-            }
-        });
-    }
-}
-
 async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     // The time is taken before asking: freshness counts from the ask, not the answer.
     let asked_at = now_ms();
@@ -399,7 +270,7 @@ async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     let Some(budget) = decide::fetch_budget_ms(asked_at, asked_at, config.freshness_secs) else {
         return ManifestFetch::Failed;
     };
-    let reply = match upstream::edge_get(config, &url, budget).await {
+    let reply = match upstream::edge_get(config, &url, budget, None).await {
         Ok(r) => r,
         Err(e) => {
             console_error!("manifest {filter}: {e}");
@@ -420,116 +291,6 @@ async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
             ManifestFetch::Failed
         }
     }
-}
-
-/// A verified segment at least as new as the manifest (asked for at `asked_at`) lists: isolate
-/// memory, then the Cache API, then the origin. None when no usable copy could be had in what
-/// is left of the manifest's freshness (the lookup is forwarded).
-async fn segment(
-    config: &EdgeConfig,
-    ctx: &Context,
-    manifest: &Rc<Manifest>,
-    asked_at: f64,
-    index: u32,
-) -> Option<Rc<Segment>> {
-    let version = manifest.segment_version(index)?;
-    let key: SegmentKey = (manifest.filter.clone(), manifest.generation, index);
-    let held = with_isolate(config, |iso| iso.segments.get(&key));
-    if let Some(s) = held.filter(|s| decide::segment_usable(manifest, s.header())) {
-        return Some(s);
-    }
-    once(
-        config,
-        |iso| &mut iso.segment_flights,
-        (key.clone(), version),
-        || load_and_keep_segment(config, ctx, manifest, asked_at, key.clone(), version),
-    )
-    .await
-}
-
-/// Loads a segment and keeps it: in isolate memory, and (when the origin sent it) in the
-/// Cache API, written after the answer in `wait_until`.
-async fn load_and_keep_segment(
-    config: &EdgeConfig,
-    ctx: &Context,
-    manifest: &Rc<Manifest>,
-    asked_at: f64,
-    key: SegmentKey,
-    version: u64,
-) -> Option<Rc<Segment>> {
-    let index = key.2;
-    let (segment, from_origin) = load_segment(config, manifest, asked_at, index, version).await?;
-    with_isolate(config, |iso| iso.segments.insert(key, segment.clone(), segment.as_bytes().len()));
-    if from_origin {
-        let cache_url = decide::segment_cache_url(manifest, index, segment.header().version);
-        let bytes = segment.as_bytes().to_vec();
-        ctx.wait_until(async move {
-            if let Err(e) = put_in_cache(&cache_url, bytes).await {
-                console_error!("cache put {cache_url}: {e}");
-            }
-        });
-    }
-    Some(segment)
-}
-
-/// A usable segment from the Cache API (false) or else the origin (true).
-async fn load_segment(
-    config: &EdgeConfig,
-    manifest: &Manifest,
-    asked_at: f64,
-    index: u32,
-    version: u64,
-) -> Option<(Rc<Segment>, bool)> {
-    let cache_url = decide::segment_cache_url(manifest, index, version);
-    if let Ok(Some(mut cached)) = Cache::default().get(cache_url.as_str(), false).await {
-        if let Ok(bytes) = cached.bytes().await {
-            match Segment::decode(bytes) {
-                Ok(s) if decide::segment_usable(manifest, s.header()) => return Some((Rc::new(s), false)),
-                Ok(_) => console_error!("cached segment {cache_url} does not match the manifest: dropped"),
-                Err(e) => console_error!("cached segment {cache_url} rejected: {e}"),
-            }
-        }
-    }
-    let url = format!(
-        "{}/v1/filters/{}/segments/{}/{}?v={}",
-        config.origin_url, manifest.filter, manifest.generation, index, version
-    );
-    // A segment arriving after the manifest's freshness could not answer "no" under it.
-    let budget = decide::fetch_budget_ms(asked_at, now_ms(), config.freshness_secs)?;
-    let bytes = match upstream::edge_get(config, &url, budget).await {
-        Ok(r) if r.status == 200 => r.body,
-        Ok(r) => {
-            console_error!("segment {url}: origin answered {}", r.status);
-            return None;
-        }
-        Err(e) => {
-            console_error!("segment {url}: {e}");
-            return None;
-        }
-    };
-    match Segment::decode(bytes) {
-        Ok(s) if decide::segment_usable(manifest, s.header()) => Some((Rc::new(s), true)),
-        Ok(s) => {
-            console_error!(
-                "segment {url} is generation {} version {}: not usable for this manifest",
-                s.header().generation,
-                s.header().version
-            );
-            None
-        }
-        Err(e) => {
-            console_error!("segment {url} rejected: {e}");
-            None
-        }
-    }
-}
-
-async fn put_in_cache(url: &str, bytes: Vec<u8>) -> Result<()> {
-    let headers = Headers::new();
-    headers.set("cache-control", "public, max-age=31536000, immutable")?;
-    headers.set("content-type", "application/vnd.bloomgate.segment")?;
-    let response = Response::from_bytes(bytes)?.with_headers(headers);
-    Cache::default().put(url, response).await
 }
 
 fn relay_bytes(status: u16, body: &[u8]) -> Result<Response> {

@@ -56,6 +56,33 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
         self.entries.insert(key, Entry { value, bytes, last_used: self.tick });
     }
 
+    /// The value for `key`, without marking it used: for upkeep (bringing copies forward),
+    /// which must not keep unused entries from being evicted.
+    pub fn peek(&self, key: &K) -> Option<V> {
+        self.entries.get(key).map(|e| e.value.clone())
+    }
+
+    /// The keys held that match `wanted`.
+    pub fn keys_where(&self, wanted: impl Fn(&K) -> bool) -> Vec<K> {
+        self.entries.keys().filter(|k| wanted(k)).cloned().collect()
+    }
+
+    /// Replaces the value of a held `key` in place, keeping its recency: upkeep again. False
+    /// (and nothing kept) if `key` is not held, or the new value would pass the budget.
+    pub fn replace(&mut self, key: &K, value: V, bytes: usize) -> bool {
+        let Some(entry) = self.entries.get_mut(key) else {
+            return false;
+        };
+        if self.used - entry.bytes + bytes > self.budget {
+            self.remove(key);
+            return false;
+        }
+        self.used = self.used - entry.bytes + bytes;
+        entry.value = value;
+        entry.bytes = bytes;
+        true
+    }
+
     /// Removes `key`.
     pub fn remove(&mut self, key: &K) {
         if let Some(old) = self.entries.remove(key) {
@@ -108,5 +135,22 @@ mod tests {
         lru.remove(&"a");
         assert!(lru.is_empty());
         assert_eq!(lru.used_bytes(), 0);
+    }
+
+    #[test]
+    fn upkeep_does_not_change_what_is_evicted_next() {
+        let mut lru = ByteLru::new(100);
+        lru.insert("old", 1, 40);
+        lru.insert("new", 2, 40);
+        assert_eq!(lru.peek(&"old"), Some(1));
+        assert!(lru.replace(&"old", 11, 45));
+        assert_eq!(lru.used_bytes(), 85);
+        assert_eq!(lru.keys_where(|k| k.starts_with('o')), ["old"]);
+        lru.insert("third", 3, 40);
+        assert_eq!(lru.peek(&"old"), None, "peeked and replaced, still the least recently used");
+        assert_eq!(lru.peek(&"new"), Some(2));
+        assert!(!lru.replace(&"gone", 4, 1), "only held keys are replaced");
+        assert!(!lru.replace(&"new", 5, 1_000), "a value past the budget is dropped");
+        assert_eq!(lru.peek(&"new"), None);
     }
 }

@@ -30,6 +30,8 @@ pub(crate) struct Reply {
 pub(crate) enum Failure {
     TimedOut(u32),
     Fetch(worker::Error),
+    /// The answer declared no length, or more than the caller reads (the limit): not read.
+    TooLarge(usize),
 }
 
 impl fmt::Display for Failure {
@@ -37,6 +39,7 @@ impl fmt::Display for Failure {
         match self {
             Self::TimedOut(ms) => write!(f, "no answer within {ms} ms: aborted"),
             Self::Fetch(e) => write!(f, "{e}"),
+            Self::TooLarge(max) => write!(f, "answer over {max} bytes (or of no declared length): not read"),
         }
     }
 }
@@ -54,13 +57,15 @@ async fn within<T>(ms: u32, fut: impl Future<Output = T>) -> Option<T> {
     .await
 }
 
-/// One subrequest, answer and body within `timeout_ms`; aborted past it.
+/// One subrequest, answer and body within `timeout_ms`; aborted past it, or as soon as the
+/// answer's declared length is over `max_body` (a body that declares none is not read then).
 async fn call(
     method: Method,
     url: &str,
     headers: Headers,
     body: Option<String>,
     timeout_ms: u32,
+    max_body: Option<usize>,
 ) -> std::result::Result<Reply, Failure> {
     let controller = AbortController::default();
     let signal = controller.signal();
@@ -71,11 +76,21 @@ async fn call(
             init.with_body(Some(body.into()));
         }
         let mut response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
+        if let Some(max) = max_body {
+            let declared = response.headers().get("content-length")?.and_then(|v| v.trim().parse::<usize>().ok());
+            if declared.is_none_or(|len| len > max) {
+                return Ok(Err(max));
+            }
+        }
         let body = response.bytes().await?;
-        Ok::<_, worker::Error>(Reply { status: response.status_code(), headers: response.headers().clone(), body })
+        Ok::<_, worker::Error>(Ok(Reply { status: response.status_code(), headers: response.headers().clone(), body }))
     };
     match within(timeout_ms, exchange).await {
-        Some(Ok(reply)) => Ok(reply),
+        Some(Ok(Ok(reply))) => Ok(reply),
+        Some(Ok(Err(max))) => {
+            controller.abort();
+            Err(Failure::TooLarge(max))
+        }
         Some(Err(e)) => Err(Failure::Fetch(e)),
         None => {
             controller.abort();
@@ -84,11 +99,17 @@ async fn call(
     }
 }
 
-/// GET of an edge endpoint (manifest, segment) with the edge secret, within `timeout_ms`.
-pub(crate) async fn edge_get(config: &EdgeConfig, url: &str, timeout_ms: u32) -> std::result::Result<Reply, Failure> {
+/// GET of an edge endpoint (manifest, segment, journal) with the edge secret, within
+/// `timeout_ms`, reading at most `max_body` bytes of body if given.
+pub(crate) async fn edge_get(
+    config: &EdgeConfig,
+    url: &str,
+    timeout_ms: u32,
+    max_body: Option<usize>,
+) -> std::result::Result<Reply, Failure> {
     let headers = Headers::new();
     headers.set(EDGE_SECRET_HEADER, &config.edge_secret).map_err(Failure::Fetch)?;
-    call(Method::Get, url, headers, None, timeout_ms).await
+    call(Method::Get, url, headers, None, timeout_ms, max_body).await
 }
 
 /// Forwards a lookup (GET or HEAD, same path and query) to the origin and relays its answer.
@@ -99,7 +120,7 @@ pub(crate) async fn forward(config: &EdgeConfig, req: &Request) -> Result<Respon
         None => url.path().to_owned(),
     };
     let target = answer::origin_url(&config.origin_url, &path_and_query);
-    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS).await {
+    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS, None).await {
         Ok(reply) if answer::relays(reply.status) => relay(reply),
         Ok(reply) => {
             worker::console_error!("forward {target}: origin answered {}", reply.status);
@@ -134,7 +155,7 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[&st
     headers.set("content-type", "application/json")?;
     let body = serde_json::to_string(&serde_json::json!({ "keys": keys }))
         .map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let reply = match call(Method::Post, &url, headers, Some(body), ORIGIN_TIMEOUT_CAP_MS).await {
+    let reply = match call(Method::Post, &url, headers, Some(body), ORIGIN_TIMEOUT_CAP_MS, None).await {
         Ok(reply) => reply,
         Err(e) => {
             worker::console_error!("batch {url}: {e}");

@@ -1,8 +1,41 @@
 //! `wrangler dev` running the built edge worker (edge/build, from `scripts/edge-build`) on a
 //! free port, pointed at a given origin.
+//!
+//! wrangler's DevTools bridge is left unattached: under `wrangler dev` its inspector proxy
+//! keeps every message the worker's inspector sends (console lines, and a `Network.*` event
+//! for each subrequest with the whole response body, base64) until a DevTools client connects,
+//! which never happens here; after about 18 minutes of chaos load that buffer took workerd's
+//! heap past 1.1 GB and workerd aborted (BENCHMARKS.md, "Edge memory under sustained load").
+//! `VSCODE_INSPECTOR_OPTIONS` is how wrangler 4.86 recognises VS Code's JavaScript debug
+//! terminal, where it does not attach its bridge; console output still reaches the log (workerd
+//! prints it). Set `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1` to attach it as `wrangler dev` does.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How to start `wrangler dev`.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `FRESHNESS_SECS`.
+    pub freshness_secs: u32,
+    /// More `--var NAME:value` (e.g. `LOG_REQUESTS`).
+    pub vars: Vec<(String, String)>,
+    /// The checkout whose `wrangler.toml`, `edge/build` and `node_modules` run: this one, or
+    /// `BLOOMGATE_TEST_EDGE_ROOT` (to measure another build of the edge with the same harness).
+    pub root: std::path::PathBuf,
+    /// Attach wrangler's DevTools bridge, as plain `wrangler dev` does (see the module doc):
+    /// `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1`.
+    pub wrangler_inspector: bool,
+}
+
+impl Options {
+    /// The defaults, with the freshness bound S.
+    pub fn new(freshness_secs: u32) -> Options {
+        let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(repo_root, Into::into);
+        let wrangler_inspector = std::env::var("BLOOMGATE_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
+        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector }
+    }
+}
 
 /// A running `wrangler dev`; dropped = stopped (SIGINT, then SIGKILL).
 pub struct Wrangler {
@@ -30,32 +63,39 @@ impl Wrangler {
 
     /// Starts `wrangler dev` with the given vars and waits until `/healthz` answers.
     pub async fn start(origin_url: &str, edge_secret: &str, freshness_secs: u32) -> Wrangler {
-        let root = repo_root();
+        Wrangler::start_with(origin_url, edge_secret, Options::new(freshness_secs)).await
+    }
+
+    /// [`start`](Self::start) with more options.
+    pub async fn start_with(origin_url: &str, edge_secret: &str, options: Options) -> Wrangler {
+        let root = options.root.clone();
         let wrangler = root.join("node_modules/.bin/wrangler");
         assert!(wrangler.exists(), "wrangler is not installed: run `scripts/edge-build` (it runs npm ci)");
         assert!(root.join("edge/build/index.js").exists(), "the edge is not built: run `scripts/edge-build`");
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log_path = std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new(wrangler)
+        let mut command = Command::new(wrangler);
+        command
             .current_dir(&root)
             .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string(), "--show-interactive-dev-session=false"])
             .args(["--inspector-port", "0"])
-            // Warnings and the Worker's errors only, not wrangler's line per request.
+            // Warnings and the Worker's errors only, not wrangler's line per request (its Node
+            // process spent ~45 % of a core on them at ~60 requests/s in a chaos run).
             .args(["--log-level", "warn"])
             .args(["--var", &format!("ORIGIN_URL:{origin_url}")])
             .args(["--var", &format!("EDGE_SECRET:{edge_secret}")])
-            .args(["--var", &format!("FRESHNESS_SECS:{freshness_secs}")])
+            .args(["--var", &format!("FRESHNESS_SECS:{}", options.freshness_secs)]);
+        for (name, value) in &options.vars {
+            command.args(["--var", &format!("{name}:{value}")]);
+        }
+        if !options.wrangler_inspector {
+            command.env("VSCODE_INSPECTOR_OPTIONS", "1");
+        }
+        let child = command
             .env("CI", "true")
             .env("WRANGLER_SEND_METRICS", "false")
             .env("CLOUDFLARE_CF_FETCH_ENABLED", "false")
-            // No DevTools proxy: wrangler skips its inspector proxy in a VS Code debug terminal,
-            // which this variable marks. With it, every console message and request event went
-            // through wrangler's Node process (~45 % of a core at ~60 requests/s) and its proxy
-            // `workerd` grew by ~150 MiB a minute until lookups queued for seconds (a 40-minute
-            // chaos run; 24 KiB per request with it, 7 KiB without, over 9,000 lookups). The
-            // Worker's console output still reaches the log, from `workerd` itself.
-            .env("VSCODE_INSPECTOR_OPTIONS", "off")
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -81,6 +121,13 @@ impl Wrangler {
     }
 }
 
+impl Wrangler {
+    /// The process id of wrangler (its workerd processes run under it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Wrangler {
     fn drop(&mut self) {
         let pid = self.child.id().to_string();
@@ -95,4 +142,32 @@ impl Drop for Wrangler {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Batch lookups at the edge at `base`, 500 keys a request: (seen, answered_by) per key. A 503
+/// (the origin did not answer a forwarded batch in time: a loaded machine, not a "no") is asked
+/// again for up to 10 s, so that tests check answers, not the machine's speed.
+pub async fn batch(http: &reqwest::Client, base: &str, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
+    let mut out = Vec::new();
+    for chunk in keys.chunks(500) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let r = loop {
+            let r = http
+                .post(format!("{base}/v1/filters/{filter}/lookups"))
+                .json(&serde_json::json!({ "keys": chunk }))
+                .send()
+                .await
+                .unwrap();
+            if r.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE || Instant::now() >= deadline {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(r.status(), reqwest::StatusCode::OK, "edge batch");
+        let body: serde_json::Value = r.json().await.unwrap();
+        for v in body["results"].as_array().unwrap() {
+            out.push((v["seen"].as_bool().unwrap(), v["answered_by"].as_str().unwrap_or("").to_owned()));
+        }
+    }
+    out
 }

@@ -10,6 +10,7 @@
 
 pub mod chaos;
 pub mod edge;
+pub mod edge_load;
 pub mod loadgen;
 pub mod origin;
 pub mod proxy;

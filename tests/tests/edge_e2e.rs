@@ -11,7 +11,7 @@
 //! `scripts/test` does all of it. The edge reaches the origin through a proxy the test can cut
 //! or make corrupt large bodies.
 
-use bloomgate_tests::edge::Wrangler;
+use bloomgate_tests::edge::{batch as edge_batch, Wrangler};
 use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::proxy::ChaosProxy;
 use bloomgate_tests::raw_http::{self, RawResponse};
@@ -23,24 +23,6 @@ use std::time::{Duration, Instant};
 
 /// The freshness bound S the edge runs with in this test.
 const FRESHNESS_SECS: u32 = 3;
-
-async fn edge_batch(http: &reqwest::Client, base: &str, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
-    let mut out = Vec::new();
-    for chunk in keys.chunks(500) {
-        let r = http
-            .post(format!("{base}/v1/filters/{filter}/lookups"))
-            .json(&json!({ "keys": chunk }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK, "edge batch");
-        let body: Value = r.json().await.unwrap();
-        for v in body["results"].as_array().unwrap() {
-            out.push((v["seen"].as_bool().unwrap(), v["answered_by"].as_str().unwrap_or("").to_owned()));
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_answers_no_itself_and_never_a_false_negative() {

@@ -1,0 +1,158 @@
+//! The isolate's state (wasm32 only) and the one-fetch-at-a-time machinery over it.
+//!
+//! State lives in a thread-local (an isolate runs one thread): manifests with the time they
+//! were asked for, a byte-bounded LRU of held segments, and the fetches in flight
+//! ([`Flights`]), so concurrent requests for the same missing manifest, segment or catch-up
+//! share one subrequest without ever awaiting another request's promise (workerd cancels a
+//! request that does).
+
+use crate::config::EdgeConfig;
+use crate::decide::Wanted;
+use crate::flight::{Check, Flights, Role};
+use crate::held::Held;
+use crate::lru::ByteLru;
+use bloomgate_filter::Manifest;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::rc::Rc;
+use std::time::Duration;
+use worker::Delay;
+
+/// How often a request waiting on another's fetch checks back (its own timer keeps it alive).
+const FOLLOW_POLL: Duration = Duration::from_millis(5);
+/// A fetch this old is presumed lost with its request (cancelled): a waiting request takes over.
+pub(crate) const TAKEOVER_MS: f64 = 10_000.0;
+
+/// A held segment's name: filter, generation, index.
+pub(crate) type SegmentKey = (String, u64, u32);
+
+/// A catch-up's name: filter, generation, the journal head it brings copies up to.
+pub(crate) type CatchUpKey = (String, u64, u64);
+
+/// Outcome of asking the origin for a manifest.
+#[derive(Clone)]
+pub(crate) enum ManifestFetch {
+    Found(Rc<Manifest>, f64),
+    /// The origin says the filter does not exist: its problem body, relayed.
+    Unknown(Rc<Vec<u8>>),
+    Failed,
+}
+
+pub(crate) struct Isolate {
+    pub manifests: HashMap<String, (Rc<Manifest>, f64)>,
+    pub segments: ByteLru<SegmentKey, Held>,
+    pub segment_flights: Flights<(SegmentKey, Wanted), Option<Held>>,
+    pub manifest_flights: Flights<String, ManifestFetch>,
+    pub catch_up_flights: Flights<CatchUpKey, ()>,
+}
+
+thread_local! {
+    static ISOLATE: RefCell<Option<Isolate>> = const { RefCell::new(None) };
+}
+
+pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) -> T) -> T {
+    ISOLATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let isolate = slot.get_or_insert_with(|| Isolate {
+            manifests: HashMap::new(),
+            segments: ByteLru::new(config.memory_cache_bytes),
+            segment_flights: Flights::default(),
+            manifest_flights: Flights::default(),
+            catch_up_flights: Flights::default(),
+        });
+        f(isolate)
+    })
+}
+
+pub(crate) fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
+
+/// Which of the isolate's flight tables a fetch uses.
+pub(crate) type FlightsOf<K, V> = fn(&mut Isolate) -> &mut Flights<K, V>;
+
+/// Runs `fetch` for `key` once per isolate at a time. The first request leads: it fetches in
+/// its own context. Others follow: they check back on their own timer for the leader's
+/// result (plain data), and lead the next attempt if the leader went away or is late.
+pub(crate) async fn once<K, V, Fut>(config: &EdgeConfig, flights: FlightsOf<K, V>, key: K, fetch: impl Fn() -> Fut) -> V
+where
+    K: Eq + Hash + Clone + 'static,
+    V: Clone + 'static,
+    Fut: Future<Output = V>,
+{
+    loop {
+        let id = match with_isolate(config, |iso| flights(iso).join(&key, now_ms(), TAKEOVER_MS)) {
+            Role::Lead(id) => return lead(config, flights, key, id, fetch()).await,
+            Role::Follow(id) => id,
+        };
+        let mut waiting = FlightGuard { flights, key: key.clone(), id, leader: false };
+        loop {
+            Delay::from(FOLLOW_POLL).await;
+            match with_isolate(config, |iso| flights(iso).check(&key, id, now_ms(), TAKEOVER_MS)) {
+                Check::Waiting => continue,
+                Check::Ready(outcome) => {
+                    waiting.disarm();
+                    return outcome;
+                }
+                Check::Gone => {
+                    waiting.disarm();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The leader's part: fetch, then post the result for the followers.
+pub(crate) async fn lead<K, V>(
+    config: &EdgeConfig,
+    flights: FlightsOf<K, V>,
+    key: K,
+    id: u64,
+    fetch: impl Future<Output = V>,
+) -> V
+where
+    K: Eq + Hash + Clone + 'static,
+    V: Clone + 'static,
+{
+    let mut leading = FlightGuard { flights, key, id, leader: true };
+    let outcome = fetch.await;
+    leading.disarm();
+    with_isolate(config, |iso| flights(iso).finish(&leading.key, id, outcome.clone()));
+    outcome
+}
+
+/// Leaves a flight when a request's future is dropped mid-wait (its request cancelled), so a
+/// leader's followers do not wait out [`TAKEOVER_MS`] and a follower's place is not held.
+struct FlightGuard<K: Eq + Hash + Clone + 'static, V: Clone + 'static> {
+    flights: FlightsOf<K, V>,
+    key: K,
+    id: u64,
+    leader: bool,
+}
+
+impl<K: Eq + Hash + Clone + 'static, V: Clone + 'static> FlightGuard<K, V> {
+    fn disarm(&mut self) {
+        self.id = 0; // flight ids start at 1
+    }
+}
+
+impl<K: Eq + Hash + Clone + 'static, V: Clone + 'static> Drop for FlightGuard<K, V> {
+    fn drop(&mut self) {
+        if self.id == 0 {
+            return;
+        }
+        ISOLATE.with(|cell| {
+            if let Some(iso) = cell.try_borrow_mut().ok().as_deref_mut().and_then(Option::as_mut) {
+                let flights = (self.flights)(iso);
+                if self.leader {
+                    flights.abandon(&self.key, self.id);
+                } else {
+                    flights.leave(&self.key, self.id);
+                }
+            }
+        });
+    }
+}

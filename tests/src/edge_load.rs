@@ -1,0 +1,283 @@
+//! A bounded lookup load on the edge, with the memory of its workerd processes sampled as it
+//! runs: for finding (and keeping out) memory that grows with the number of requests served.
+//!
+//! Lookups go out at a fixed rate, at most `max_in_flight` at once (one that would pass the cap
+//! is skipped and counted, so a slow edge is measured at what it sustains instead of queueing
+//! without bound in the client): single GETs and 20-key batches, a share of them for stored
+//! keys (forwarded to the origin: a subrequest each) and the rest for absent keys (answered at
+//! the edge).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The load to drive.
+#[derive(Clone, Debug)]
+pub struct Load {
+    /// Lookups (requests) per second.
+    pub rate: u32,
+    /// How long.
+    pub duration: Duration,
+    /// Most requests in flight; more are skipped.
+    pub max_in_flight: u64,
+    /// Share of single lookups for stored keys (the rest are absent keys).
+    pub present_share: f64,
+    /// Share of requests that are 20-key batches (a third of their keys stored).
+    pub batch_share: f64,
+    /// How often memory is sampled.
+    pub sample_every: Duration,
+}
+
+impl Default for Load {
+    fn default() -> Load {
+        Load {
+            rate: 100,
+            duration: Duration::from_secs(60),
+            max_in_flight: 32,
+            present_share: 0.3,
+            batch_share: 0.05,
+            sample_every: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Resident memory of one process, by what it is.
+#[derive(Clone, Debug)]
+pub struct Rss {
+    /// `worker` (workerd running the edge) or `proxy` (workerd running wrangler's proxy and
+    /// inspector-proxy workers), or the process name.
+    pub role: String,
+    /// VmRSS in KiB.
+    pub kib: u64,
+}
+
+/// One memory sample.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// Since the load started.
+    pub at: Duration,
+    /// Requests answered so far.
+    pub answered: u64,
+    /// Each process's resident memory.
+    pub rss: Vec<Rss>,
+}
+
+/// What a run did and saw.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests answered (any status).
+    pub answered: u64,
+    /// Requests that got no answer for another reason than the client's timeout (a connection
+    /// refused or reset: workerd gone or restarting).
+    pub errors: u64,
+    /// Requests without an answer within the client's timeout (15 s): an overloaded machine.
+    pub timeouts: u64,
+    /// The first few errors and timeouts, as reqwest words them.
+    pub failures: Vec<String>,
+    /// Requests skipped because `max_in_flight` were under way.
+    pub skipped: u64,
+    /// Answers other than 200 and 404.
+    pub unexpected: u64,
+    /// Memory samples, the first before any load.
+    pub samples: Vec<Sample>,
+}
+
+impl Report {
+    /// Resident memory of `role` at each sample, in MiB.
+    pub fn mib(&self, role: &str) -> Vec<f64> {
+        self.samples
+            .iter()
+            .map(|s| s.rss.iter().filter(|r| r.role == role).map(|r| r.kib as f64 / 1024.0).sum())
+            .collect()
+    }
+
+    /// Growth of `role`'s resident memory from the sample nearest `from` (a share of the run,
+    /// 0.0 to 1.0) to the last sample, in MiB.
+    pub fn growth_mib(&self, role: &str, from: f64) -> f64 {
+        let mib = self.mib(role);
+        if mib.is_empty() {
+            return 0.0;
+        }
+        let start = ((mib.len() - 1) as f64 * from).round() as usize;
+        mib[mib.len() - 1] - mib[start]
+    }
+
+    /// One line per sample: seconds, answered, and each process's MiB.
+    pub fn table(&self) -> String {
+        let mut out = String::from("     t  answered  rss (MiB)\n");
+        for s in &self.samples {
+            let rss: Vec<String> = s.rss.iter().map(|r| format!("{} {:.0}", r.role, r.kib as f64 / 1024.0)).collect();
+            out.push_str(&format!("{:>5}s {:>9}  {}\n", s.at.as_secs(), s.answered, rss.join(", ")));
+        }
+        out
+    }
+}
+
+/// The workerd processes under `root_pid` (wrangler's node process), with their roles.
+pub fn workerd_processes(root_pid: u32) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parent = std::collections::HashMap::new();
+    let mut workerd = Vec::new();
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid …"; comm may hold spaces, so split after its closing paren.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
+        parent.insert(pid, ppid);
+        if head.ends_with("(workerd") {
+            workerd.push(pid);
+        }
+    }
+    let under_root = |mut pid: u32| {
+        while let Some(&p) = parent.get(&pid) {
+            if p == root_pid {
+                return true;
+            }
+            pid = p;
+        }
+        false
+    };
+    let mut out: Vec<(u32, String)> = workerd
+        .into_iter()
+        .filter(|pid| under_root(*pid))
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            // wrangler starts the edge's workerd with an inspector; its proxy's without.
+            let role = if String::from_utf8_lossy(&cmdline).contains("--inspector-addr") { "worker" } else { "proxy" };
+            (pid, role.to_owned())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// VmRSS of `pid` in KiB, 0 if it is gone.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("VmRSS:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+        })
+        .unwrap_or(0)
+}
+
+fn sample(processes: &[(u32, String)], at: Duration, answered: u64) -> Sample {
+    Sample {
+        at,
+        answered,
+        rss: processes.iter().map(|(pid, role)| Rss { role: role.clone(), kib: rss_kib(*pid) }).collect(),
+    }
+}
+
+/// Drives `load` against the edge at `base` for `filter`, whose stored keys include `present`,
+/// sampling the memory of the workerd processes under `wrangler_pid`.
+pub async fn drive(base: &str, filter: &str, present: &[String], wrangler_pid: u32, load: &Load) -> Report {
+    let processes = workerd_processes(wrangler_pid);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(load.max_in_flight as usize)
+        .timeout(Duration::from_secs(15))
+        .build()
+        .unwrap();
+    let present = Arc::new(present.to_vec());
+    let counts = Arc::new(Counts::default());
+    let mut report = Report { samples: vec![sample(&processes, Duration::ZERO, 0)], ..Report::default() };
+    let started = Instant::now();
+    let interval = Duration::from_secs_f64(1.0 / f64::from(load.rate.max(1)));
+    let mut next_sample = load.sample_every;
+    let mut n: u64 = 0;
+    while started.elapsed() < load.duration {
+        let due = started + interval.mul_f64(n as f64);
+        tokio::time::sleep_until(due.into()).await;
+        n += 1;
+        if started.elapsed() >= next_sample {
+            report.samples.push(sample(&processes, started.elapsed(), counts.answered.load(Relaxed)));
+            next_sample += load.sample_every;
+        }
+        if counts.in_flight.load(Relaxed) >= load.max_in_flight {
+            report.skipped += 1;
+            continue;
+        }
+        report.sent += 1;
+        counts.in_flight.fetch_add(1, Relaxed);
+        let request = one_request(&http, base, filter, &present, load);
+        let counts = counts.clone();
+        tokio::spawn(async move {
+            match request.send().await {
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    let _ = r.bytes().await;
+                    counts.answered.fetch_add(1, Relaxed);
+                    if status != 200 && status != 404 {
+                        counts.unexpected.fetch_add(1, Relaxed);
+                    }
+                }
+                Err(e) => {
+                    let n = if e.is_timeout() { &counts.timeouts } else { &counts.errors };
+                    n.fetch_add(1, Relaxed);
+                    let mut failures = counts.failures.lock().unwrap();
+                    if failures.len() < 5 {
+                        failures.push(format!("{e:?}"));
+                    }
+                }
+            }
+            counts.in_flight.fetch_sub(1, Relaxed);
+        });
+    }
+    // Let what is in flight finish, then the last sample.
+    let drain = Instant::now();
+    while counts.in_flight.load(Relaxed) > 0 && drain.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    report.samples.push(sample(&processes, started.elapsed(), counts.answered.load(Relaxed)));
+    report.answered = counts.answered.load(Relaxed);
+    report.errors = counts.errors.load(Relaxed);
+    report.timeouts = counts.timeouts.load(Relaxed);
+    report.failures = counts.failures.lock().unwrap().clone();
+    report.unexpected = counts.unexpected.load(Relaxed);
+    report
+}
+
+#[derive(Default)]
+struct Counts {
+    in_flight: AtomicU64,
+    answered: AtomicU64,
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+    unexpected: AtomicU64,
+    failures: std::sync::Mutex<Vec<String>>,
+}
+
+fn one_request(
+    http: &reqwest::Client,
+    base: &str,
+    filter: &str,
+    present: &[String],
+    load: &Load,
+) -> reqwest::RequestBuilder {
+    let pick = |share: f64| {
+        if !present.is_empty() && rand::random::<f64>() < share {
+            present[rand::random_range(0..present.len())].clone()
+        } else {
+            crate::random_keys(1).remove(0)
+        }
+    };
+    if rand::random::<f64>() < load.batch_share {
+        let keys: Vec<String> = (0..20).map(|_| pick(1.0 / 3.0)).collect();
+        http.post(format!("{base}/v1/filters/{filter}/lookups")).json(&serde_json::json!({ "keys": keys }))
+    } else {
+        http.get(format!("{base}/v1/filters/{filter}/keys/{}", pick(load.present_share)))
+    }
+}
