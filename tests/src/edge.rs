@@ -121,13 +121,6 @@ impl Wrangler {
     }
 }
 
-impl Wrangler {
-    /// The process id of wrangler (its workerd processes run under it).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
 impl Drop for Wrangler {
     fn drop(&mut self) {
         let pid = self.child.id().to_string();

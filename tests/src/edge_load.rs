@@ -7,6 +7,7 @@
 //! keys (forwarded to the origin: a subrequest each) and the rest for absent keys (answered at
 //! the edge).
 
+use crate::procs;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,68 +118,24 @@ impl Report {
 
 /// The workerd processes under `root_pid` (wrangler's node process), with their roles.
 pub fn workerd_processes(root_pid: u32) -> Vec<(u32, String)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut parent = std::collections::HashMap::new();
-    let mut workerd = Vec::new();
-    for entry in dir.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid …"; comm may hold spaces, so split after its closing paren.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
-        parent.insert(pid, ppid);
-        if head.ends_with("(workerd") {
-            workerd.push(pid);
-        }
-    }
-    let under_root = |mut pid: u32| {
-        while let Some(&p) = parent.get(&pid) {
-            if p == root_pid {
-                return true;
-            }
-            pid = p;
-        }
-        false
-    };
-    let mut out: Vec<(u32, String)> = workerd
+    procs::descendants_named(&procs::processes(), root_pid, "workerd")
         .into_iter()
-        .filter(|pid| under_root(*pid))
         .map(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             // wrangler starts the edge's workerd with an inspector; its proxy's without.
-            let role = if String::from_utf8_lossy(&cmdline).contains("--inspector-addr") { "worker" } else { "proxy" };
-            (pid, role.to_owned())
+            let worker = procs::cmdline(pid).iter().any(|a| a.starts_with("--inspector-addr"));
+            (pid, if worker { "worker" } else { "proxy" }.to_owned())
         })
-        .collect();
-    out.sort();
-    out
-}
-
-/// VmRSS of `pid` in KiB, 0 if it is gone.
-pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("VmRSS:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            })
-        })
-        .unwrap_or(0)
+        .collect()
 }
 
 fn sample(processes: &[(u32, String)], at: Duration, answered: u64) -> Sample {
     Sample {
         at,
         answered,
-        rss: processes.iter().map(|(pid, role)| Rss { role: role.clone(), kib: rss_kib(*pid) }).collect(),
+        rss: processes
+            .iter()
+            .map(|(pid, role)| Rss { role: role.clone(), kib: procs::rss_kib(*pid).unwrap_or(0) })
+            .collect(),
     }
 }
 

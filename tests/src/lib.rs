@@ -13,6 +13,7 @@ pub mod edge;
 pub mod edge_load;
 pub mod loadgen;
 pub mod origin;
+pub mod procs;
 pub mod proxy;
 pub mod race;
 pub mod raw_http;

@@ -152,11 +152,6 @@ fn cmdline(pid: u32) -> String {
         .unwrap_or_default()
 }
 
-fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
-}
-
 fn all_pids() -> Vec<u32> {
     std::fs::read_dir("/proc")
         .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
@@ -176,20 +171,7 @@ pub fn pids_matching(needle: &str, also: Option<&str>) -> Vec<u32> {
 
 /// Descendants of `ancestor` (children, grandchildren, …).
 pub fn descendants(ancestor: u32) -> Vec<u32> {
-    all_pids()
-        .into_iter()
-        .filter(|p| {
-            let mut cur = *p;
-            for _ in 0..16 {
-                match parent(cur) {
-                    Some(pp) if pp == ancestor => return true,
-                    Some(pp) if pp > 1 => cur = pp,
-                    _ => return false,
-                }
-            }
-            false
-        })
-        .collect()
+    crate::procs::descendants(&crate::procs::processes(), ancestor)
 }
 
 /// A named group of processes whose CPU time is summed.

@@ -1,0 +1,116 @@
+//! The machine's processes, from `/proc`: who descends from whom, their names, arguments and
+//! resident memory. The harnesses use it to find `wrangler dev`'s `workerd`s and to sum the CPU
+//! and memory of what they started.
+
+use std::collections::HashMap;
+
+/// `VmRSS` of a process in KiB, from `/proc/<pid>/status`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A process's name and parent, from `/proc/<pid>/stat` (`pid (comm) state ppid ...`; the
+/// name may hold spaces and parentheses, so it ends at the last `)`).
+fn parse_stat(stat: &str) -> Option<(String, u32)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let name = stat.get(open + 1..close)?.to_owned();
+    let ppid = stat.get(close + 1..)?.split_whitespace().nth(1)?.parse().ok()?;
+    Some((name, ppid))
+}
+
+/// Every process: pid -> (name, parent).
+pub fn processes() -> HashMap<u32, (String, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return HashMap::new() };
+    dir.filter_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        Some((pid, parse_stat(&stat)?))
+    })
+    .collect()
+}
+
+/// Processes named `name` that descend from `root`.
+pub fn descendants_named(procs: &HashMap<u32, (String, u32)>, root: u32, name: &str) -> Vec<u32> {
+    let mut found = descendants(procs, root);
+    found.retain(|pid| procs.get(pid).is_some_and(|(n, _)| n == name));
+    found
+}
+
+/// Processes that descend from `root` (children, grandchildren, …).
+pub fn descendants(procs: &HashMap<u32, (String, u32)>, root: u32) -> Vec<u32> {
+    let mut found: Vec<u32> = procs
+        .iter()
+        .filter(|(pid, _)| {
+            let mut at = **pid;
+            // Bounded: a parent chain is short, and a pid reused meanwhile must not loop.
+            for _ in 0..64 {
+                match procs.get(&at) {
+                    Some((_, parent)) if *parent == root => return true,
+                    Some((_, parent)) if *parent > 1 => at = *parent,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .map(|(pid, _)| *pid)
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// A process's arguments.
+pub fn cmdline(pid: u32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    raw.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+}
+
+/// Whether `pid` is (still) a process named `name`.
+pub fn is_named(pid: u32, name: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rss_of_this_process_is_readable() {
+        assert!(rss_kib(std::process::id()).is_some_and(|k| k > 0));
+    }
+
+    #[test]
+    fn stat_lines_give_name_and_parent() {
+        assert_eq!(parse_stat("4242 (workerd) S 4200 4242 1 0 -1"), Some(("workerd".into(), 4200)));
+        assert_eq!(parse_stat("7 (a (b) c) R 1 7 7"), Some(("a (b) c".into(), 1)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn workerd_is_found_under_its_wrangler_only() {
+        let procs: HashMap<u32, (String, u32)> = [
+            (100, ("node", 50)),  // wrangler, started by us (50)
+            (101, ("node", 100)), // wrangler's child
+            (102, ("workerd", 101)),
+            (200, ("node", 1)), // another engineer's wrangler
+            (201, ("workerd", 200)),
+            (300, ("workerd", 1)),
+        ]
+        .into_iter()
+        .map(|(pid, (name, parent))| (pid, (name.to_owned(), parent)))
+        .collect();
+        assert_eq!(descendants_named(&procs, 100, "workerd"), vec![102]);
+        assert_eq!(descendants_named(&procs, 200, "workerd"), vec![201]);
+        assert_eq!(descendants_named(&procs, 999, "workerd"), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn this_process_is_found_under_its_parent() {
+        let me = std::process::id();
+        let procs = processes();
+        let (name, parent) = procs.get(&me).cloned().unwrap();
+        assert!(descendants_named(&procs, parent, &name).contains(&me));
+    }
+}
