@@ -293,10 +293,9 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         let name = format!("fresh-{}-{:016x}", side.name(), rand::random::<u64>());
         step(cfg, &format!("writes A/B: preloading {} keys into {name} (capacity {capacity})", w.present));
         let spec = FilterSpec { name: &name, fp_rate: cfg.fp_rate, capacity, segment_bytes: w.segment_bytes };
-        // Both through the origin without a journal: the preload is set-up, and the journal
-        // then holds exactly the measured writes. Segments fetched later hold the preload's
-        // bits whatever the journal says, so the edge's copies stay correct.
-        preload(&http, &origin_of(Side::NoJournal).base, &spec, &present, cfg.progress).await?;
+        // Each through its own side's origin: whether a generation keeps a journal is decided
+        // when it is named. The preload's entries are behind every segment the edge fetches.
+        preload(&http, &origin_of(side).base, &spec, &present, cfg.progress).await?;
         filters.push(name);
     }
     let preload_secs = preload_started.elapsed().as_secs_f64();
