@@ -8,6 +8,13 @@
 //! each), each at most [`chunk_byte_limit`] bytes. Copies still behind after that, or that a
 //! chunk cannot bring forward, are simply not used for "no": they are fetched whole when a
 //! lookup needs them.
+//!
+//! The same request also refreshes the manifest ([`refreshed`]): a generation's params and key
+//! format never change, so all a new manifest would add is the journal's head. A chunk that
+//! reaches the head, of the generation the origin would name in a manifest (both read after the
+//! request arrived), says exactly that, and copies current to its end answer every key
+//! acknowledged before the request. One request per refresh, a few bytes when nothing was
+//! written.
 
 use crate::held::Held;
 use bloomgate_filter::{JournalPosition, Manifest};
@@ -38,16 +45,39 @@ pub fn journal_from<'a>(behind: impl IntoIterator<Item = &'a Held>) -> Option<Jo
     behind.into_iter().filter_map(Held::current_to).min_by_key(|at| at.added)
 }
 
+/// Where a refresh by journal starts: the lowest position among the copies held of the
+/// generation, or the old manifest's head when none is further behind (the entries after it
+/// are the ones a new head would add).
+pub fn refresh_from<'a>(head: JournalPosition, held: impl IntoIterator<Item = &'a Held>) -> JournalPosition {
+    held.into_iter().filter_map(Held::current_to).filter(|at| at.added < head.added).fold(head, |low, at| {
+        if at.added < low.added {
+            at
+        } else {
+            low
+        }
+    })
+}
+
+/// The manifest a chunk ending at `to` stands for: `old` with `to` as its head, when the chunk
+/// reached the journal's head (`head`: the entries it had when read) and its generation is the
+/// one a manifest would name (`readable`). None: ask for the manifest.
+pub fn refreshed(old: &Manifest, to: JournalPosition, head: Option<u64>, readable: Option<u64>) -> Option<Manifest> {
+    let reached = head == Some(to.added);
+    let still_named = readable == Some(old.generation);
+    let forward = old.journal.is_some_and(|old_head| to.added >= old_head.added);
+    (reached && still_named && forward).then(|| Manifest { journal: Some(to), ..old.clone() })
+}
+
 /// Largest chunk body to read when the copies behind hold `behind_bytes`.
 pub fn chunk_byte_limit(behind_bytes: usize) -> usize {
     behind_bytes.clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES)
 }
 
-/// Whether to ask again after a chunk asked from `from` ended at `to`, for a manifest whose
-/// journal head is `head`: only if the chunk stopped short of the head and made progress (a
-/// chunk that did not would only be asked for again).
-pub fn ask_again(from: JournalPosition, to: JournalPosition, head: JournalPosition) -> bool {
-    to.added < head.added && to.added > from.added
+/// Whether to ask again after a chunk asked from `from` ended at `to`, to reach a head of
+/// `head` entries: only if the chunk stopped short of it and made progress (a chunk that did
+/// not would only be asked for again).
+pub fn ask_again(from: JournalPosition, to: JournalPosition, head: u64) -> bool {
+    to.added < head && to.added > from.added
 }
 
 /// After a 410 for the entries after `from`: whether the copy at `at` went with them. Copies
@@ -124,10 +154,10 @@ mod tests {
 
     #[test]
     fn ask_again_only_when_short_of_the_head_and_moving() {
-        assert!(ask_again(at(10), at(16_394), at(20_000)), "a full chunk: the rest follows");
-        assert!(!ask_again(at(10), at(20_000), at(20_000)));
-        assert!(!ask_again(at(10), at(20_500), at(20_000)), "the origin's head moved on meanwhile");
-        assert!(!ask_again(at(10), at(10), at(20_000)), "no progress: asking again would repeat it");
+        assert!(ask_again(at(10), at(16_394), 20_000), "a full chunk: the rest follows");
+        assert!(!ask_again(at(10), at(20_000), 20_000));
+        assert!(!ask_again(at(10), at(20_500), 20_000), "the origin's head moved on meanwhile");
+        assert!(!ask_again(at(10), at(10), 20_000), "no progress: asking again would repeat it");
     }
 
     #[test]
@@ -175,6 +205,30 @@ mod tests {
         for key in &keys {
             assert_ne!(decide(&m, Some(&current), key), Decision::NotSeen);
         }
+    }
+
+    #[test]
+    fn a_refresh_starts_from_the_lowest_copy_or_the_head() {
+        let head = at(100);
+        assert_eq!(refresh_from(head, &[]), head, "nothing held: the entries since the last head");
+        let copies = [held(9, Some(150)), held(9, Some(70)), held(9, None), held(9, Some(90))];
+        assert_eq!(refresh_from(head, &copies), at(70));
+        assert_eq!(refresh_from(head, &copies[..1]), head, "a copy past the head does not move the start");
+    }
+
+    #[test]
+    fn a_chunk_is_a_manifest_only_when_it_reaches_the_head_of_the_generation_still_named() {
+        let old = manifest(Some(100));
+        let next = refreshed(&old, at(130), Some(130), Some(9)).unwrap();
+        assert_eq!(next.journal, Some(at(130)));
+        assert_eq!(Manifest { journal: old.journal, ..next.clone() }, old, "all else as it was");
+        assert_eq!(refreshed(&old, at(100), Some(100), Some(9)).unwrap().journal, Some(at(100)), "no writes since");
+        assert_eq!(refreshed(&old, at(130), Some(131), Some(9)), None, "cut short of the head");
+        assert_eq!(refreshed(&old, at(130), None, Some(9)), None, "head not said");
+        assert_eq!(refreshed(&old, at(130), Some(130), Some(10)), None, "another generation is named now");
+        assert_eq!(refreshed(&old, at(130), Some(130), None), None, "none readable");
+        assert_eq!(refreshed(&old, at(90), Some(90), Some(9)), None, "behind the old head: not this journal");
+        assert_eq!(refreshed(&manifest(None), at(130), Some(130), Some(9)), None, "no journal, no refresh by it");
     }
 
     #[test]

@@ -78,12 +78,26 @@ pub fn segment_of(manifest: &Manifest, key: &[u8]) -> u32 {
     manifest.params.locate(&hash_key(key, manifest.params.seed)).segment
 }
 
-/// The Cache API key of a segment at a version: immutable content, so versioned URLs.
+/// The Cache API key a copy of segment `index` at `version` is kept under. Under a journal, one
+/// key per segment of the generation: a copy names its own position and is brought forward
+/// from there, so whichever copy is kept there is good for a start. Without one, one key per
+/// version: immutable content.
 pub fn segment_cache_url(manifest: &Manifest, index: u32, version: u64) -> String {
-    format!(
-        "https://bloomgate-edge.cache/v1/filters/{}/segments/{}/{}?v={}",
-        manifest.filter, manifest.generation, index, version
-    )
+    let base =
+        format!("https://bloomgate-edge.cache/v1/filters/{}/segments/{}/{index}", manifest.filter, manifest.generation);
+    match manifest.journal {
+        Some(_) => base,
+        None => format!("{base}?v={version}"),
+    }
+}
+
+/// The Cache API key to look for a copy of segment `index` under: see [`segment_cache_url`].
+/// None for an index the manifest does not have.
+pub fn wanted_cache_url(manifest: &Manifest, index: u32) -> Option<String> {
+    match manifest.journal {
+        Some(_) => (index < manifest.params.segment_count).then(|| segment_cache_url(manifest, index, 0)),
+        None => Some(segment_cache_url(manifest, index, manifest.segment_version(index)?)),
+    }
 }
 
 /// What a lookup needs of a segment under this manifest, to share one fetch among the lookups
@@ -98,11 +112,10 @@ pub enum Wanted {
 
 /// What segment `index` must be to answer under `manifest`; None for an index it does not list.
 pub fn wanted(manifest: &Manifest, index: u32) -> Option<Wanted> {
-    let version = manifest.segment_version(index)?;
-    Some(match manifest.journal {
-        Some(head) => Wanted::JournalAt(head.added),
-        None => Wanted::Version(version),
-    })
+    match manifest.journal {
+        Some(head) => (index < manifest.params.segment_count).then_some(Wanted::JournalAt(head.added)),
+        None => manifest.segment_version(index).map(Wanted::Version),
+    }
 }
 
 /// Whether a segment we hold can answer "no" under `manifest`: same filter generation and
@@ -237,6 +250,9 @@ mod tests {
         assert_eq!(wanted(&manifest, manifest.params.segment_count), None);
         manifest.journal = Some(JournalPosition { added: 8, id_ms: 1, id_seq: 0 });
         assert_eq!(wanted(&manifest, 0), Some(Wanted::JournalAt(8)));
+        manifest.segment_versions.clear();
+        assert_eq!(wanted(&manifest, 0), Some(Wanted::JournalAt(8)), "a manifest naming its head alone");
+        assert_eq!(wanted(&manifest, manifest.params.segment_count), None);
     }
 
     #[test]
@@ -279,8 +295,17 @@ mod tests {
     }
 
     #[test]
-    fn cache_urls_carry_generation_and_version() {
-        let (manifest, _) = setup();
+    fn cache_urls_carry_generation_and_version_unless_copies_name_their_position() {
+        let (mut manifest, _) = setup();
         assert_eq!(segment_cache_url(&manifest, 2, 7), "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=7");
+        assert_eq!(
+            wanted_cache_url(&manifest, 2).unwrap(),
+            "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=3"
+        );
+        manifest.journal = Some(JournalPosition { added: 8, id_ms: 1, id_seq: 0 });
+        manifest.segment_versions.clear();
+        assert_eq!(segment_cache_url(&manifest, 2, 7), "https://bloomgate-edge.cache/v1/filters/f/segments/9/2");
+        assert_eq!(wanted_cache_url(&manifest, 2), Some(segment_cache_url(&manifest, 2, 7)));
+        assert_eq!(wanted_cache_url(&manifest, manifest.params.segment_count), None);
     }
 }

@@ -4,7 +4,9 @@
 //! A manifest past half its freshness is refreshed in the background (`ctx.wait_until`), so
 //! under steady traffic no request waits for one. Before a new manifest is used, the segments
 //! held for its filter are brought up to its journal head (`holding::catch_up`): published
-//! first, it would make them unusable and send lookups to fetch them whole. Segments are
+//! first, it would make them unusable and send lookups to fetch them whole. Under a journal,
+//! the refresh itself is one journal request (`holding::refresh`): a chunk reaching the head
+//! of the generation still named is the next manifest. Segments are
 //! loaded and kept by `holding`; the isolate's state and the one-fetch-at-a-time machinery are
 //! in `isolate`; subrequests to the origin, with their timeouts and relays, in `upstream`.
 
@@ -246,10 +248,19 @@ fn refresh_manifest_ahead(config: &EdgeConfig, ctx: &Context, filter: &str) {
     });
 }
 
-/// Fetches the manifest, brings the segments held for it up to its journal head, and keeps it
+/// Fetches the manifest (from the journal alone when the one held names a journal head, see
+/// `holding::refresh`), brings the segments held for it up to its journal head, and keeps it
 /// in isolate memory unless a newer one is there already.
 async fn fetch_and_keep_manifest(config: EdgeConfig, filter: String) -> ManifestFetch {
-    let outcome = fetch_manifest(&config, &filter).await;
+    let held = with_isolate(&config, |iso| iso.manifests.get(&filter).map(|(m, _)| m.clone()));
+    let refreshed = match held {
+        Some(old) => holding::refresh(&config, &old).await,
+        None => None,
+    };
+    let outcome = match refreshed {
+        Some((next, asked_at)) => ManifestFetch::Found(next, asked_at),
+        None => fetch_manifest(&config, &filter).await,
+    };
     if let ManifestFetch::Found(m, asked_at) = &outcome {
         holding::catch_up(&config, m, *asked_at).await;
         with_isolate(&config, |iso| {

@@ -94,8 +94,7 @@ fn keep(config: &EdgeConfig, key: &SegmentKey, held: &Held) {
 /// A copy of segment `index` of the manifest's generation from the Cache API, verified; it may
 /// be behind the manifest (the caller decides).
 async fn from_cache(manifest: &Manifest, index: u32) -> Option<Held> {
-    let version = manifest.segment_version(index)?;
-    let cache_url = decide::segment_cache_url(manifest, index, version);
+    let cache_url = decide::wanted_cache_url(manifest, index)?;
     let mut cached = Cache::default().get(cache_url.as_str(), false).await.ok()??;
     let bytes = cached.bytes().await.ok()?;
     match Segment::decode(bytes) {
@@ -115,11 +114,7 @@ async fn from_cache(manifest: &Manifest, index: u32) -> Option<Held> {
 
 /// A copy of segment `index` from the origin, usable under the manifest.
 async fn from_origin(config: &EdgeConfig, manifest: &Manifest, asked_at: f64, index: u32) -> Option<Held> {
-    let version = manifest.segment_version(index)?;
-    let url = format!(
-        "{}/v1/filters/{}/segments/{}/{}?v={}",
-        config.origin_url, manifest.filter, manifest.generation, index, version
-    );
+    let url = format!("{}{}", config.origin_url, manifest.segment_path(index)?);
     // A segment arriving after the manifest's freshness could not answer "no" under it.
     let budget = decide::fetch_budget_ms(asked_at, now_ms(), config.freshness_secs)?;
     let bytes = match upstream::edge_get(config, &url, budget, None).await {
@@ -182,6 +177,59 @@ fn held_of(iso: &Isolate, manifest: &Manifest) -> Vec<(SegmentKey, Held)> {
     keys.into_iter().filter_map(|k| iso.segments.peek(&k).map(|h| (k, h))).collect()
 }
 
+/// The successor of `old` from the journal alone, asked for now: the entries since the lowest
+/// position held (or `old`'s head), applied to the copies held on the way, taken as the new
+/// manifest when they reach the head of the generation the origin still names
+/// ([`catch_up::refreshed`]). None: ask for the manifest (the copies keep what was applied,
+/// which is right for their positions whatever comes next).
+pub(crate) async fn refresh(config: &EdgeConfig, old: &Manifest) -> Option<(Rc<Manifest>, f64)> {
+    let head = old.journal?;
+    let asked_at = now_ms();
+    let (mut from, held_bytes) = with_isolate(config, |iso| {
+        let held: Vec<Held> = held_of(iso, old).into_iter().map(|(_, h)| h).collect();
+        (catch_up::refresh_from(head, &held), held.iter().map(Held::bytes).sum::<usize>())
+    });
+    for _ in 0..catch_up::MAX_JOURNAL_REQUESTS {
+        let budget = decide::fetch_budget_ms(asked_at, now_ms(), config.freshness_secs)?;
+        let url = catch_up::journal_url(&config.origin_url, &old.filter, old.generation, from);
+        let reply = match upstream::edge_get(config, &url, budget, Some(catch_up::chunk_byte_limit(held_bytes))).await {
+            Ok(r) if r.status == 200 => r,
+            Ok(r) if r.status == 410 => {
+                drop_where(config, old, |h| catch_up::gone(from, h.current_to()));
+                return None;
+            }
+            // 404 (filter or generation gone), 5xx, timeouts: the manifest says what is true now.
+            Ok(_) | Err(_) => return None,
+        };
+        let chunk = match decode_journal(&reply.body) {
+            Ok(chunk) if chunk.generation == old.generation && chunk.from == from.added => chunk,
+            Ok(_) => return None,
+            Err(e) => {
+                console_error!("journal {url} rejected: {e}");
+                return None;
+            }
+        };
+        with_isolate(config, |iso| apply(iso, old, &chunk));
+        let header = |name: &str| reply.headers.get(name).ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
+        let (head, readable) = (header(JOURNAL_HEAD), header(READABLE_GENERATION));
+        if let Some(next) = catch_up::refreshed(old, chunk.to, head, readable) {
+            return Some((Rc::new(next), asked_at));
+        }
+        // Cut short of the head (a long way behind): the rest follows from where it ended.
+        let more = head.is_some_and(|head| catch_up::ask_again(from, chunk.to, head));
+        if readable != Some(old.generation) || !more {
+            return None;
+        }
+        from = chunk.to;
+    }
+    None
+}
+
+/// Response headers of a journal chunk: the entries the journal had when read, and the
+/// generation a manifest would have named (origin `routes/edge.rs`).
+const JOURNAL_HEAD: &str = "x-bloomgate-journal-head";
+const READABLE_GENERATION: &str = "x-bloomgate-readable-generation";
+
 /// At most [`catch_up::MAX_JOURNAL_REQUESTS`] chunks, from the lowest position among the copies
 /// behind, each applied to every copy held.
 async fn run_catch_up(config: &EdgeConfig, manifest: &Manifest, head: JournalPosition, asked_at: f64) {
@@ -205,7 +253,7 @@ async fn run_catch_up(config: &EdgeConfig, manifest: &Manifest, head: JournalPos
             Ok(r) if r.status == 200 => match decode_journal(&r.body) {
                 Ok(chunk) => {
                     with_isolate(config, |iso| apply(iso, manifest, &chunk));
-                    if !catch_up::ask_again(from, chunk.to, head) {
+                    if !catch_up::ask_again(from, chunk.to, head.added) {
                         return;
                     }
                 }

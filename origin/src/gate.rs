@@ -23,6 +23,23 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Lookups of one batch in flight at once against the stores.
 const BATCH_CONCURRENCY: usize = 64;
 
+/// A chunk of a generation's insert journal as the edge receives it.
+///
+/// When the chunk ends at the head and its generation is the filter's readable one, it says
+/// all a manifest would (the generation's params and key format do not change): the edge takes
+/// it as its next manifest, one request per refresh instead of a manifest and a chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalChunk {
+    /// The chunk, encoded (`bloomgate_filter::journal`).
+    pub wire: Vec<u8>,
+    /// Entries the journal had when read: the chunk ends at the head exactly when its `to` is
+    /// this.
+    pub head: u64,
+    /// The generation a manifest would have named, read after the request arrived and before
+    /// the entries; None when no generation is readable.
+    pub readable_generation: Option<u64>,
+}
+
 /// Who gave the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnsweredBy {
@@ -456,15 +473,17 @@ impl Gate {
         }
     }
 
-    /// The manifest the edge reads: params, key format and every segment's version.
+    /// The manifest the edge reads: params, key format, and what a held segment must be current
+    /// to. With an insert journal that is the journal's head alone (an edge's copies name their
+    /// own positions, so listing every segment's version would only cost bytes on every
+    /// refresh); without one, every segment's version.
     pub async fn manifest(&self, name: &str) -> Result<Manifest, AppError> {
         let def = self.def(name).await?;
         let meta = self.active(name).await?;
-        let segment_versions = self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
         // Read after the request arrived: it covers every key acknowledged before.
-        let journal = match meta.journal {
-            true => Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
-            false => None,
+        let (segment_versions, journal) = match meta.journal {
+            true => (Vec::new(), Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?)),
+            false => (self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?, None),
         };
         Ok(Manifest {
             filter: name.into(),
@@ -477,15 +496,17 @@ impl Gate {
     }
 
     /// Up to `max_entries` entries of generation `generation`'s insert journal after `after`,
-    /// encoded for the edge; None when they are no longer kept (the edge fetches segments).
+    /// encoded for the edge, with what lets the edge take the chunk as its next manifest; None
+    /// when they are no longer kept (the edge fetches segments).
     pub async fn journal(
         &self,
         name: &str,
         generation: u64,
         after: JournalPosition,
         max_entries: u32,
-    ) -> Result<Option<Vec<u8>>, AppError> {
+    ) -> Result<Option<JournalChunk>, AppError> {
         self.def(name).await?;
+        // Read after the request arrived and before the entries, as a manifest reads its head.
         let state = self.state(name).await?;
         let Some(meta) = state.generation(generation) else {
             return Err(AppError::NotFound(format!("filter {name:?} has no generation {generation}")));
@@ -497,9 +518,11 @@ impl Gate {
         }
         match self.filters.read_journal(name, meta, after, max_entries).await.map_err(AppError::FilterRead)? {
             JournalRead::Reset => Ok(None),
-            JournalRead::Entries { to, entries } => {
-                Ok(Some(encode_journal(meta.generation, meta.params.seed, after.added, to, &entries)))
-            }
+            JournalRead::Entries { to, entries, head } => Ok(Some(JournalChunk {
+                wire: encode_journal(meta.generation, meta.params.seed, after.added, to, &entries),
+                head,
+                readable_generation: state.readable().map(|m| m.generation),
+            })),
         }
     }
 

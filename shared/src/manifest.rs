@@ -1,9 +1,14 @@
 //! The manifest: a small document describing one generation of a filter, which an edge reads to
 //! know the params, the key format, and the current version of every segment.
 //!
-//! Segment URLs carry the generation and the version, so each URL names bytes that never
-//! change: caches may keep them forever, and freshness is decided by the (short-lived)
-//! manifest alone.
+//! A generation with an insert journal is described by its journal's head alone: every segment
+//! names the journal position it was read at, so a copy is usable when current to the head
+//! (brought forward by the journal's entries), and listing every segment's version would only
+//! cost bytes on every refresh. A generation without one lists every segment's version.
+//!
+//! Segment URLs carry the generation and the version (or the journal position the copy must at
+//! least be current to), so each URL names bytes that are always good for it: caches may keep
+//! them forever, and freshness is decided by the (short-lived) manifest alone.
 
 use crate::key::KeyFormat;
 use crate::params::Params;
@@ -27,7 +32,9 @@ pub struct Manifest {
     pub generation: u64,
     /// Parameters of that generation.
     pub params: Params,
-    /// Current version of each segment, indexed by segment.
+    /// Current version of each segment, indexed by segment; empty when the manifest names a
+    /// journal head (copies are then judged by their journal position).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub segment_versions: Vec<u64>,
     /// The generation's insert journal head, read after the request arrived: a segment copy
     /// current to this position answers "no" for every key acknowledged before the request
@@ -40,7 +47,8 @@ pub struct Manifest {
 /// Why a manifest is unusable.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ManifestError {
-    /// The number of segment versions is not the params' segment count.
+    /// The number of segment versions is not the params' segment count (nor zero, with a
+    /// journal head).
     SegmentCountMismatch {
         /// Count in the params.
         params: u32,
@@ -69,7 +77,9 @@ impl Manifest {
     /// Checks the manifest is internally consistent.
     pub fn validate(&self) -> Result<(), ManifestError> {
         validate_filter_name(&self.filter).map_err(ManifestError::BadFilterName)?;
-        if self.segment_versions.len() != self.params.segment_count as usize {
+        let listed = self.segment_versions.len();
+        let by_journal = self.journal.is_some() && listed == 0;
+        if !by_journal && listed != self.params.segment_count as usize {
             return Err(ManifestError::SegmentCountMismatch {
                 params: self.params.segment_count,
                 listed: self.segment_versions.len(),
@@ -83,11 +93,19 @@ impl Manifest {
         self.segment_versions.get(index as usize).copied()
     }
 
-    /// Path of segment `index` at its current version on the origin: immutable content, so any
-    /// cache may keep it for as long as it likes.
+    /// Path of segment `index` on the origin, naming what the copy must at least be: current to
+    /// the journal head, or at the listed version. Whatever the origin answers for it is at
+    /// least that forever (positions and versions only grow within a generation), so any cache
+    /// may keep it for as long as it likes. None for an index the generation does not have.
     pub fn segment_path(&self, index: u32) -> Option<String> {
-        let version = self.segment_version(index)?;
-        Some(format!("/v1/filters/{}/segments/{}/{}?v={}", self.filter, self.generation, index, version))
+        if index >= self.params.segment_count {
+            return None;
+        }
+        let (filter, generation) = (&self.filter, self.generation);
+        Some(match self.journal {
+            Some(head) => format!("/v1/filters/{filter}/segments/{generation}/{index}?at={}", head.added),
+            None => format!("/v1/filters/{filter}/segments/{generation}/{index}?v={}", self.segment_version(index)?),
+        })
     }
 
     /// True when a decoded segment belongs to this manifest's filter generation and is at
@@ -167,12 +185,24 @@ mod tests {
         let with = Manifest { journal: Some(head), ..m };
         let back: Manifest = serde_json::from_str(&serde_json::to_string(&with).unwrap()).unwrap();
         assert_eq!(back.journal, Some(head));
+        // With a journal head, the versions may be left out: the copies name their positions.
+        let slim = Manifest { segment_versions: vec![], ..with };
+        let json = serde_json::to_string(&slim).unwrap();
+        assert!(!json.contains("segment_versions"), "{json}");
+        let back: Manifest = serde_json::from_str(&json).unwrap();
+        assert_eq!((back.validate(), back.segment_versions.len()), (Ok(()), 0));
+        let unlisted = Manifest { journal: None, ..back };
+        assert!(unlisted.validate().is_err(), "without a journal, every version must be listed");
     }
 
     #[test]
     fn segment_paths_name_generation_and_version() {
         assert_eq!(manifest().segment_path(2).unwrap(), "/v1/filters/hashes/segments/2/2?v=9");
         assert_eq!(manifest().segment_path(3), None);
+        let head = crate::journal::JournalPosition { added: 41, id_ms: 1_700_000_000_000, id_seq: 0 };
+        let slim = Manifest { segment_versions: vec![], journal: Some(head), ..manifest() };
+        assert_eq!(slim.segment_path(2).unwrap(), "/v1/filters/hashes/segments/2/2?at=41");
+        assert_eq!(slim.segment_path(3), None);
     }
 
     #[test]

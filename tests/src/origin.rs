@@ -1,6 +1,7 @@
 //! An origin served in-process on a free port, with a client that speaks its API.
 
 use bloomgate_origin::config::Config;
+use bloomgate_origin::rebuild::{self, RebuildError, RebuildReport};
 use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
@@ -139,6 +140,18 @@ impl TestOrigin {
             }
         }
         out
+    }
+
+    /// Rebuilds `filter` with the origin's own options, as its rebuild endpoint would (no
+    /// automatic resize). A future of its own, so a test can await it or spawn it and act
+    /// meanwhile.
+    pub fn rebuild_now(
+        &self,
+        filter: &str,
+    ) -> impl std::future::Future<Output = Result<RebuildReport, RebuildError>> + Send + 'static {
+        let (gate, filter) = (self.state.gate.clone(), filter.to_owned());
+        let options = self.state.config.rebuild_options(false);
+        async move { rebuild::rebuild(gate.filter_store().clone(), gate.key_store().clone(), &filter, options).await }
     }
 
     /// The value of a Prometheus sample line (exact name with labels), 0 if absent.

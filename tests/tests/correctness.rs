@@ -388,15 +388,7 @@ async fn the_quick_start_loses_no_key_during_a_rebuild() {
     origin.create_filter(&filter, 20_000, 0.01).await;
     origin.insert_all(&filter, &random_keys(2_000)).await;
     let race = Race::start(vec![origin.clone()], &filter, 2, Duration::from_millis(10));
-    let gate = origin.state.gate.clone();
-    rebuild::rebuild(
-        gate.filter_store().clone(),
-        gate.key_store().clone(),
-        &filter,
-        origin.state.config.rebuild_options(false),
-    )
-    .await
-    .unwrap();
+    origin.rebuild_now(&filter).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     let result = race.finish().await;
     assert_clean(&result, 200);

@@ -256,3 +256,68 @@ async fn origins_that_disagree_on_the_journal_never_hide_an_add_from_it() {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert!(decode_segment(&segment(&on, &plain, m.generation, 0).await).unwrap().header().journal.is_none());
 }
+
+/// The origin's answer to a journal request from `after`: the chunk, and the head and the
+/// readable generation its headers name.
+async fn journal_chunk(
+    origin: &TestOrigin,
+    filter: &str,
+    generation: u64,
+    after: JournalPosition,
+) -> (JournalPosition, Option<u64>, Option<u64>) {
+    let path =
+        format!("/v1/filters/{filter}/journal/{generation}?after={}&after_id={}", after.added, after.stream_id());
+    let r = edge_get(origin, &path).await;
+    assert_eq!(r.status(), StatusCode::OK, "{path}");
+    let header = |name: &str| r.headers().get(name).map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+    let (head, readable) = (header("x-bloomgate-journal-head"), header("x-bloomgate-readable-generation"));
+    let bytes = r.bytes().await.unwrap();
+    let chunk = decode_journal(&bytes).expect("a chunk that verifies");
+    assert_eq!((chunk.generation, chunk.from), (generation, after.added));
+    (chunk.to, head, readable)
+}
+
+/// With a journal, the manifest names the head alone (no segment versions: copies name their
+/// own positions), and a journal chunk says whether it can stand for the next manifest: it
+/// reaches the head, of the generation a manifest would name. The replaced generation's journal,
+/// still served until it is retired, names the generation that replaced it, so an edge holding
+/// it asks for the manifest instead of taking the chunk as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_chunk_says_when_it_can_stand_for_the_manifest() {
+    // A grace long enough that the replaced generation is still served when asked.
+    let origin = origin(|c| c.rebuild_grace_ms = 120_000).await;
+    let filter = unique_filter("jmanifest");
+    create(&origin, &filter).await;
+    origin.insert_all(&filter, &random_keys(300)).await;
+    let m0 = manifest(&origin, &filter).await;
+    let head0 = m0.journal.expect("the manifest names the journal head");
+    assert!(m0.segment_versions.is_empty(), "a manifest with a journal head lists no versions");
+    assert_eq!(m0.validate(), Ok(()));
+
+    // Nothing written since: the chunk is empty and stands for the manifest.
+    let (to, head, readable) = journal_chunk(&origin, &filter, m0.generation, head0).await;
+    assert_eq!((to, head, readable), (head0, Some(head0.added), Some(m0.generation)));
+
+    for key in random_keys(5) {
+        assert_eq!(origin.put(&filter, &key).await.status(), StatusCode::CREATED);
+    }
+    let (to, head, readable) = journal_chunk(&origin, &filter, m0.generation, head0).await;
+    assert_eq!((to.added, head, readable), (head0.added + 5, Some(head0.added + 5), Some(m0.generation)));
+
+    // A rebuild names a new generation; the old one keeps taking adds until its grace ends.
+    let rebuilding = tokio::spawn(origin.rebuild_now(&filter));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let m1 = loop {
+        let m = manifest(&origin, &filter).await;
+        if m.generation != m0.generation {
+            break m;
+        }
+        assert!(std::time::Instant::now() < deadline, "the rebuild did not switch within 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(origin.put(&filter, &random_keys(1)[0]).await.status(), StatusCode::CREATED);
+    let (to, head, readable) = journal_chunk(&origin, &filter, m0.generation, head0).await;
+    assert_eq!((to.added, head), (head0.added + 6, Some(head0.added + 6)), "the replaced generation took the add");
+    assert_eq!(readable, Some(m1.generation), "and names the generation a manifest would");
+    rebuilding.abort();
+}

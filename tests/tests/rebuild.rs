@@ -89,12 +89,7 @@ async fn writes_during_a_rebuild_are_never_lost() {
         .collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
-    let options = origin.state.config.rebuild_options(false);
-    let gate = origin.state.gate.clone();
-    let name = filter.clone();
-    let rebuilding = tokio::spawn(async move {
-        rebuild::rebuild(gate.filter_store().clone(), gate.key_store().clone(), &name, options).await
-    });
+    let rebuilding = tokio::spawn(origin.rebuild_now(&filter));
     // Meanwhile the stats show the build's progress.
     let mut snapshots = Vec::new();
     while !rebuilding.is_finished() {
@@ -164,15 +159,7 @@ async fn a_rebuild_drops_the_bits_of_deleted_keys() {
     assert_eq!(origin.stats(&filter).await["deletes_since_build"], 2000);
     assert_eq!(other.stats(&filter).await["deletes_since_build"], 2000);
 
-    let gate = &origin.state.gate;
-    rebuild::rebuild(
-        gate.filter_store().clone(),
-        gate.key_store().clone(),
-        &filter,
-        origin.state.config.rebuild_options(false),
-    )
-    .await
-    .unwrap();
+    origin.rebuild_now(&filter).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let answers = origin.lookup_all(&filter, stale).await;
     let through = answers.iter().filter(|(_, by)| by == "database").count();

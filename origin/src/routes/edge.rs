@@ -62,12 +62,19 @@ struct JournalQuery {
     after_id: String,
 }
 
+/// Entries the journal had when the chunk was read (the chunk reaches the head when its end
+/// is this).
+const JOURNAL_HEAD: &str = "x-bloomgate-journal-head";
+/// The generation a manifest would have named, read before the entries.
+const READABLE_GENERATION: &str = "x-bloomgate-readable-generation";
+
 /// Journal entries a chunk carries at most: bounds the response (16 bytes a key hash); an
 /// edge further behind asks again from where the chunk ends.
 const MAX_JOURNAL_ENTRIES: u32 = 16_384;
 
-/// The insert journal after a position: 200 with a chunk (`bloomgate_filter::journal`), or 410
-/// when the entries are no longer kept (the edge fetches its segments whole).
+/// The insert journal after a position: 200 with a chunk (`bloomgate_filter::journal`), the
+/// head and the readable generation in headers; or 410 when the entries are no longer kept (the
+/// edge fetches its segments whole).
 async fn journal(
     _: Edge,
     State(s): State<AppState>,
@@ -93,9 +100,14 @@ async fn journal(
         gone.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return Ok(gone);
     };
-    let mut response = chunk.into_response();
+    let mut response = chunk.wire.into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/vnd.bloomgate.journal"));
+    // What lets the edge take a chunk that reaches the head as its next manifest.
+    h.insert(JOURNAL_HEAD, HeaderValue::from(chunk.head));
+    if let Some(generation) = chunk.readable_generation {
+        h.insert(READABLE_GENERATION, HeaderValue::from(generation));
+    }
     // The head moves with every write: what a position's chunk holds depends on when it is asked.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)

@@ -394,7 +394,7 @@ impl FilterStore for MemoryFilterStore {
             journal.entries.iter().skip(skip).take(max_entries as usize).map(|(_, h)| h.clone()).collect();
         let to_added = after.added + entries.len() as u64;
         let to = JournalPosition { added: to_added, id_ms: to_added, id_seq: 0 };
-        ready(Ok(JournalRead::Entries { to, entries }))
+        ready(Ok(JournalRead::Entries { to, entries, head: head.added }))
     }
 
     fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>> {

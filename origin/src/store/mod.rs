@@ -85,6 +85,9 @@ pub enum JournalRead {
         to: JournalPosition,
         /// Each entry's key hashes.
         entries: Vec<Vec<KeyHash>>,
+        /// Entries the journal had ever had when read (atomically with the entries): `to` is
+        /// the head then exactly when `to.added == head`.
+        head: u64,
     },
     /// Entries after the position asked for are no longer kept (retention), or the position
     /// is not one of this journal's: the segments must be fetched whole.

@@ -953,7 +953,7 @@ fn parse_journal_read(
         }
         out.push(hashes);
     }
-    Ok(JournalRead::Entries { to, entries: out })
+    Ok(JournalRead::Entries { to, entries: out, head: added })
 }
 
 impl RedisFilterStore {
@@ -1031,9 +1031,16 @@ mod tests {
         let after = JournalPosition { added: 5, id_ms: 100, id_seq: 0 };
         let h = [7u8; HASH_BYTES];
         let reply = [Int(1), s("90-0"), Int(7), s("102-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
-        let JournalRead::Entries { to, entries } = parse_journal_read(&reply, after, 100).unwrap() else { panic!() };
+        let JournalRead::Entries { to, entries, head } = parse_journal_read(&reply, after, 100).unwrap() else {
+            panic!()
+        };
         assert_eq!(to, JournalPosition { added: 7, id_ms: 102, id_seq: 0 });
         assert_eq!(entries.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(head, 7, "read to the head");
+        // A COUNT cut: short of the head, and it says so.
+        let cut = [Int(1), s("90-0"), Int(9), s("104-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
+        let JournalRead::Entries { to, head, .. } = parse_journal_read(&cut, after, 2).unwrap() else { panic!() };
+        assert_eq!((to.added, head), (7, 9));
         // Trimmed past the position: the entries in between are gone.
         let trimmed = [Int(1), s("100-1"), Int(7), s("102-0"), Array(vec![])];
         assert_eq!(parse_journal_read(&trimmed, after, 100).unwrap(), JournalRead::Reset);
