@@ -17,8 +17,9 @@ RING_STORAGE_PORT="${BLOOMGATE_CASSANDRA_RING_STORAGE_PORT:-7000}"
 RING_HEAP="${BLOOMGATE_CASSANDRA_HEAP:-768m}"
 RING_DIR="$STATE_DIR/cassandra-ring"
 RING_NUM_TOKENS=16
-# A joining node sleeps RING_DELAY (30 s by default) twice so that gossip has
-# reached every node; on loopback that takes about a second.
+# A joining node waits up to RING_DELAY (30 s by default) for ring information,
+# then sleeps RING_DELAY so that every node has learnt of it; on loopback gossip
+# takes about a second.
 RING_DELAY_MS=5000
 # A read at ALL fails at once (Unavailable) while its coordinator believes a
 # replica is down, and system_distributed is replicated to 3 nodes by default:
@@ -176,14 +177,17 @@ cassandra_ring_start() {
 }
 
 cassandra_ring_stop() {
-  local n pid
+  local n pid pids=()
   for ((n = RING_SIZE; n >= 1; n--)); do
-    if ! pid=$(ring_node_pid "$n"); then
-      rm -f "$(ring_node_dir "$n")/cassandra.pid"
-      continue
+    if pid=$(ring_node_pid "$n"); then
+      log "stopping cassandra-$n (pid $pid)"
+      pids[n]=$pid
     fi
-    log "stopping cassandra-$n (pid $pid)"
-    kill_pid "$pid" "cassandra-$n" 45
+  done
+  # Each node drains for ~10 s on SIGTERM; they need not wait for one another.
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for ((n = RING_SIZE; n >= 1; n--)); do
+    [[ -n ${pids[n]:-} ]] && kill_pid "${pids[n]}" "cassandra-$n" 45
     rm -f "$(ring_node_dir "$n")/cassandra.pid"
   done
   log "cassandra ring stopped"
