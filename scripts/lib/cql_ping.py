@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
 """Minimal CQL native-protocol v4 client (stdlib only), used by scripts/services.
 
-    cql_ping.py [--host H] [--port P] [--timeout S] [--quiet] [QUERY ...]
+    cql_ping.py [--host H] [--port P] [--timeout S] [--consistency C] [--quiet] [QUERY ...]
 
 Sends STARTUP, then each QUERY (default: SELECT release_version FROM system.local)
-at consistency ONE. Prints rows tab-separated (text/varchar as text, ints as
-numbers, other types as hex), 'OK' for void results, the change for schema
-changes. Exits 0 on success, 1 on connection/protocol/CQL error (message on stderr).
-No authentication, no paging, no TLS: for the dev/CI node only.
+at consistency C (default ONE). Prints rows tab-separated (text/varchar as text,
+ints as numbers, inet as an address, uuid in its usual form, other types as hex),
+'OK' for void results, the change for schema changes. Exits 0 on success, 1 on
+connection/protocol/CQL error (message on stderr).
+No authentication, no paging, no TLS: for the dev/CI nodes only.
 """
 import argparse
+import ipaddress
 import socket
 import struct
 import sys
+import uuid
 
 OP_ERROR, OP_STARTUP, OP_READY, OP_AUTHENTICATE, OP_QUERY, OP_RESULT = 0x00, 0x01, 0x02, 0x03, 0x07, 0x08
+
+# Protocol v4 consistency codes, by the names cqlsh uses.
+CONSISTENCY = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003, "QUORUM": 0x0004,
+               "ALL": 0x0005, "LOCAL_QUORUM": 0x0006, "EACH_QUORUM": 0x0007, "LOCAL_ONE": 0x000A}
 
 
 class CqlError(Exception):
@@ -81,6 +88,10 @@ def _decode(tid, raw):
         return str(int.from_bytes(raw, "big", signed=True))
     if tid == 0x0004 and len(raw) == 1:        # boolean
         return "true" if raw[0] else "false"
+    if tid == 0x0010 and len(raw) in (4, 16):  # inet (system.peers)
+        return str(ipaddress.ip_address(raw))
+    if tid in (0x000C, 0x000F) and len(raw) == 16:  # uuid, timeuuid (host ids)
+        return str(uuid.UUID(bytes=raw))
     return "0x" + raw.hex()
 
 
@@ -122,9 +133,9 @@ class Conn:
         if op != OP_READY:
             raise CqlError("unexpected reply to STARTUP: opcode 0x%02x" % op)
 
-    def query(self, cql):
+    def query(self, cql, consistency=CONSISTENCY["ONE"]):
         q = cql.encode()
-        body = struct.pack(">i", len(q)) + q + struct.pack(">HB", 0x0001, 0)
+        body = struct.pack(">i", len(q)) + q + struct.pack(">HB", consistency, 0)
         op, r = self.request(OP_QUERY, body)
         if op != OP_RESULT:
             raise CqlError("unexpected reply to QUERY: opcode 0x%02x" % op)
@@ -164,6 +175,8 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=9042)
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--consistency", default="ONE", type=str.upper, choices=sorted(CONSISTENCY),
+                    help="e.g. ALL to fail while the coordinator believes a replica is down")
     ap.add_argument("--quiet", action="store_true", help="print nothing on success")
     ap.add_argument("queries", nargs="*", default=["SELECT release_version FROM system.local"])
     a = ap.parse_args()
@@ -172,7 +185,7 @@ def main():
         try:
             c.startup()
             for q in a.queries:
-                for line in c.query(q):
+                for line in c.query(q, CONSISTENCY[a.consistency]):
                     if not a.quiet:
                         print(line)
         finally:
