@@ -37,6 +37,25 @@ impl Options {
     }
 }
 
+/// An origin on the test services, a fault-injecting proxy in front of it, and an edge with
+/// freshness bound S whose origin is the proxy: what the edge tests start.
+pub struct EdgeStack {
+    /// The origin.
+    pub origin: crate::origin::TestOrigin,
+    /// Between the edge and the origin.
+    pub proxy: crate::proxy::ChaosProxy,
+    /// The edge.
+    pub edge: Wrangler,
+}
+
+/// Starts an [`EdgeStack`] with `tune` applied to the origin's config.
+pub async fn edge_stack(freshness_secs: u32, tune: impl FnOnce(&mut bloomgate_origin::config::Config)) -> EdgeStack {
+    let origin = crate::origin::TestOrigin::on_services(tune).await;
+    let proxy = crate::proxy::ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
+    let edge = Wrangler::start(&format!("http://{}", proxy.addr), crate::origin::EDGE_SECRET, freshness_secs).await;
+    EdgeStack { origin, proxy, edge }
+}
+
 /// A running `wrangler dev`; dropped = stopped (SIGINT, then SIGKILL).
 pub struct Wrangler {
     /// `http://127.0.0.1:port`.

@@ -238,3 +238,34 @@ fn one_request(
         http.get(format!("{base}/v1/filters/{filter}/keys/{}", pick(load.present_share)))
     }
 }
+
+/// Starts an origin on the test services with a filter of 20,000 stored keys and an edge in
+/// front of it (`LOG_REQUESTS` as given), drives the load and prints what it saw.
+pub async fn on_a_fresh_stack(load: &Load, log_requests: bool) -> Report {
+    let origin = crate::origin::TestOrigin::on_services(|_| {}).await;
+    let mut options = crate::edge::Options::new(2);
+    options.vars.push(("LOG_REQUESTS".into(), log_requests.to_string()));
+    let edge = crate::edge::Wrangler::start_with(&origin.base, crate::origin::EDGE_SECRET, options).await;
+    let filter = crate::unique_filter("memory");
+    origin.create_filter(&filter, 1_000_000, 0.01).await;
+    let present = crate::random_keys(20_000);
+    origin.insert_all(&filter, &present).await;
+    let processes = workerd_processes(edge.pid());
+    assert!(processes.iter().any(|(_, role)| role == "worker"), "no workerd found under wrangler: {processes:?}");
+    let report = drive(&edge.base, &filter, &present, edge.pid(), load).await;
+    eprintln!(
+        "{} lookups/s for {:?}: {} sent, {} answered, {} skipped (in flight at the cap), {} errors, {} timeouts, \
+         {} unexpected {:?}\n{}",
+        load.rate,
+        load.duration,
+        report.sent,
+        report.answered,
+        report.skipped,
+        report.errors,
+        report.timeouts,
+        report.unexpected,
+        report.failures,
+        report.table()
+    );
+    report
+}

@@ -45,6 +45,16 @@ pub fn config(redis_url: Option<String>, cassandra: &str) -> Config {
 }
 
 impl TestOrigin {
+    /// An origin on the test services (Redis and Cassandra, which must be reachable), with
+    /// `tune` applied to its config.
+    pub async fn on_services(tune: impl FnOnce(&mut Config)) -> TestOrigin {
+        crate::require("Redis", &crate::redis_addr()).await;
+        crate::require("Cassandra", &crate::cassandra_addr()).await;
+        let mut cfg = config(Some(format!("redis://{}/", crate::redis_addr())), &crate::cassandra_addr());
+        tune(&mut cfg);
+        TestOrigin::start(cfg).await
+    }
+
     /// Builds the state (connecting the stores) and serves.
     pub async fn start(config: Config) -> TestOrigin {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();

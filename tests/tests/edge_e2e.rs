@@ -11,9 +11,8 @@
 //! `scripts/test` does all of it. The edge reaches the origin through a proxy the test can cut
 //! or make corrupt large bodies.
 
-use bloomgate_tests::edge::{batch as edge_batch, Wrangler};
+use bloomgate_tests::edge::{batch as edge_batch, edge_stack, EdgeStack, Wrangler};
 use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
-use bloomgate_tests::proxy::ChaosProxy;
 use bloomgate_tests::raw_http::{self, RawResponse};
 use bloomgate_tests::redis_server::RedisServer;
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
@@ -26,11 +25,7 @@ const FRESHNESS_SECS: u32 = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_answers_no_itself_and_never_a_false_negative() {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
-    let proxy = ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
-    let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, FRESHNESS_SECS).await;
+    let EdgeStack { origin, proxy, edge } = edge_stack(FRESHNESS_SECS, |_| {}).await;
     let http = reqwest::Client::new();
     let filter = unique_filter("edge");
     origin.create_filter(&filter, 50_000, 0.01).await;
@@ -327,10 +322,7 @@ async fn ask(base: &str, target: &str) -> Sides {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
-    let edge = Wrangler::start(&origin.base, EDGE_SECRET, FRESHNESS_SECS).await;
+    let EdgeStack { origin, edge, .. } = edge_stack(FRESHNESS_SECS, |_| {}).await;
     let filter = unique_filter("paths");
     let r = origin
         .http
@@ -558,11 +550,7 @@ async fn head_lookups_batch_limits_and_the_origins_refusals_at_the_edge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_origin_never_turns_into_a_stale_no() {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
-    let proxy = ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
-    let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, FRESHNESS_SECS).await;
+    let EdgeStack { origin, proxy, edge } = edge_stack(FRESHNESS_SECS, |_| {}).await;
     let http = reqwest::Client::new();
     let filter = unique_filter("slow");
     origin.create_filter(&filter, 200_000, 0.01).await;

@@ -17,10 +17,9 @@
 //! `/metrics` (`bloomgate_edge_requests_total{kind="segment"|"journal"}`).
 
 use bloomgate_filter::{JournalPosition, Manifest};
-use bloomgate_tests::edge::{batch as edge_batch, Wrangler};
-use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
-use bloomgate_tests::proxy::ChaosProxy;
-use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
+use bloomgate_tests::edge::{batch as edge_batch, edge_stack, EdgeStack};
+use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
 use std::time::{Duration, Instant};
 
@@ -126,12 +125,7 @@ struct WritesSeen {
 /// acknowledgement until it is seen. Every "not seen" is checked against the bound: one from a
 /// lookup that started S or more after the acknowledgement is a violation.
 async fn write_while_looking_up_at_the_edge(journal_enabled: bool, writes: usize) -> WritesSeen {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let mut cfg = config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr());
-    cfg.journal_enabled = journal_enabled;
-    let origin = TestOrigin::start(cfg).await;
-    let edge = Wrangler::start(&origin.base, EDGE_SECRET, S_SECS).await;
+    let EdgeStack { origin, edge, .. } = edge_stack(S_SECS, |c| c.journal_enabled = journal_enabled).await;
     let http = reqwest::Client::new();
     let prefix = if journal_enabled { "journal" } else { "nojournal" };
     let (filter, manifest) = warm_filter(&origin, &edge.base, &http, prefix).await;
@@ -251,14 +245,9 @@ async fn journal_status(origin: &TestOrigin, filter: &str, generation: u64, afte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_behind_the_journals_retention_fetches_segments_whole_and_stays_correct() {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let mut cfg = config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr());
     // Redis trims a stream by whole nodes (100 entries by default): 400 adds past a limit of 10
     // are sure to drop the entries just after where the edge's copies stop.
-    cfg.journal_max_entries = 10;
-    let origin = TestOrigin::start(cfg).await;
-    let edge = Wrangler::start(&origin.base, EDGE_SECRET, S_SECS).await;
+    let EdgeStack { origin, edge, .. } = edge_stack(S_SECS, |c| c.journal_max_entries = 10).await;
     let http = reqwest::Client::new();
     let (filter, warm) = warm_filter(&origin, &edge.base, &http, "retention").await;
     let held_at = warm.journal.expect("the origin keeps a journal");
@@ -305,10 +294,7 @@ async fn origin_generation(origin: &TestOrigin, filter: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_while_the_edge_holds_segments_the_journal_brought_forward() {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
-    let edge = Wrangler::start(&origin.base, EDGE_SECRET, S_SECS).await;
+    let EdgeStack { origin, edge, .. } = edge_stack(S_SECS, |_| {}).await;
     let http = reqwest::Client::new();
     let (filter, warm) = warm_filter(&origin, &edge.base, &http, "rebuild-journal").await;
     let first = warm.generation;
@@ -362,11 +348,7 @@ async fn a_rebuild_while_the_edge_holds_segments_the_journal_brought_forward() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_journal_answer_never_turns_into_a_no_for_an_acknowledged_key() {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let origin = TestOrigin::start(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr())).await;
-    let proxy = ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
-    let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, S_SECS).await;
+    let EdgeStack { origin, proxy, edge } = edge_stack(S_SECS, |_| {}).await;
     let http = reqwest::Client::new();
     let (filter, _) = warm_filter(&origin, &edge.base, &http, "damaged-journal").await;
 

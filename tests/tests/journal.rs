@@ -8,19 +8,10 @@
 //! `BLOOMGATE_TEST_REDIS` and `BLOOMGATE_TEST_CASSANDRA` name the services.
 
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
-use bloomgate_origin::config::Config;
-use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
-use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
+use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
 use serde_json::json;
-
-async fn origin(tune: impl FnOnce(&mut Config)) -> TestOrigin {
-    require("Redis", &redis_addr()).await;
-    require("Cassandra", &cassandra_addr()).await;
-    let mut cfg = config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr());
-    tune(&mut cfg);
-    TestOrigin::start(cfg).await
-}
 
 async fn edge_get(origin: &TestOrigin, path: &str) -> reqwest::Response {
     origin
@@ -58,7 +49,7 @@ async fn create(origin: &TestOrigin, filter: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_segment_copy_plus_the_journal_holds_what_a_fresh_copy_holds() {
-    let origin = origin(|_| {}).await;
+    let origin = TestOrigin::on_services(|_| {}).await;
     let filter = unique_filter("journal");
     create(&origin, &filter).await;
     let before = random_keys(2_000);
@@ -153,7 +144,7 @@ async fn an_old_segment_copy_plus_the_journal_holds_what_a_fresh_copy_holds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_position_past_the_journals_retention_is_refused_never_answered_from_a_gap() {
-    let origin = origin(|c| c.journal_max_entries = 50).await;
+    let origin = TestOrigin::on_services(|c| c.journal_max_entries = 50).await;
     let filter = unique_filter("retention");
     create(&origin, &filter).await;
     let start = manifest(&origin, &filter).await;
@@ -185,7 +176,7 @@ async fn a_position_past_the_journals_retention_is_refused_never_answered_from_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_journal_off_manifests_and_segments_are_as_before() {
-    let origin = origin(|c| c.journal_enabled = false).await;
+    let origin = TestOrigin::on_services(|c| c.journal_enabled = false).await;
     let filter = unique_filter("nojournal");
     create(&origin, &filter).await;
     origin.insert_all(&filter, &random_keys(100)).await;
@@ -203,7 +194,7 @@ async fn with_the_journal_off_manifests_and_segments_are_as_before() {
 /// an automatic resize retired the replaced generation under an insert, which failed with 503.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
-    let origin = origin(|_| {}).await;
+    let origin = TestOrigin::on_services(|_| {}).await;
     let filter = unique_filter("jretired");
     create(&origin, &filter).await;
     let store = origin.state.gate.filter_store().clone();
@@ -229,8 +220,8 @@ async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
 /// from it would answer "no" for keys that origin acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origins_that_disagree_on_the_journal_never_hide_an_add_from_it() {
-    let on = origin(|_| {}).await;
-    let off = origin(|c| c.journal_enabled = false).await;
+    let on = TestOrigin::on_services(|_| {}).await;
+    let off = TestOrigin::on_services(|c| c.journal_enabled = false).await;
 
     // Named by the origin with the journal on: every add appends, through either origin.
     let filter = unique_filter("jmixed");
@@ -285,7 +276,7 @@ async fn journal_chunk(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journal_chunk_says_when_it_can_stand_for_the_manifest() {
     // A grace long enough that the replaced generation is still served when asked.
-    let origin = origin(|c| c.rebuild_grace_ms = 120_000).await;
+    let origin = TestOrigin::on_services(|c| c.rebuild_grace_ms = 120_000).await;
     let filter = unique_filter("jmanifest");
     create(&origin, &filter).await;
     origin.insert_all(&filter, &random_keys(300)).await;

@@ -12,7 +12,7 @@ use super::history::{DbCheck, History, Outcome, Recorder};
 use super::keys::{KeyClass, KeyId, KeySpace};
 use super::memory::sample_rss;
 use super::probe::{ProbeSettings, Prober};
-use super::report::{self, Report, RunFacts};
+use super::report::{self, Report, RunFacts, RunSettings};
 use super::schedule::required_faults;
 use super::workload::{Endpoints, Workload, WorkloadSettings};
 use crate::origin::TOKEN;
@@ -187,7 +187,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
             edge_rss_limit_kib: options.edge_rss_limit_mib * 1024,
         },
     );
-    let facts = RunFacts {
+    let settings = RunSettings {
         command: options.command.clone(),
         seed: options.seed,
         keyspace,
@@ -199,6 +199,9 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         rss_limit_mib: options.rss_limit_mib,
         edge_rss_limit_mib: options.edge_rss_limit_mib,
         workload: options.workload.clone(),
+    };
+    let facts = RunFacts {
+        settings,
         skipped_ops: skipped,
         required_faults: required_faults(options.edge),
         automatic_rebuilds: reasons,

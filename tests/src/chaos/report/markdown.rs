@@ -30,12 +30,13 @@ pub fn markdown(r: &Report) -> String {
             if down.note.is_empty() { String::new() } else { format!(" Its log ends: `{}`", down.note.replace('`', "'")) }
         );
     }
-    let _ = writeln!(md, "`{}`\n", r.command);
-    let edge = if r.edge { format!(" + edge (S = {} s)", r.freshness_secs) } else { String::new() };
+    let _ = writeln!(md, "`{}`\n", r.settings.command);
+    let set = &r.settings;
+    let edge = if set.edge { format!(" + edge (S = {} s)", set.freshness_secs) } else { String::new() };
     let _ = writeln!(
         md,
         "{:.1} s from {}, seed {}, {} origins{edge}, keyspace `{}`; errors tolerated until {} s after a fault; RSS limit {} MiB per origin, {} MiB for the edge.\n",
-        r.run_secs, r.started_at, r.seed, r.origins, r.keyspace, r.allowance_secs, r.rss_limit_mib, r.edge_rss_limit_mib
+        r.run_secs, r.started_at, set.seed, set.origins, set.keyspace, set.allowance_secs, set.rss_limit_mib, set.edge_rss_limit_mib
     );
     let c = &r.checked;
     let _ = writeln!(
@@ -161,7 +162,7 @@ mod tests {
         Answer, AnsweredBy, EdgeDown, Fault, FaultKind, History, Op, OpKind, Outcome, Process, RssSample, Target, Why,
     };
     use crate::chaos::keys::{KeyId, KeySpace};
-    use crate::chaos::report::{build, RunFacts};
+    use crate::chaos::report::{build, RunFacts, RunSettings};
     use crate::chaos::workload::WorkloadSettings;
     use std::time::Duration;
 
@@ -225,7 +226,7 @@ mod tests {
             freshness: Duration::from_secs(3),
             max_in_flight: 1,
         };
-        let facts = RunFacts {
+        let settings = RunSettings {
             command: "bloomgate-chaos run".into(),
             seed: 1,
             keyspace: "chaos_x".into(),
@@ -237,6 +238,9 @@ mod tests {
             rss_limit_mib: 512,
             edge_rss_limit_mib: 512,
             workload,
+        };
+        let facts = RunFacts {
+            settings,
             skipped_ops: (0, 0),
             required_faults: [FaultKind::FlushAll].into(),
             automatic_rebuilds: vec![],

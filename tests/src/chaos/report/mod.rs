@@ -73,30 +73,11 @@ pub struct Report {
     pub passed: bool,
     /// Violations, all kinds.
     pub violations: u64,
-    /// How the run was started.
-    pub command: String,
-    /// Seed of keys and choices.
-    pub seed: u64,
-    /// Cassandra keyspace of the run.
-    pub keyspace: String,
-    /// Filter name.
-    pub filter: String,
+    /// How the run was set up (its fields appear at the report's top level).
+    #[serde(flatten)]
+    pub settings: RunSettings,
     /// Seconds from the first operation to the last.
     pub run_secs: f64,
-    /// Origin processes.
-    pub origins: usize,
-    /// Whether the edge ran.
-    pub edge: bool,
-    /// The edge's S.
-    pub freshness_secs: u32,
-    /// Errors tolerated this long after a fault's end.
-    pub allowance_secs: f64,
-    /// RSS limit per origin.
-    pub rss_limit_mib: u64,
-    /// RSS limit of the edge's `workerd`.
-    pub edge_rss_limit_mib: u64,
-    /// Rates.
-    pub workload: WorkloadSettings,
     /// The edge stopped answering, if it did (and what that cost).
     pub edge_down: Option<EdgeDown>,
     /// Workload operations recorded.
@@ -143,30 +124,37 @@ pub struct Report {
     pub logs: Vec<String>,
 }
 
-/// What the report says beyond the history and the check.
-pub struct RunFacts {
-    /// Command line.
+/// How a run was set up, as the report states it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSettings {
+    /// How the run was started.
     pub command: String,
-    /// Seed.
+    /// Seed of keys and choices.
     pub seed: u64,
-    /// Keyspace.
+    /// Cassandra keyspace of the run.
     pub keyspace: String,
-    /// Filter.
+    /// Filter name.
     pub filter: String,
-    /// Origins.
+    /// Origin processes.
     pub origins: usize,
-    /// Edge on.
+    /// Whether the edge ran.
     pub edge: bool,
-    /// S.
+    /// The edge's S.
     pub freshness_secs: u32,
-    /// Allowance.
+    /// Errors tolerated this long after a fault's end.
     pub allowance_secs: f64,
-    /// RSS limit.
+    /// RSS limit per origin.
     pub rss_limit_mib: u64,
-    /// The edge's RSS limit.
+    /// RSS limit of the edge's `workerd`.
     pub edge_rss_limit_mib: u64,
     /// Rates.
     pub workload: WorkloadSettings,
+}
+
+/// What the report says beyond the history and the check.
+pub struct RunFacts {
+    /// How the run was set up.
+    pub settings: RunSettings,
     /// Skipped operations: (to the origins, to the edge).
     pub skipped_ops: (u64, u64),
     /// Faults that had to be injected.
@@ -252,7 +240,7 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
             note: of_kind[0].note.clone(),
         });
     }
-    let observed = observed_rows(&history.faults, (facts.allowance_secs * 1e6) as u64);
+    let observed = observed_rows(&history.faults, (facts.settings.allowance_secs * 1e6) as u64);
     let mut automatic_rebuilds = BTreeMap::new();
     for reason in facts.automatic_rebuilds {
         *automatic_rebuilds.entry(reason).or_insert(0u64) += 1;
@@ -278,18 +266,8 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
     Report {
         passed: violations == 0 && missing.is_empty(),
         violations,
-        command: facts.command,
-        seed: facts.seed,
-        keyspace: facts.keyspace,
-        filter: facts.filter,
+        settings: facts.settings,
         run_secs: (last - first) as f64 / 1e6,
-        origins: facts.origins,
-        edge: facts.edge,
-        freshness_secs: facts.freshness_secs,
-        allowance_secs: facts.allowance_secs,
-        rss_limit_mib: facts.rss_limit_mib,
-        edge_rss_limit_mib: facts.edge_rss_limit_mib,
-        workload: facts.workload,
         edge_down: history.edge_down.clone(),
         ops_total: history.ops.len() as u64,
         ops_by_kind,
