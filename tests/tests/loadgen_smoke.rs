@@ -68,6 +68,7 @@ async fn the_harness_measures_what_the_filter_saves() {
             probe_every: 5,
             probe_interval: Duration::from_millis(50),
             probe_margin: Duration::from_millis(500),
+            reuse_filters: None,
         }),
         command: "cargo test -p bloomgate-tests --test loadgen_smoke".into(),
     };

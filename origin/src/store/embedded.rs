@@ -358,7 +358,6 @@ impl FilterStore for MemoryFilterStore {
         ready(Ok(()))
     }
 
-
     fn journal_head(
         &self,
         filter: &str,

@@ -135,6 +135,10 @@ struct RunArgs {
     /// Run only the writes A/B (skip the side-by-side targets and the sweep).
     #[arg(long)]
     writes_only: bool,
+    /// Measure the filters of an earlier writes A/B again instead of preloading new ones:
+    /// `JOURNAL_SIDE,NO_JOURNAL_SIDE` (same --seed and --write-present as that run).
+    #[arg(long, value_delimiter = ',', num_args = 2)]
+    write_filters: Option<Vec<String>>,
     /// Keys preloaded into each side's filter of the writes A/B.
     #[arg(long, default_value_t = 1_000_000)]
     write_present: usize,
@@ -253,6 +257,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             probe_every: args.probe_every.max(1),
             probe_interval: Duration::from_millis(args.probe_interval_ms.max(1)),
             probe_margin: Duration::from_millis(args.probe_margin_ms),
+            reuse_filters: args.write_filters.clone().map(|f| [f[0].clone(), f[1].clone()]),
         }),
         command: std::env::args()
             .map(|a| if a == me.to_string_lossy() { "bloomgate-loadgen".into() } else { a })

@@ -55,6 +55,10 @@ pub struct WritesConfig {
     pub probe_interval: Duration,
     /// Followed for S plus this long before it counts as never seen.
     pub probe_margin: Duration,
+    /// The filters of an earlier A/B run with the same seed and `present` (journal side, then
+    /// no-journal side) to measure again instead of preloading new ones: another write rate on
+    /// the same filters, without an hour of preload on this machine.
+    pub reuse_filters: Option<[String; 2]>,
 }
 
 /// One side of the A/B.
@@ -289,7 +293,16 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
     let present = Arc::new(present_keys(cfg.seed, w.present));
     let mut filters = Vec::new();
     let preload_started = Instant::now();
-    for side in [Side::Journal, Side::NoJournal] {
+    if let Some(reused) = &w.reuse_filters {
+        step(cfg, &format!("writes A/B: measuring the filters {reused:?} again (no preload)"));
+        for (side, name) in [Side::Journal, Side::NoJournal].into_iter().zip(reused) {
+            let stats = format!("{}/v1/filters/{name}/stats", origin_of(side).base);
+            let r = http.get(&stats).bearer_auth(crate::origin::TOKEN).send().await?;
+            anyhow::ensure!(r.status().is_success(), "--write-filters: {name}: {} {}", r.status(), r.text().await?);
+            filters.push(name.clone());
+        }
+    }
+    for side in [Side::Journal, Side::NoJournal].into_iter().filter(|_| w.reuse_filters.is_none()) {
         let name = format!("fresh-{}-{:016x}", side.name(), rand::random::<u64>());
         step(cfg, &format!("writes A/B: preloading {} keys into {name} (capacity {capacity})", w.present));
         let spec = FilterSpec { name: &name, fp_rate: cfg.fp_rate, capacity, segment_bytes: w.segment_bytes };
@@ -336,6 +349,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         ("warmup_secs", w.warmup.as_secs_f64().to_string()),
         ("origin_duration_secs", w.origin_duration.as_secs_f64().to_string()),
         ("rounds", w.rounds.to_string()),
+        ("reused_filters", w.reuse_filters.as_ref().map_or("no (preloaded)".into(), |f| f.join(","))),
         ("probe_every", w.probe_every.to_string()),
         ("probe_interval_ms", w.probe_interval.as_millis().to_string()),
         ("probe_margin_ms", w.probe_margin.as_millis().to_string()),
