@@ -36,8 +36,10 @@ const OPS_PER_SEC: u32 = 20;
 const ALL_UP: Duration = Duration::from_secs(10);
 /// How long the node stays down before its restart begins.
 const DOWN: Duration = Duration::from_secs(30);
-/// When, after the kill, the rebuild's full scan starts.
-const REBUILD_AFTER: Duration = Duration::from_secs(10);
+/// When, after the kill, the rebuild's full scan starts: before the other nodes have marked
+/// the dead one down, when a page of a range scan may wait on it until it times out (the scan
+/// then reads that range again).
+const REBUILD_AFTER: Duration = Duration::from_secs(2);
 /// Time the driver and the other nodes get to notice the dead node. Operations that start
 /// later while it is down must succeed (MIN_SHARE_DOWN); those before are only counted.
 const NOTICE: Duration = Duration::from_secs(5);
