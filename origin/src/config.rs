@@ -24,6 +24,10 @@ pub struct Config {
     pub cassandra_keyspace: String,
     /// Replication clause used when creating the keyspace.
     pub cassandra_replication: String,
+    /// Create the keyspace and tables at start if missing. `false`, for operators who manage
+    /// schema themselves: create nothing, check at start that they exist with the columns
+    /// bloomgate uses, and otherwise fail printing the CQL to run.
+    pub cassandra_manage_schema: bool,
     /// Consistency for reads and writes: `one`, `local_one`, `quorum`, `local_quorum`, `all`.
     pub cassandra_consistency: String,
     /// Per-request Cassandra timeout in ms.
@@ -99,6 +103,7 @@ impl Default for Config {
             cassandra_nodes: Vec::new(),
             cassandra_keyspace: "bloomgate".into(),
             cassandra_replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            cassandra_manage_schema: true,
             cassandra_consistency: "local_quorum".into(),
             cassandra_timeout_ms: 2000,
             data_dir: PathBuf::from(".state/origin"),
@@ -289,6 +294,9 @@ mod tests {
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.max_batch, 10);
         assert_eq!(c.redis_timeout_ms, 50);
+        assert!(c.cassandra_manage_schema, "the origin creates its schema unless told not to");
+        let c: Config = toml::from_str("cassandra_manage_schema = false\n").unwrap();
+        assert!(!c.cassandra_manage_schema);
         let err = toml::from_str::<Config>("max_batchh = 10\n").unwrap_err().to_string();
         assert!(err.contains("max_batchh"), "{err}");
     }

@@ -70,6 +70,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
                 nodes: config.cassandra_nodes.clone(),
                 keyspace: config.cassandra_keyspace.clone(),
                 replication: config.cassandra_replication.clone(),
+                manage_schema: config.cassandra_manage_schema,
                 consistency: config.consistency()?,
                 timeout: config.cassandra_timeout(),
             };

@@ -66,6 +66,9 @@ struct ServeArgs {
     /// Cassandra keyspace.
     #[arg(long, env = "BLOOMGATE_CASSANDRA_KEYSPACE")]
     cassandra_keyspace: Option<String>,
+    /// Create the Cassandra keyspace and tables if missing (false: only check they exist).
+    #[arg(long, env = "BLOOMGATE_CASSANDRA_MANAGE_SCHEMA")]
+    cassandra_manage_schema: Option<bool>,
     /// Cassandra consistency (one, local_one, quorum, local_quorum, each_quorum, all).
     #[arg(long, env = "BLOOMGATE_CASSANDRA_CONSISTENCY")]
     cassandra_consistency: Option<String>,
@@ -140,6 +143,7 @@ impl ServeArgs {
             redis_write_timeout_ms,
             cassandra_nodes,
             cassandra_keyspace,
+            cassandra_manage_schema,
             cassandra_consistency,
             cassandra_timeout_ms,
             data_dir,
@@ -325,11 +329,14 @@ mod tests {
             "9",
             "--journal-enabled",
             "false",
+            "--cassandra-manage-schema",
+            "false",
         ]);
         assert_eq!(c.redis_write_timeout_ms, 1234, "was parsed and silently ignored");
         assert_eq!((c.max_filter_bytes, c.rebuild_grace_ms), (99, 7));
         assert_eq!((c.header_read_timeout_ms, c.max_connections), (8, 9));
         assert!(!c.journal_enabled);
+        assert!(!c.cassandra_manage_schema);
         assert_eq!(serve_config(&[]), Config::default());
     }
 }

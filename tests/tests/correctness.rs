@@ -342,6 +342,26 @@ async fn reads_that_might_miss_acknowledged_writes_are_refused_at_start() {
     assert!(bloomgate_origin::build_state(cfg).await.is_ok());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_managed_schema_is_checked_never_created() {
+    services().await;
+    let mut cfg = config(shared_redis(), &cassandra_addr());
+    cfg.cassandra_keyspace = keyspace();
+    cfg.cassandra_manage_schema = false;
+    let err = match bloomgate_origin::build_state(cfg.clone()).await {
+        Ok(_) => panic!("an origin that manages no schema started on a keyspace that does not exist"),
+        Err(e) => e.to_string(),
+    };
+    // The operator is told exactly what to run.
+    let create = format!("CREATE KEYSPACE IF NOT EXISTS {} WITH replication = ", cfg.cassandra_keyspace);
+    assert!(err.contains(&create) && err.contains("PRIMARY KEY ((filter, key))"), "{err}");
+    // Nothing was created meanwhile: the same start fails the same way.
+    assert!(bloomgate_origin::build_state(cfg.clone()).await.is_err(), "the check created the schema");
+    // Once the schema exists (here created by a managing origin), the check passes.
+    drop(bloomgate_origin::build_state(Config { cassandra_manage_schema: true, ..cfg.clone() }).await.unwrap());
+    assert!(bloomgate_origin::build_state(cfg).await.is_ok());
+}
+
 /// Sends raw bytes and returns what comes back before the server closes or `wait` passes.
 async fn raw_exchange(addr: &str, request: &[u8], wait: Duration) -> (String, bool) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();

@@ -2,7 +2,15 @@
 //!
 //! Every statement is prepared once at start-up with its consistency, timeout and idempotence;
 //! each lookup is a single-partition read bound on the full partition key.
+//!
+//! One consistency level for everything that reads or writes keys and definitions: lookups,
+//! writes, deletes, definitions and the rebuild's full-table scan all run at the configured
+//! `cassandra_consistency` (LOCAL_QUORUM by default), because a scan at a weaker level could
+//! miss an acknowledged key on a ring with a node down, and the rebuilt filter would then say
+//! "no" for it. Only the health ping reads at ONE: it reads `system.local`, a table of the
+//! coordinator itself, and asks whether that node answers, not whether replicas agree.
 
+use super::cassandra_schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
 use super::consistency::{check_overlap, Replication};
 use super::{FilterDef, KeyStore, KeyStoreError};
 use bloomgate_filter::KeyFormat;
@@ -22,11 +30,13 @@ use tracing::instrument;
 pub struct CassandraSettings {
     /// Contact points, `host:port`.
     pub nodes: Vec<String>,
-    /// Keyspace, created if missing.
+    /// Keyspace, created if missing when `manage_schema`.
     pub keyspace: String,
     /// Replication clause for a new keyspace, e.g.
     /// `{'class': 'SimpleStrategy', 'replication_factor': 1}`.
     pub replication: String,
+    /// Create the keyspace and tables if missing; `false` = only check that they exist.
+    pub manage_schema: bool,
     /// Consistency for reads and writes.
     pub consistency: Consistency,
     /// Per-request timeout.
@@ -52,6 +62,13 @@ pub struct CassandraKeyStore {
 const SCAN_RANGES: i64 = 64;
 /// Rows per page of a scan.
 const SCAN_PAGE: i32 = 5000;
+/// Attempts per token range of a scan. A page can time out while a replica has died and the
+/// ring has not yet marked it down (seen on the 3-node ring, `tests/tests/cassandra_ring.rs`:
+/// pages 10 s after a `kill -9` timed out, where single-key reads carried on); a later attempt
+/// reads from live replicas. Scanning a range again is harmless: the sink only sets bits.
+const SCAN_ATTEMPTS: u32 = 3;
+/// Pause before scanning a failed range again.
+const SCAN_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
 fn err(e: impl std::fmt::Display) -> KeyStoreError {
     KeyStoreError::Error(e.to_string())
@@ -73,7 +90,8 @@ fn classify(e: ExecutionError) -> KeyStoreError {
 }
 
 impl CassandraKeyStore {
-    /// Connects, creates the keyspace and tables if missing, and prepares every statement.
+    /// Connects, creates the keyspace and tables if missing (or, when the operator manages the
+    /// schema, checks that they exist), and prepares every statement.
     pub async fn connect(settings: &CassandraSettings) -> Result<CassandraKeyStore, KeyStoreError> {
         let session = SessionBuilder::new()
             .known_nodes(&settings.nodes)
@@ -82,19 +100,14 @@ impl CassandraKeyStore {
             .await
             .map_err(|e| err(format!("cannot connect to Cassandra at {:?}: {e}", settings.nodes)))?;
         let ks = &settings.keyspace;
-        let ddl = [
-            format!("CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {}", settings.replication),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.keys (filter text, key blob, value blob, PRIMARY KEY ((filter, key)))"
-            ),
-            format!(
-                "CREATE TABLE IF NOT EXISTS {ks}.filters (name text PRIMARY KEY, key_format text, capacity bigint, fp_rate double, segment_bytes bigint)"
-            ),
-        ];
-        for statement in ddl {
-            session.query_unpaged(statement, ()).await.map_err(err)?;
+        if settings.manage_schema {
+            for statement in create_statements(ks, &settings.replication) {
+                session.query_unpaged(statement, ()).await.map_err(err)?;
+            }
+            session.await_schema_agreement().await.map_err(err)?;
+        } else {
+            check_unmanaged_schema(&session, settings).await?;
         }
-        session.await_schema_agreement().await.map_err(err)?;
         check_keyspace_consistency(&session, ks, settings.consistency).await?;
         let prepare = |cql: String, idempotent: bool| {
             let session = &session;
@@ -139,10 +152,13 @@ impl CassandraKeyStore {
             true,
         )
         .await?;
+        // Prepared like the rest, so every page of the scan runs at the configured level
+        // (LOCAL_QUORUM by default), never the driver's default: see the module doc.
         scan_range.set_page_size(SCAN_PAGE);
         // A rebuild may take minutes: each page gets a generous timeout, not the lookup one.
         scan_range.set_request_timeout(Some(settings.timeout.max(Duration::from_secs(10))));
         let mut ping = prepare("SELECT release_version FROM system.local".to_string(), true).await?;
+        // The one exception to the configured level (see the module doc): a node-local table.
         ping.set_consistency(Consistency::One);
         Ok(CassandraKeyStore {
             session: Arc::new(session),
@@ -156,6 +172,32 @@ impl CassandraKeyStore {
             scan_range,
             ping,
         })
+    }
+
+    /// Sends the keys of `filter` in one token range to `sink`; returns how many.
+    async fn scan_range_once(
+        &self,
+        filter: &str,
+        start: i64,
+        end: i64,
+        sink: &(dyn Fn(&[u8]) + Send + Sync),
+    ) -> Result<u64, KeyStoreError> {
+        use futures::TryStreamExt;
+        let mut rows = self
+            .session
+            .execute_iter(self.scan_range.clone(), (start, end))
+            .await
+            .map_err(err)?
+            .rows_stream::<(String, Vec<u8>)>()
+            .map_err(err)?;
+        let mut n = 0u64;
+        while let Some((row_filter, key)) = rows.try_next().await.map_err(err)? {
+            if row_filter == filter {
+                sink(&key);
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// The driver session, for scans that live outside this trait (rebuilds).
@@ -174,6 +216,27 @@ fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow)
         fp_rate,
         segment_bytes: u64::try_from(segment_bytes).map_err(err)?,
     })
+}
+
+/// With `cassandra_manage_schema = false`: fails, printing the CQL to run, unless the keyspace
+/// and tables exist with the columns bloomgate uses. A missing keyspace simply has no columns.
+async fn check_unmanaged_schema(session: &Session, settings: &CassandraSettings) -> Result<(), KeyStoreError> {
+    let result = session
+        .query_unpaged(
+            "SELECT table_name, column_name, type, kind FROM system_schema.columns WHERE keyspace_name = ?",
+            (&settings.keyspace,),
+        )
+        .await
+        .map_err(err)?;
+    let rows = result.into_rows_result().map_err(err)?;
+    let columns: Vec<ExistingColumn> =
+        rows.rows::<ExistingColumn>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+    let problems = schema_problems(&columns);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(err(unmanaged_schema_error(&settings.keyspace, &settings.replication, &problems)))
+    }
 }
 
 /// Refuses to run at a consistency level whose reads might miss acknowledged writes for the
@@ -217,21 +280,17 @@ impl KeyStore for CassandraKeyStore {
         use futures::{StreamExt, TryStreamExt};
         async move {
             let scans = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| async move {
-                let mut rows = self
-                    .session
-                    .execute_iter(self.scan_range.clone(), (start, end))
-                    .await
-                    .map_err(err)?
-                    .rows_stream::<(String, Vec<u8>)>()
-                    .map_err(err)?;
-                let mut n = 0u64;
-                while let Some((row_filter, key)) = rows.try_next().await.map_err(err)? {
-                    if row_filter == filter {
-                        sink(&key);
-                        n += 1;
+                let mut attempt = 1;
+                loop {
+                    match self.scan_range_once(filter, start, end, sink).await {
+                        Err(e) if attempt < SCAN_ATTEMPTS => {
+                            tracing::warn!(filter, start, end, attempt, cause = %e, "scan of a token range failed; scanning it again");
+                            attempt += 1;
+                            tokio::time::sleep(SCAN_RETRY_PAUSE).await;
+                        }
+                        result => return result,
                     }
                 }
-                Ok::<u64, KeyStoreError>(n)
             });
             let counts: Vec<u64> =
                 futures::stream::iter(scans).buffer_unordered(concurrency.max(1)).try_collect().await?;

@@ -3,6 +3,7 @@
 //! redb for the quick start). All I/O to a system lives in that system's module.
 
 pub mod cassandra;
+pub mod cassandra_schema;
 pub mod consistency;
 pub mod embedded;
 pub mod redis;

@@ -26,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
         nodes: vec![bloomgate_tests::cassandra_addr()],
         keyspace: "bloomgate_bench".into(),
         replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+        manage_schema: true,
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(30),
     };

@@ -1,0 +1,181 @@
+//! The Cassandra schema bloomgate needs: the CQL that creates it, and the check of a keyspace
+//! an operator manages (`cassandra_manage_schema = false`) against it. Pure: the store reads
+//! `system_schema` and hands the rows here.
+
+/// What part of the primary key a column is, as `system_schema.columns.kind` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// Part of the partition key: lookups bind it, and the rebuild's scan takes its token.
+    PartitionKey,
+    /// Anything else: a clustering, regular or static column serves bloomgate the same.
+    Other,
+}
+
+/// One column bloomgate reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequiredColumn {
+    /// Table in the keyspace.
+    pub table: &'static str,
+    /// Column name.
+    pub column: &'static str,
+    /// CQL type, as `system_schema.columns.type` spells it.
+    pub cql_type: &'static str,
+    /// Whether it must be part of the partition key.
+    pub kind: ColumnKind,
+}
+
+const fn column(table: &'static str, column: &'static str, cql_type: &'static str, kind: ColumnKind) -> RequiredColumn {
+    RequiredColumn { table, column, cql_type, kind }
+}
+
+/// Every column the statements in `cassandra.rs` use. `keys` is partitioned by (filter, key)
+/// together: one key is one partition, and `token(filter, key)` cuts the rebuild's scan.
+pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
+    column("keys", "filter", "text", ColumnKind::PartitionKey),
+    column("keys", "key", "blob", ColumnKind::PartitionKey),
+    column("keys", "value", "blob", ColumnKind::Other),
+    column("filters", "name", "text", ColumnKind::PartitionKey),
+    column("filters", "key_format", "text", ColumnKind::Other),
+    column("filters", "capacity", "bigint", ColumnKind::Other),
+    column("filters", "fp_rate", "double", ColumnKind::Other),
+    column("filters", "segment_bytes", "bigint", ColumnKind::Other),
+];
+
+/// The statements that create the keyspace and tables, in order; each is a no-op when its
+/// object exists. Run by the origin itself, or printed for the operator who manages schema.
+pub fn create_statements(keyspace: &str, replication: &str) -> [String; 3] {
+    [
+        format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.keys (filter text, key blob, value blob, PRIMARY KEY ((filter, key)))"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.filters (name text PRIMARY KEY, key_format text, capacity bigint, fp_rate double, segment_bytes bigint)"
+        ),
+    ]
+}
+
+/// A column as `system_schema.columns` describes it: (table, column, type, kind).
+pub type ExistingColumn = (String, String, String, String);
+
+/// What is wrong with the existing columns of the keyspace: the keyspace or a table missing
+/// as a whole, else one line per required column that is missing or differs; empty when
+/// bloomgate can use them. Extra columns and tables are fine.
+pub fn schema_problems(existing: &[ExistingColumn]) -> Vec<String> {
+    if existing.is_empty() {
+        return vec!["it does not exist, or holds no tables".into()];
+    }
+    let table_exists = |name: &str| existing.iter().any(|(table, ..)| table == name);
+    let mut problems: Vec<String> = Vec::new();
+    for want in REQUIRED_COLUMNS {
+        if !table_exists(want.table) {
+            let problem = format!("table {} does not exist", want.table);
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+    }
+    let column_problems = REQUIRED_COLUMNS.iter().filter(|want| table_exists(want.table)).filter_map(|want| {
+        let found = existing.iter().find(|(table, column, _, _)| table == want.table && column == want.column);
+        let Some((_, _, cql_type, kind)) = found else {
+            return Some(format!("column {}.{} ({}) is missing", want.table, want.column, want.cql_type));
+        };
+        if cql_type != want.cql_type {
+            return Some(format!("column {}.{} is {cql_type}, not {}", want.table, want.column, want.cql_type));
+        }
+        let in_partition_key = kind == "partition_key";
+        match (want.kind, in_partition_key) {
+            (ColumnKind::PartitionKey, false) => {
+                Some(format!("column {}.{} is {kind}, not part of the partition key", want.table, want.column))
+            }
+            (ColumnKind::Other, true) => Some(format!(
+                "column {}.{} is part of the partition key, which bloomgate does not bind",
+                want.table, want.column
+            )),
+            _ => None,
+        }
+    });
+    problems.extend(column_problems);
+    problems
+}
+
+/// The start-up error when `cassandra_manage_schema = false` and the schema is not usable:
+/// what is wrong, and the exact CQL that makes it right.
+pub fn unmanaged_schema_error(keyspace: &str, replication: &str, problems: &[String]) -> String {
+    let cql: Vec<String> = create_statements(keyspace, replication).iter().map(|s| format!("  {s};")).collect();
+    format!(
+        "cassandra_manage_schema = false, so bloomgate creates no keyspace or tables, and keyspace {keyspace} is not ready: {}. \
+         Create it with this CQL (through cqlsh; the replication comes from cassandra_replication, change it to yours), then start again:\n{}\n\
+         An existing table with other columns must be dropped or altered to match first.",
+        problems.join("; "),
+        cql.join("\n")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The columns the created tables really have, as Cassandra 5.0 lists them.
+    fn as_created() -> Vec<ExistingColumn> {
+        let row = |t: &str, c: &str, ty: &str, k: &str| (t.into(), c.into(), ty.into(), k.into());
+        vec![
+            row("keys", "filter", "text", "partition_key"),
+            row("keys", "key", "blob", "partition_key"),
+            row("keys", "value", "blob", "regular"),
+            row("filters", "name", "text", "partition_key"),
+            row("filters", "key_format", "text", "regular"),
+            row("filters", "capacity", "bigint", "regular"),
+            row("filters", "fp_rate", "double", "regular"),
+            row("filters", "segment_bytes", "bigint", "regular"),
+        ]
+    }
+
+    #[test]
+    fn the_created_schema_has_no_problems_and_extra_columns_are_fine() {
+        let mut columns = as_created();
+        assert!(schema_problems(&columns).is_empty());
+        columns.push(("keys".into(), "written_at".into(), "timestamp".into(), "regular".into()));
+        assert!(schema_problems(&columns).is_empty());
+    }
+
+    #[test]
+    fn a_missing_keyspace_or_table_is_named_as_a_whole() {
+        assert_eq!(schema_problems(&[]), ["it does not exist, or holds no tables"]);
+        let mut columns = as_created();
+        columns.retain(|(table, ..)| table == "keys");
+        assert_eq!(schema_problems(&columns), ["table filters does not exist"]);
+        columns.retain(|(_, column, ..)| column != "value");
+        assert_eq!(schema_problems(&columns), ["table filters does not exist", "column keys.value (blob) is missing"]);
+    }
+
+    #[test]
+    fn a_wrong_type_or_primary_key_is_named() {
+        let mut columns = as_created();
+        columns[1].2 = "text".into();
+        // (filter) as the partition key and key clustering: the scan's token(filter, key) fails.
+        columns[1].3 = "clustering".into();
+        columns[2].3 = "partition_key".into();
+        let problems = schema_problems(&columns);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("keys.key is text, not blob"), "{problems:?}");
+        assert!(problems[1].contains("keys.value is part of the partition key"), "{problems:?}");
+        columns[1].2 = "blob".into();
+        assert!(schema_problems(&columns)[0].contains("keys.key is clustering, not part of the partition key"));
+    }
+
+    #[test]
+    fn the_error_prints_the_statements_to_run() {
+        let replication = "{'class': 'NetworkTopologyStrategy', 'datacenter1': 3}";
+        let message = unmanaged_schema_error("bg", replication, &schema_problems(&[]));
+        assert!(message.contains("cassandra_manage_schema = false"), "{message}");
+        assert!(message.contains("keyspace bg is not ready: it does not exist"), "{message}");
+        for statement in create_statements("bg", replication) {
+            assert!(message.contains(&format!("  {statement};")), "{message}");
+        }
+        assert!(message.contains(
+            "CREATE KEYSPACE IF NOT EXISTS bg WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 3};"
+        ));
+        assert!(message.contains("PRIMARY KEY ((filter, key))"));
+    }
+}
