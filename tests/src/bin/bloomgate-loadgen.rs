@@ -136,8 +136,10 @@ struct RunArgs {
     #[arg(long)]
     writes_only: bool,
     /// Measure the filters of an earlier writes A/B again instead of preloading new ones:
-    /// `JOURNAL_SIDE,NO_JOURNAL_SIDE` (same --seed and --write-present as that run).
-    #[arg(long, value_delimiter = ',', num_args = 2)]
+    /// `--write-filters JOURNAL_SIDE NO_JOURNAL_SIDE` (same --seed and --write-present as that
+    /// run). Its one use so far (BENCHMARKS.md, issue 10) gave figures that disagree with a
+    /// preloaded run's and were not used.
+    #[arg(long, num_args = 2)]
     write_filters: Option<Vec<String>>,
     /// Keys preloaded into each side's filter of the writes A/B.
     #[arg(long, default_value_t = 1_000_000)]
