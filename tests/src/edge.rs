@@ -38,7 +38,9 @@ impl Options {
 }
 
 /// An origin on the test services, a fault-injecting proxy in front of it, and an edge with
-/// freshness bound S whose origin is the proxy: what the edge tests start.
+/// freshness bound S whose origin is the proxy: what the edge tests start. Keep the proxy bound
+/// for as long as the edge is used (`proxy: _proxy`, not `..`, which drops it at once and leaves
+/// the edge with no origin).
 pub struct EdgeStack {
     /// The origin.
     pub origin: crate::origin::TestOrigin,

@@ -322,7 +322,7 @@ async fn ask(base: &str, target: &str) -> Sides {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
-    let EdgeStack { origin, edge, .. } = edge_stack(FRESHNESS_SECS, |_| {}).await;
+    let EdgeStack { origin, edge, proxy: _proxy } = edge_stack(FRESHNESS_SECS, |_| {}).await;
     let filter = unique_filter("paths");
     let r = origin
         .http

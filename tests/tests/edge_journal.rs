@@ -125,7 +125,7 @@ struct WritesSeen {
 /// acknowledgement until it is seen. Every "not seen" is checked against the bound: one from a
 /// lookup that started S or more after the acknowledgement is a violation.
 async fn write_while_looking_up_at_the_edge(journal_enabled: bool, writes: usize) -> WritesSeen {
-    let EdgeStack { origin, edge, .. } = edge_stack(S_SECS, |c| c.journal_enabled = journal_enabled).await;
+    let EdgeStack { origin, edge, proxy: _proxy } = edge_stack(S_SECS, |c| c.journal_enabled = journal_enabled).await;
     let http = reqwest::Client::new();
     let prefix = if journal_enabled { "journal" } else { "nojournal" };
     let (filter, manifest) = warm_filter(&origin, &edge.base, &http, prefix).await;
@@ -247,7 +247,7 @@ async fn journal_status(origin: &TestOrigin, filter: &str, generation: u64, afte
 async fn an_edge_behind_the_journals_retention_fetches_segments_whole_and_stays_correct() {
     // Redis trims a stream by whole nodes (100 entries by default): 400 adds past a limit of 10
     // are sure to drop the entries just after where the edge's copies stop.
-    let EdgeStack { origin, edge, .. } = edge_stack(S_SECS, |c| c.journal_max_entries = 10).await;
+    let EdgeStack { origin, edge, proxy: _proxy } = edge_stack(S_SECS, |c| c.journal_max_entries = 10).await;
     let http = reqwest::Client::new();
     let (filter, warm) = warm_filter(&origin, &edge.base, &http, "retention").await;
     let held_at = warm.journal.expect("the origin keeps a journal");
@@ -294,7 +294,7 @@ async fn origin_generation(origin: &TestOrigin, filter: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_while_the_edge_holds_segments_the_journal_brought_forward() {
-    let EdgeStack { origin, edge, .. } = edge_stack(S_SECS, |_| {}).await;
+    let EdgeStack { origin, edge, proxy: _proxy } = edge_stack(S_SECS, |_| {}).await;
     let http = reqwest::Client::new();
     let (filter, warm) = warm_filter(&origin, &edge.base, &http, "rebuild-journal").await;
     let first = warm.generation;
