@@ -213,18 +213,32 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
 
 /// The part of the run that uses the started cluster.
 async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Client) -> anyhow::Result<Driven> {
-    let created = http
-        .put(format!("{}/v1/filters/{FILTER}", cluster.origins[0].base))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "capacity": options.faults.initial_capacity, "fp_rate": 0.01 }))
-        .send()
-        .await?;
-    anyhow::ensure!(
-        created.status().as_u16() == 201,
-        "create the filter: {} {}",
-        created.status(),
-        created.text().await?
-    );
+    // The origin answers /readyz once Cassandra does; its Redis link may still be connecting
+    // (a create then fails half way: definition stored, no bits). Wait until it reaches Redis.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ready = format!("{}/readyz", cluster.origins[0].base);
+    while http.get(&ready).send().await?.json::<serde_json::Value>().await?["filter"] != "ok" {
+        anyhow::ensure!(Instant::now() < deadline, "origin-0 did not reach Redis within 60 s (GET {ready})");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A 503 (with Retry-After) is the origin's honest "not yet": ask again, as a client should,
+    // for a bounded time.
+    loop {
+        let created = http
+            .put(format!("{}/v1/filters/{FILTER}", cluster.origins[0].base))
+            .bearer_auth(TOKEN)
+            .json(&json!({ "capacity": options.faults.initial_capacity, "fp_rate": 0.01 }))
+            .send()
+            .await?;
+        let status = created.status().as_u16();
+        if status == 201 {
+            break;
+        }
+        let body = created.text().await?;
+        anyhow::ensure!(status == 503 && Instant::now() < deadline, "create the filter: {status} {body}");
+        eprintln!("chaos: create the filter: 503 ({body}); asking again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     let rec = Arc::new(Recorder::new());
     let keys = KeySpace::new(options.seed);
