@@ -480,10 +480,13 @@ impl Gate {
     pub async fn manifest(&self, name: &str) -> Result<Manifest, AppError> {
         let def = self.def(name).await?;
         let meta = self.active(name).await?;
+        // Every segment must still be readable: a lost one (evicted, deleted) makes the manifest
+        // unavailable, so no edge starts from a generation the recovery check will replace.
+        let versions = self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
         // Read after the request arrived: it covers every key acknowledged before.
         let (segment_versions, journal) = match meta.journal {
             true => (Vec::new(), Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?)),
-            false => (self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?, None),
+            false => (versions, None),
         };
         Ok(Manifest {
             filter: name.into(),
