@@ -368,9 +368,8 @@ impl Gate {
         Ok(())
     }
 
-    /// Adds the entries' keys to each generation, then to its insert journal: after the bits,
-    /// so an entry's bits are set before any reader can see the entry (see
-    /// `bloomgate_filter::journal`), and before the write is acknowledged.
+    /// Adds the entries' keys to each generation, and to its insert journal with the bits in
+    /// the same step (see `FilterStore::add`), before the write is acknowledged.
     async fn add_to(
         &self,
         name: &str,
@@ -379,10 +378,7 @@ impl Gate {
     ) -> Result<(), FilterUnavailable> {
         for meta in generations {
             let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
-            self.filters.add(name, *meta, hashes.clone()).await?;
-            if meta.journal {
-                self.filters.append_journal(name, *meta, hashes).await?;
-            }
+            self.filters.add(name, *meta, hashes).await?;
         }
         Ok(())
     }

@@ -75,6 +75,35 @@ impl MemoryFilterStore {
             progress: RwLock::default(),
         }
     }
+
+    /// Appends the hashes of one add to its generation's journal, after its bits: see
+    /// `FilterStore::add`.
+    fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+        if meta.incarnation != self.incarnation {
+            return Err(FilterUnavailable::Incarnation);
+        }
+        let key = (filter.to_owned(), meta.generation);
+        if read(&self.retired).contains(&key) {
+            // Retired: a harmless no-op, as the add before it was.
+            return Ok(());
+        }
+        let mut journals = write(&self.journals);
+        let Some(journal) = journals.get_mut(&key) else {
+            return Err(FilterUnavailable::SegmentMissing(0));
+        };
+        let now = crate::gate::now_ms();
+        journal.entries.push_back((now, hashes));
+        let oldest_kept = now.saturating_sub(self.journal.max_age.as_millis() as u64);
+        // Always keep the last entry: the head's position is read from it.
+        while journal.entries.len() > 1
+            && (journal.entries.len() as u64 > self.journal.max_entries
+                || journal.entries.front().is_some_and(|(at, _)| *at < oldest_kept))
+        {
+            journal.entries.pop_front();
+            journal.first += 1;
+        }
+        Ok(())
+    }
 }
 
 fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
@@ -274,7 +303,10 @@ impl FilterStore for MemoryFilterStore {
                     f.bits.insert_hash_shared(hash);
                     f.versions[meta.params.locate(hash).segment as usize].fetch_add(1, Ordering::SeqCst);
                 }
-                Ok(())
+                match meta.journal {
+                    true => self.append_journal(filter, meta, hashes),
+                    false => Ok(()),
+                }
             }
             Err(FilterUnavailable::MetaMissing) if self.is_retired(filter, meta) => Ok(()),
             Err(e) => Err(e),
@@ -323,38 +355,6 @@ impl FilterStore for MemoryFilterStore {
     }
 
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        ready(Ok(()))
-    }
-
-    fn append_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hashes: Vec<KeyHash>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        if meta.incarnation != self.incarnation {
-            return ready(Err(FilterUnavailable::Incarnation));
-        }
-        let key = (filter.to_owned(), meta.generation);
-        if read(&self.retired).contains(&key) {
-            // Retired: a harmless no-op, as the add before it was.
-            return ready(Ok(()));
-        }
-        let mut journals = write(&self.journals);
-        let Some(journal) = journals.get_mut(&key) else {
-            return ready(Err(FilterUnavailable::SegmentMissing(0)));
-        };
-        let now = crate::gate::now_ms();
-        journal.entries.push_back((now, hashes));
-        let oldest_kept = now.saturating_sub(self.journal.max_age.as_millis() as u64);
-        // Always keep the last entry: the head's position is read from it.
-        while journal.entries.len() > 1
-            && (journal.entries.len() as u64 > self.journal.max_entries
-                || journal.entries.front().is_some_and(|(at, _)| *at < oldest_kept))
-        {
-            journal.entries.pop_front();
-            journal.first += 1;
-        }
         ready(Ok(()))
     }
 

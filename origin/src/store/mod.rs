@@ -189,8 +189,11 @@ pub trait FilterStore: Send + Sync + 'static {
         meta: FilterMeta,
         hash: KeyHash,
     ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
-    /// Sets the keys' bits and bumps changed segments' versions. Errs if any key could not be
-    /// added: the caller must not acknowledge it. Adds to a segment no reader can use succeed
+    /// Sets the keys' bits and bumps changed segments' versions, then, for a generation with
+    /// an insert journal, appends the hashes to it as one entry, in one atomic step (an entry is
+    /// never seen without its bits; see `bloomgate_filter::journal`). Errs if any key could not
+    /// be added, or the journal that should take the entry is missing (it is created with its
+    /// generation and never re-created): the caller must not acknowledge it. Adds to a segment no reader can use succeed
     /// and change nothing: a retired one (see `retire_generation`), or one found half gone
     /// (bits or version missing), which is first marked lost for good, so that no origin or
     /// edge ever reads it again. A segment is never re-created as zeros.
@@ -224,15 +227,6 @@ pub trait FilterStore: Send + Sync + 'static {
     fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
     /// Whether the store is reachable now.
     fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
-    /// Appends one entry (the hashes one add set) to generation `meta`'s insert journal. Call
-    /// after the bits are set and before acknowledging. Fails if the journal is missing (it is
-    /// created with its generation and never re-created).
-    fn append_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hashes: Vec<KeyHash>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
     /// The journal's head: the position of its last entry.
     fn journal_head(&self, filter: &str, meta: FilterMeta)
         -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>>;

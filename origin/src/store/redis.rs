@@ -43,26 +43,52 @@ use std::future::Future;
 use std::time::Duration;
 use tracing::{instrument, warn};
 
-/// Sets the given bits only if the segment and its version exist; bumps the version if any bit
-/// changed. Returns the version, or -2 when the segment is unreadable, so the add changes
-/// nothing and is harmless: retired, or lost. A segment found half gone (bits or version
-/// missing: evicted, deleted) is marked lost first — bits deleted, version `lost` — so no
-/// reader, origin or edge, can ever use it again; the recovery check rebuilds the generation.
-/// It is never re-created as zeros.
+/// One add, atomically: sets the bits in each touched segment, then appends the hashes to the
+/// generation's insert journal (when it has one), so an entry is never seen without its bits
+/// and no bits of an acknowledged add are ever missing from the journal.
+///
+/// KEYS: `bits`, `ver` of each touched segment, then the journal (if ARGV[1] is 1). ARGV: [1]
+/// journal 0/1, [2] the journal's max entries, [3] its oldest id kept, [4] the entry (hashes),
+/// then per segment a count n and n bit offsets.
+///
+/// A segment whose version is `retired` or `lost` is skipped: the add changes nothing there
+/// and is harmless. One found half gone (bits or version missing: evicted, deleted) is marked
+/// lost first — bits deleted, version `lost` — so no reader, origin or edge, can ever use it
+/// again; the recovery check rebuilds the generation. It is never re-created as zeros. A
+/// changed segment's version is bumped. Returns 1; 2 when the journal was retired (the
+/// generation is unreadable: a harmless no-op, as the bits were); 0 when a journal that should
+/// exist is missing (the add must not be acknowledged). The journal is never re-created
+/// (NOMKSTREAM semantics), so its positions never restart.
 const ADD_SCRIPT: &str = r"
-local ver = redis.call('GET', KEYS[2])
-if ver == 'retired' or ver == 'lost' then return -2 end
-if ver == false or redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], 'lost')
-  return -2
+local journal = ARGV[1] == '1'
+local segments = #KEYS
+if journal then segments = segments - 1 end
+local at = 5
+for s = 1, segments, 2 do
+  local bits, ver = KEYS[s], KEYS[s + 1]
+  local n = tonumber(ARGV[at])
+  local v = redis.call('GET', ver)
+  if v == 'retired' or v == 'lost' then
+  elseif v == false or redis.call('EXISTS', bits) == 0 then
+    redis.call('DEL', bits)
+    redis.call('SET', ver, 'lost')
+  else
+    local changed = 0
+    for i = at + 1, at + n do
+      if redis.call('SETBIT', bits, ARGV[i], 1) == 0 then changed = 1 end
+    end
+    if changed == 1 then redis.call('INCR', ver) end
+  end
+  at = at + n + 1
 end
-local changed = 0
-for i = 1, #ARGV do
-  if redis.call('SETBIT', KEYS[1], ARGV[i], 1) == 0 then changed = 1 end
-end
-if changed == 1 then return redis.call('INCR', KEYS[2]) end
-return tonumber(ver)
+if not journal then return 1 end
+local jnl = KEYS[#KEYS]
+local kind = redis.call('TYPE', jnl)['ok']
+if kind == 'string' and redis.call('GET', jnl) == 'retired' then return 2 end
+if kind ~= 'stream' then return 0 end
+redis.call('XADD', jnl, 'MAXLEN', '~', ARGV[2], '*', 'h', ARGV[4])
+redis.call('XTRIM', jnl, 'MINID', '~', ARGV[3])
+return 1
 ";
 
 /// Reads a segment's version and bits in one atomic step, so the bits are never older than
@@ -91,7 +117,7 @@ return 1
 ";
 
 /// Replaces a retired generation's journal with a `retired` marker, so appends from writes
-/// that still name the generation succeed as no-ops (see APPEND_JOURNAL_SCRIPT) instead of
+/// that still name the generation succeed as no-ops (see ADD_SCRIPT) instead of
 /// failing a write whose bits went everywhere they had to.
 const RETIRE_JOURNAL_SCRIPT: &str = r"
 redis.call('SET', KEYS[1], 'retired', 'PX', ARGV[1])
@@ -146,19 +172,6 @@ end
 return redis.call('STRLEN', KEYS[1])
 ";
 
-/// Appends a journal entry unless the journal is gone (NOMKSTREAM: never re-created, so its
-/// positions never restart), then trims it by count and age. Returns 1; 2 if the generation
-/// was retired (the journal replaced by a `retired` marker: the append is a harmless no-op,
-/// as the add before it was); 0 if missing.
-const APPEND_JOURNAL_SCRIPT: &str = r"
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'string' and redis.call('GET', KEYS[1]) == 'retired' then return 2 end
-if kind ~= 'stream' then return 0 end
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'h', ARGV[3])
-redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[2])
-return 1
-";
-
 /// Reads the journal after id ARGV[1] (at most ARGV[2] entries) with what decides whether the
 /// caller's position is still covered: {1, max-deleted-entry-id, entries-added,
 /// last-generated-id, entries}, or {0} if the journal is missing.
@@ -203,7 +216,6 @@ pub struct RedisSettings {
 pub struct RedisFilterStore {
     link: RedisLink,
     journal: JournalRetention,
-    append_journal: Script,
     retire_journal: Script,
     read_journal: Script,
     journal_head: Script,
@@ -291,7 +303,6 @@ impl RedisFilterStore {
         Ok(RedisFilterStore {
             link,
             journal: settings.journal,
-            append_journal: Script::new(APPEND_JOURNAL_SCRIPT),
             retire_journal: Script::new(RETIRE_JOURNAL_SCRIPT),
             read_journal: Script::new(READ_JOURNAL_SCRIPT),
             journal_head: Script::new(JOURNAL_HEAD_SCRIPT),
@@ -723,36 +734,39 @@ impl FilterStore for RedisFilterStore {
     ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
         let filter = filter.to_owned();
         async move {
-            // One script call per touched segment, all in flight at once (the multiplexed
-            // connection pipelines them).
             let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+            let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
             for hash in &hashes {
                 let at = meta.params.locate(hash);
                 let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
                 let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
                 by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
+                entry.extend_from_slice(&encode_hash(hash));
             }
-            let calls = by_segment.into_iter().map(|(segment, offsets)| {
-                let (bits, ver) = segment_keys(&filter, meta.generation, segment);
-                async move {
-                    let mut invocation = self.add.key(&bits);
-                    invocation.key(&ver);
-                    for offset in &offsets {
-                        invocation.arg(*offset);
-                    }
-                    let invocation = &invocation;
-                    let version: i64 = self
-                        .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                            invocation.invoke_async(&mut c).await
-                        })
-                        .await?;
-                    if version == -1 {
-                        return Err(FilterUnavailable::SegmentMissing(segment));
-                    }
-                    Ok(())
+            let mut invocation = self.add.prepare_invoke();
+            let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
+            invocation.arg(u8::from(meta.journal)).arg(self.journal.max_entries).arg(oldest_kept).arg(entry);
+            for (segment, offsets) in &by_segment {
+                let (bits, ver) = segment_keys(&filter, meta.generation, *segment);
+                invocation.key(bits).key(ver).arg(offsets.len());
+                for offset in offsets {
+                    invocation.arg(*offset);
                 }
-            });
-            futures::future::try_join_all(calls).await.map(|_| ())
+            }
+            if meta.journal {
+                invocation.key(journal_key(&filter, meta.generation));
+            }
+            let invocation = &invocation;
+            let added: i64 = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    invocation.invoke_async(&mut c).await
+                })
+                .await?;
+            match added {
+                1 | 2 => Ok(()),
+                // The journal is gone (lost with its keys): the recovery check rebuilds.
+                _ => Err(FilterUnavailable::SegmentMissing(0)),
+            }
         }
         .boxed()
     }
@@ -828,35 +842,6 @@ impl FilterStore for RedisFilterStore {
             self.call(self.timeout, None, |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
                 .await
                 .map(|_| ())
-        }
-        .boxed()
-    }
-
-    fn append_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hashes: Vec<KeyHash>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let key = journal_key(filter, meta.generation);
-        async move {
-            let mut payload = Vec::with_capacity(hashes.len() * HASH_BYTES);
-            for hash in &hashes {
-                payload.extend_from_slice(&encode_hash(hash));
-            }
-            let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
-            let script = &self.append_journal;
-            let max_entries = self.journal.max_entries;
-            let appended: i64 = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    script.key(&key).arg(max_entries).arg(oldest_kept).arg(payload).invoke_async(&mut c).await
-                })
-                .await?;
-            if appended == 1 || appended == 2 {
-                Ok(())
-            } else {
-                Err(FilterUnavailable::SegmentMissing(0))
-            }
         }
         .boxed()
     }
