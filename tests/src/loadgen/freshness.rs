@@ -267,6 +267,10 @@ struct Shared<'a> {
     w: &'a WritesConfig,
     workload: Workload,
     base_groups: Vec<CpuGroup>,
+    /// Names this run's written keys. A run that measures reused filters again must write keys
+    /// they do not hold yet: re-adding the earlier run's keys sets no bit, bumps no segment and
+    /// is "seen" at once, which made a reused journal-off side look free.
+    write_salt: String,
 }
 
 /// Runs the A/B `w` asks for with `cfg`'s seed, filter settings, services and S.
@@ -299,6 +303,8 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
             let stats = format!("{}/v1/filters/{name}/stats", origin_of(side).base);
             let r = http.get(&stats).bearer_auth(crate::origin::TOKEN).send().await?;
             anyhow::ensure!(r.status().is_success(), "--write-filters: {name}: {} {}", r.status(), r.text().await?);
+            let stats: serde_json::Value = r.json().await?;
+            room_for_writes(name, &stats, per_round * w.rounds as f64)?;
             filters.push(name.clone());
         }
     }
@@ -319,6 +325,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         cfg,
         w,
         workload: Workload::new(cfg.seed, present.clone(), cfg.miss_share, cfg.zipf_s),
+        write_salt: format!("{:08x}", rand::random::<u32>()),
         base_groups: vec![
             CpuGroup {
                 name: "redis".into(),
@@ -349,6 +356,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         ("warmup_secs", w.warmup.as_secs_f64().to_string()),
         ("origin_duration_secs", w.origin_duration.as_secs_f64().to_string()),
         ("rounds", w.rounds.to_string()),
+        ("write_keys_salt", shared.write_salt.clone()),
         ("reused_filters", w.reuse_filters.as_ref().map_or("no (preloaded)".into(), |f| f.join(","))),
         ("probe_every", w.probe_every.to_string()),
         ("probe_interval_ms", w.probe_interval.as_millis().to_string()),
@@ -363,6 +371,19 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         s.insert(k.to_owned(), v);
     }
     Ok(WritesReport { settings: s, runs })
+}
+
+/// A reused filter must take this run's writes without an automatic resize (a new generation,
+/// every segment fetched again) landing in the measurement.
+fn room_for_writes(name: &str, stats: &serde_json::Value, writes: f64) -> anyhow::Result<()> {
+    let capacity = stats["capacity"].as_f64().unwrap_or(0.0);
+    let held = stats["estimated_keys"].as_f64().unwrap_or(f64::INFINITY);
+    anyhow::ensure!(
+        held + writes <= capacity,
+        "--write-filters: {name} holds ~{held:.0} keys of its capacity {capacity:.0}; this run writes \
+         ~{writes:.0} more, which would resize it mid-measurement: preload new filters instead"
+    );
+    Ok(())
 }
 
 fn redis_port(url: &str) -> String {
@@ -386,7 +407,7 @@ async fn run_side(
     }
     let write_spec = |phase: &str, duration: Duration, probe: Option<ProbeSpec>| WriteSpec {
         // The same label on both sides: both write the same keys, each into its own filter.
-        label: format!("r{round}/{phase}"),
+        label: format!("{}/r{round}/{phase}", sh.write_salt),
         seed: cfg.seed,
         origin: origin.base.clone(),
         filter: filter.to_owned(),
