@@ -137,8 +137,8 @@ struct RunArgs {
     writes_only: bool,
     /// Measure the filters of an earlier writes A/B again instead of preloading new ones:
     /// `--write-filters JOURNAL_SIDE NO_JOURNAL_SIDE` (same --seed and --write-present as that
-    /// run). Its one use so far (BENCHMARKS.md, issue 10) gave figures that disagree with a
-    /// preloaded run's and were not used.
+    /// run). The run writes keys of its own (a salt per run): its first use re-added the earlier
+    /// run's keys, which set no bit, and its figures were not used (BENCHMARKS.md, issue 10).
     #[arg(long, num_args = 2)]
     write_filters: Option<Vec<String>>,
     /// Keys preloaded into each side's filter of the writes A/B.
