@@ -87,8 +87,14 @@ async fn load_and_keep_segment(
     Some(held)
 }
 
+/// Keeps `held` in isolate memory, unless the copy there is further along (two loads of one
+/// segment can finish in either order, and a Cache API copy can be older than the one held).
 fn keep(config: &EdgeConfig, key: &SegmentKey, held: &Held) {
-    with_isolate(config, |iso| iso.segments.insert(key.clone(), held.clone(), held.bytes()));
+    with_isolate(config, |iso| {
+        if !iso.segments.peek(key).is_some_and(|kept| kept.is_ahead_of(held)) {
+            iso.segments.insert(key.clone(), held.clone(), held.bytes());
+        }
+    });
 }
 
 /// A copy of segment `index` of the manifest's generation from the Cache API, verified; it may
