@@ -21,6 +21,7 @@
 pub mod auth;
 pub mod build_progress;
 pub mod config;
+pub mod config_flags;
 pub mod def_cache;
 pub mod error;
 pub mod gate;

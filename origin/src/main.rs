@@ -3,9 +3,9 @@
 
 use anyhow::Context;
 use bloomgate_origin::config::Config;
+use bloomgate_origin::config_flags::ConfigFlags;
 use bloomgate_origin::load::{load, LoadOptions};
 use clap::{Args, Parser, Subcommand};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// bloomgate origin: a Bloom-filter gate in front of Cassandra.
@@ -42,136 +42,21 @@ struct StatsArgs {
     token: String,
 }
 
-/// Flags override `BLOOMGATE_*` variables, which override the config file.
+/// Flags override `BLOOMGATE_*` variables, which override the config file, which overrides
+/// the defaults (`Config::load`).
 #[derive(Args)]
 struct ServeArgs {
     /// TOML config file.
     #[arg(long, env = "BLOOMGATE_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to listen on.
-    #[arg(long, env = "BLOOMGATE_LISTEN")]
-    listen: Option<SocketAddr>,
-    /// Redis URL for the shared filter (unset: in-process filter).
-    #[arg(long, env = "BLOOMGATE_REDIS_URL")]
-    redis_url: Option<String>,
-    /// Redis per-call timeout, ms.
-    #[arg(long, env = "BLOOMGATE_REDIS_TIMEOUT_MS")]
-    redis_timeout_ms: Option<u64>,
-    /// Redis per-call timeout of writes, ms.
-    #[arg(long, env = "BLOOMGATE_REDIS_WRITE_TIMEOUT_MS")]
-    redis_write_timeout_ms: Option<u64>,
-    /// Cassandra contact points, comma-separated host:port (unset: embedded key file).
-    #[arg(long, env = "BLOOMGATE_CASSANDRA_NODES", value_delimiter = ',')]
-    cassandra_nodes: Option<Vec<String>>,
-    /// Cassandra keyspace.
-    #[arg(long, env = "BLOOMGATE_CASSANDRA_KEYSPACE")]
-    cassandra_keyspace: Option<String>,
-    /// Create the Cassandra keyspace and tables if missing (false: only check they exist).
-    #[arg(long, env = "BLOOMGATE_CASSANDRA_MANAGE_SCHEMA")]
-    cassandra_manage_schema: Option<bool>,
-    /// Cassandra consistency (one, local_one, quorum, local_quorum, each_quorum, all).
-    #[arg(long, env = "BLOOMGATE_CASSANDRA_CONSISTENCY")]
-    cassandra_consistency: Option<String>,
-    /// Cassandra per-request timeout, ms.
-    #[arg(long, env = "BLOOMGATE_CASSANDRA_TIMEOUT_MS")]
-    cassandra_timeout_ms: Option<u64>,
-    /// Directory of the embedded key file.
-    #[arg(long, env = "BLOOMGATE_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// Writer bearer tokens, comma-separated.
-    #[arg(long, env = "BLOOMGATE_WRITER_TOKENS", value_delimiter = ',')]
-    writer_tokens: Option<Vec<String>>,
-    /// Secret the edge presents to read segments.
-    #[arg(long, env = "BLOOMGATE_EDGE_SECRET")]
-    edge_secret: Option<String>,
-    /// Requests in flight before 429.
-    #[arg(long, env = "BLOOMGATE_MAX_IN_FLIGHT")]
-    max_in_flight: Option<usize>,
-    /// Request timeout, ms.
-    #[arg(long, env = "BLOOMGATE_REQUEST_TIMEOUT_MS")]
-    request_timeout_ms: Option<u64>,
-    /// Keys per batch request.
-    #[arg(long, env = "BLOOMGATE_MAX_BATCH")]
-    max_batch: Option<usize>,
-    /// Metadata cache time, ms.
-    #[arg(long, env = "BLOOMGATE_META_CACHE_MS")]
-    meta_cache_ms: Option<u64>,
-    /// Consult the filter (false: every lookup reads the database, the A/B baseline).
-    #[arg(long, env = "BLOOMGATE_FILTER_ENABLED")]
-    filter_enabled: Option<bool>,
-    /// Open client connections at once.
-    #[arg(long, env = "BLOOMGATE_MAX_CONNECTIONS")]
-    max_connections: Option<usize>,
-    /// Request head (and keep-alive idle) timeout, ms.
-    #[arg(long, env = "BLOOMGATE_HEADER_READ_TIMEOUT_MS")]
-    header_read_timeout_ms: Option<u64>,
-    /// Largest filter a create, rebuild or resize may ask for, bytes of bits.
-    #[arg(long, env = "BLOOMGATE_MAX_FILTER_BYTES")]
-    max_filter_bytes: Option<u64>,
-    /// Automatic rebuild checks every this many ms (0: off).
-    #[arg(long, env = "BLOOMGATE_RECOVERY_INTERVAL_MS")]
-    recovery_interval_ms: Option<u64>,
-    /// Wait before a rebuild's scan, ms.
-    #[arg(long, env = "BLOOMGATE_REBUILD_SETTLE_MS")]
-    rebuild_settle_ms: Option<u64>,
-    /// How long a replaced generation is kept, ms.
-    #[arg(long, env = "BLOOMGATE_REBUILD_GRACE_MS")]
-    rebuild_grace_ms: Option<u64>,
-    /// Keep the insert journal edges catch up from (false: edges refetch changed segments).
-    #[arg(long, env = "BLOOMGATE_JOURNAL_ENABLED")]
-    journal_enabled: Option<bool>,
-    /// Entries a generation's journal keeps.
-    #[arg(long, env = "BLOOMGATE_JOURNAL_MAX_ENTRIES")]
-    journal_max_entries: Option<u64>,
-    /// How long journal entries are kept, ms.
-    #[arg(long, env = "BLOOMGATE_JOURNAL_MAX_AGE_MS")]
-    journal_max_age_ms: Option<u64>,
+    /// Every setting, as a flag.
+    #[command(flatten)]
+    settings: ConfigFlags,
 }
 
 impl ServeArgs {
     fn into_config(self) -> anyhow::Result<Config> {
-        let mut c = match &self.config {
-            Some(path) => Config::from_file(path)?,
-            None => Config::default(),
-        };
-        macro_rules! apply {
-            ($($field:ident),*) => { $(if let Some(v) = self.$field { c.$field = v; })* };
-        }
-        apply!(
-            listen,
-            redis_timeout_ms,
-            redis_write_timeout_ms,
-            cassandra_nodes,
-            cassandra_keyspace,
-            cassandra_manage_schema,
-            cassandra_consistency,
-            cassandra_timeout_ms,
-            data_dir,
-            writer_tokens,
-            max_in_flight,
-            request_timeout_ms,
-            max_batch,
-            meta_cache_ms,
-            filter_enabled,
-            max_connections,
-            header_read_timeout_ms,
-            max_filter_bytes,
-            recovery_interval_ms,
-            rebuild_settle_ms,
-            rebuild_grace_ms,
-            journal_enabled,
-            journal_max_entries,
-            journal_max_age_ms
-        );
-        if self.redis_url.is_some() {
-            c.redis_url = self.redis_url;
-        }
-        if self.edge_secret.is_some() {
-            c.edge_secret = self.edge_secret;
-        }
-        c.redis_url = c.redis_url.filter(|u| !u.is_empty());
-        c.cassandra_nodes.retain(|n| !n.is_empty());
-        Ok(c)
+        Ok(Config::load(self.config.as_deref(), &self.settings)?)
     }
 }
 
@@ -331,12 +216,14 @@ mod tests {
             "false",
             "--cassandra-manage-schema",
             "false",
+            "--writer-tokens",
+            "aaaaaaaaaaaaaaaa,bbbbbbbbbbbbbbbb",
         ]);
         assert_eq!(c.redis_write_timeout_ms, 1234, "was parsed and silently ignored");
         assert_eq!((c.max_filter_bytes, c.rebuild_grace_ms), (99, 7));
         assert_eq!((c.header_read_timeout_ms, c.max_connections), (8, 9));
         assert!(!c.journal_enabled);
         assert!(!c.cassandra_manage_schema);
-        assert_eq!(serve_config(&[]), Config::default());
+        assert_eq!(c.writer_tokens, ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"]);
     }
 }
