@@ -11,7 +11,7 @@
 //! in `isolate`; subrequests to the origin, with their timeouts and relays, in `upstream`.
 
 use crate::answer;
-use crate::config::EdgeConfig;
+use crate::config::{self, EdgeConfig};
 use crate::decide::{self, Decision};
 use crate::holding;
 use crate::isolate::{lead, now_ms, once, with_isolate, ManifestFetch, TAKEOVER_MS};
@@ -31,11 +31,21 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// A setting from the worker's environment: `EDGE_SECRET` is a secret (`wrangler secret put`,
+/// `.dev.vars` locally), the others are vars (`wrangler.toml`, `--var`).
+fn setting(env: &Env, name: &str) -> Option<String> {
+    if name == config::EDGE_SECRET {
+        env.secret(name).ok().map(|s| s.to_string())
+    } else {
+        env.var(name).ok().map(|v| v.to_string())
+    }
+}
+
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method().to_string();
     let path = req.path();
-    let config = match EdgeConfig::from_lookup(|name| env.var(name).ok().map(|v| v.to_string())) {
+    let config = match EdgeConfig::from_lookup(|name| setting(&env, name)) {
         Ok(config) => config,
         Err(err) => {
             console_error!("config: {err}");
