@@ -348,7 +348,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         ("write_rate", w.rate.to_string()),
         ("writers", w.writers.to_string()),
         ("present_keys", w.present.to_string()),
-        ("capacity", capacity.to_string()),
+        ("capacity", if w.reuse_filters.is_some() { "of the reused filters".into() } else { capacity.to_string() }),
         ("segment_bytes", w.segment_bytes.map_or("origin default (65536)".into(), |b| b.to_string())),
         ("lookup_rate", w.lookup_rate.to_string()),
         ("lookup_connections", w.lookup_connections.to_string()),
@@ -365,7 +365,13 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         ("fp_rate", cfg.fp_rate.to_string()),
         ("miss_share", cfg.miss_share.to_string()),
         ("seed", cfg.seed.to_string()),
-        ("preload", "both filters through the origin without a journal".into()),
+        (
+            "preload",
+            match &w.reuse_filters {
+                Some(_) => "none: filters of an earlier run, this run's keys salted".into(),
+                None => "each filter through its own side's origin (journal on / off)".into(),
+            },
+        ),
         ("preload_secs", format!("{preload_secs:.1}")),
     ] {
         s.insert(k.to_owned(), v);
