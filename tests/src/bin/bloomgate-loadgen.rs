@@ -16,6 +16,7 @@
 use anyhow::Context as _;
 use bloomgate_tests::loadgen::bench::{run_bench, BenchConfig, SweepConfig};
 use bloomgate_tests::loadgen::chart::draw_all;
+use bloomgate_tests::loadgen::chart_writes::draw_writes;
 use bloomgate_tests::loadgen::freshness::WritesConfig;
 use bloomgate_tests::loadgen::servers::{serve_floor, Launch};
 use clap::{Args, Parser, Subcommand};
@@ -35,6 +36,15 @@ struct Cli {
 enum Command {
     /// Run every target and the sweep; print tables, write JSON and charts.
     Run(Box<RunArgs>),
+    /// Draw the writes A/B's charts again from a results.json (into its directory).
+    Charts {
+        /// A `run`'s results.json with a writes A/B.
+        #[arg(long)]
+        from: PathBuf,
+        /// TrueType font for chart text (default: DejaVu Sans from fonts-dejavu-core).
+        #[arg(long)]
+        font: Option<PathBuf>,
+    },
     /// Serve the axum hello-world floor (started by `run` as a child process).
     Floor {
         /// Address to listen on.
@@ -195,6 +205,21 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Run(args) => run(*args),
+        Command::Charts { from, font } => {
+            let text = std::fs::read_to_string(&from).with_context(|| format!("read {}", from.display()))?;
+            let report: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not JSON", from.display()))?;
+            anyhow::ensure!(
+                report["writes"].is_object(),
+                "{} has no writes A/B (run with --write-rate)",
+                from.display()
+            );
+            let dir = from.parent().unwrap_or(std::path::Path::new("."));
+            for f in draw_writes(&report["writes"], dir, font.as_deref()).map_err(anyhow::Error::msg)? {
+                eprintln!("[loadgen] wrote {}", f.display());
+            }
+            Ok(())
+        }
     }
 }
 
@@ -277,9 +302,17 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let json_path = args.out.join("results.json");
     std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
     eprintln!("[loadgen] wrote {}", json_path.display());
-    // The charts draw the side-by-side targets; the writes A/B is in the tables and the JSON.
-    let charts =
+    // The side-by-side targets' charts, then the writes A/B's.
+    let mut charts =
         if report.targets.is_empty() { Ok(Vec::new()) } else { draw_all(&report, &args.out, args.font.as_deref()) };
+    if let (Ok(files), Some(writes)) = (&mut charts, serde_json::to_value(&report)?.get("writes")) {
+        if writes.is_object() {
+            match draw_writes(writes, &args.out, args.font.as_deref()) {
+                Ok(more) => files.extend(more),
+                Err(e) => charts = Err(e),
+            }
+        }
+    }
     match charts {
         Ok(files) => {
             for f in files {

@@ -30,7 +30,7 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(0x93, 0x78, 0x60),
 ];
 
-type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
+pub(super) type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Registers the font once; the path used, or why none could be.
 pub fn load_font(path: Option<&Path>) -> Result<PathBuf, String> {
@@ -89,17 +89,17 @@ fn label_at(names: &[String], x: f64) -> String {
 }
 
 /// Grouped bars: one group per name, one bar per series; optional dashed reference line.
-struct Bars<'a> {
-    title: &'a str,
-    y_desc: &'a str,
-    names: Vec<String>,
-    series: Vec<(&'a str, Vec<Option<f64>>)>,
-    reference: Option<(f64, String)>,
-    log_y: bool,
-    value_fmt: fn(f64) -> String,
+pub(super) struct Bars<'a> {
+    pub title: &'a str,
+    pub y_desc: &'a str,
+    pub names: Vec<String>,
+    pub series: Vec<(&'a str, Vec<Option<f64>>)>,
+    pub reference: Option<(f64, String)>,
+    pub log_y: bool,
+    pub value_fmt: fn(f64) -> String,
 }
 
-fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
+pub(super) fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
     draw(path, (W, H), |root| {
         let n = b.names.len();
         let max = b

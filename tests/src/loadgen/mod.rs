@@ -10,10 +10,11 @@
 //! - [`bench`]: one run over every target plus the miss-share × fp_rate sweep.
 //! - [`freshness`]: issue 10's A/B, edge freshness and bytes per write, journal on and off.
 //! - [`report`]: results, issue 6's targets as checks, Markdown tables, JSON.
-//! - [`chart`]: PNG charts.
+//! - [`chart`]: PNG charts; [`chart_writes`]: the writes A/B's, from a results.json.
 
 pub mod bench;
 pub mod chart;
+pub mod chart_writes;
 pub mod driver;
 pub mod freshness;
 pub mod probe;
