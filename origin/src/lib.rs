@@ -32,6 +32,7 @@ pub mod recovery;
 pub mod routes;
 pub mod serve;
 pub mod sizing;
+pub mod stats_table;
 pub mod store;
 
 use axum::error_handling::HandleErrorLayer;

@@ -3,7 +3,9 @@
 //!
 //! Lines are checked against the filter's key format before sending; bad ones are reported
 //! with their line numbers and skipped (or stop the load with `--abort-on-bad-line`). Reading
-//! is bounded (a reader thread feeds a small channel of batches), batches retry on 429/503.
+//! is bounded (a reader thread feeds a small channel of batches); batches retry 429, 5xx and
+//! transport errors with jittered exponential backoff (`backon`) that waits at least what the
+//! origin's `Retry-After` asks. Progress is over the file's bytes, with an ETA.
 
 use bloomgate_filter::KeyFormat;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -72,12 +74,13 @@ pub struct BadLine {
 }
 
 /// Reads lines of at most `MAX_LINE` bytes, calling `on_key` for valid keys and `on_bad` for
-/// bad lines; stops early when either returns false.
+/// bad lines, each with the bytes of input the line took (newline included, so they add up to
+/// the input's size); stops early when either returns false.
 pub fn scan_lines(
     input: impl Read,
     format: KeyFormat,
-    mut on_key: impl FnMut(String) -> bool,
-    mut on_bad: impl FnMut(BadLine) -> bool,
+    mut on_key: impl FnMut(String, u64) -> bool,
+    mut on_bad: impl FnMut(BadLine, u64) -> bool,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(input);
     let mut line = Vec::with_capacity(128);
@@ -89,17 +92,20 @@ pub fn scan_lines(
             return Ok(());
         }
         number += 1;
+        let mut bytes = read as u64;
         let complete = line.last() == Some(&b'\n');
         if !complete && line.len() > MAX_LINE {
             // Skip the rest of the over-long line without holding it.
             let mut sink = Vec::new();
             while !sink.ends_with(b"\n") {
                 sink.clear();
-                if (&mut reader).take(64 * 1024).read_until(b'\n', &mut sink)? == 0 {
+                let more = (&mut reader).take(64 * 1024).read_until(b'\n', &mut sink)?;
+                if more == 0 {
                     break;
                 }
+                bytes += more as u64;
             }
-            if !on_bad(BadLine { line: number, reason: format!("line is longer than {MAX_LINE} bytes") }) {
+            if !on_bad(BadLine { line: number, reason: format!("line is longer than {MAX_LINE} bytes") }, bytes) {
                 return Ok(());
             }
             continue;
@@ -111,13 +117,41 @@ pub fn scan_lines(
             .map_err(|_| "line is not UTF-8".to_string())
             .and_then(|text| format.normalize(text.as_bytes()).map(|_| text.to_owned()).map_err(|e| e.to_string()));
         let keep_going = match verdict {
-            Ok(key) => on_key(key),
-            Err(reason) => on_bad(BadLine { line: number, reason }),
+            Ok(key) => on_key(key, bytes),
+            Err(reason) => on_bad(BadLine { line: number, reason }, bytes),
         };
         if !keep_going {
             return Ok(());
         }
     }
+}
+
+/// Keys to send, and the bytes of input they (and any bad lines before them) took.
+struct Batch {
+    keys: Vec<String>,
+    input_bytes: u64,
+}
+
+/// Progress over the input's bytes, with an ETA, when its size is known (a file); a spinner
+/// over bytes otherwise (stdin). A batch's bytes count once the origin acknowledged it.
+fn progress_bar(size: Option<u64>) -> anyhow::Result<ProgressBar> {
+    Ok(match size {
+        Some(size) => {
+            let bar = ProgressBar::new(size);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec}, {eta} left; {msg}",
+                )?
+                .progress_chars("=> "),
+            );
+            bar
+        }
+        None => {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(ProgressStyle::with_template("{spinner} {binary_bytes} read and stored; {msg} {elapsed}")?);
+            bar
+        }
+    })
 }
 
 /// Loads `file` (`-` = stdin) into the filter.
@@ -135,60 +169,75 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
         .json()
         .await?;
     let format: KeyFormat = stats["key_format"].as_str().unwrap_or("bytes").parse()?;
+    let size = match file.as_os_str() == "-" {
+        true => None,
+        false => {
+            Some(std::fs::metadata(file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?.len())
+        }
+    };
 
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<String>>(options.concurrency.max(1) * 2);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(options.concurrency.max(1) * 2);
     let (bad_tx, mut bad_rx) = tokio::sync::mpsc::unbounded_channel::<BadLine>();
     let path = file.to_owned();
     let (batch, abort) = (options.batch.max(1), options.abort_on_bad_line);
     let reader = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let input: Box<dyn Read> =
             if path.as_os_str() == "-" { Box::new(std::io::stdin()) } else { Box::new(std::fs::File::open(&path)?) };
-        let mut pending = Vec::with_capacity(batch);
+        let mut pending = Batch { keys: Vec::with_capacity(batch), input_bytes: 0 };
+        // A bad line's bytes go with the next batch, so the bar still ends at the size.
+        let bad_bytes = std::cell::Cell::new(0u64);
         scan_lines(
             input,
             format,
-            |key| {
-                pending.push(key);
-                if pending.len() == batch {
-                    return tx.blocking_send(std::mem::replace(&mut pending, Vec::with_capacity(batch))).is_ok();
+            |key, bytes| {
+                pending.keys.push(key);
+                pending.input_bytes += bytes + bad_bytes.take();
+                if pending.keys.len() == batch {
+                    let next = Batch { keys: Vec::with_capacity(batch), input_bytes: 0 };
+                    return tx.blocking_send(std::mem::replace(&mut pending, next)).is_ok();
                 }
                 true
             },
-            |bad| bad_tx.send(bad).is_ok() && !abort,
+            |bad, bytes| {
+                bad_bytes.set(bad_bytes.get() + bytes);
+                bad_tx.send(bad).is_ok() && !abort
+            },
         )?;
-        if !pending.is_empty() {
+        pending.input_bytes += bad_bytes.take();
+        if !pending.keys.is_empty() || pending.input_bytes > 0 {
             let _ = tx.blocking_send(pending);
         }
         Ok(())
     });
 
-    let progress = ProgressBar::new_spinner();
-    progress.set_style(ProgressStyle::with_template("{spinner} {pos} keys stored ({per_sec}) {elapsed} {msg}")?);
+    let progress = progress_bar(size)?;
     let mut report = LoadReport::default();
     let mut in_flight = futures::stream::FuturesUnordered::new();
     use futures::StreamExt;
+    let settle = |report: &mut LoadReport, result: anyhow::Result<(u64, u64)>| match result {
+        Ok((stored, bytes)) => {
+            report.stored += stored;
+            progress.inc(bytes);
+            progress.set_message(format!("{} keys stored", report.stored));
+        }
+        Err(e) => {
+            report.failed_batches += 1;
+            progress.println(format!("batch failed: {e}"));
+        }
+    };
     loop {
         tokio::select! {
             Some(bad) = bad_rx.recv() => {
                 report.bad_lines += 1;
                 progress.println(format!("line {}: {}", bad.line, bad.reason));
             }
-            Some(result) = in_flight.next(), if !in_flight.is_empty() => {
-                match result {
-                    Ok(n) => { report.stored += n; progress.inc(n); }
-                    Err(e) => { report.failed_batches += 1; progress.println(format!("batch failed: {e}")); }
-                }
-            }
+            Some(result) = in_flight.next(), if !in_flight.is_empty() => settle(&mut report, result),
             next = rx.recv(), if in_flight.len() < options.concurrency.max(1) => {
                 match next {
-                    Some(keys) => in_flight.push(send_batch(&client, base, options, keys)),
-                    None if in_flight.is_empty() => break,
+                    Some(batch) => in_flight.push(send_batch(&client, base, options, batch)),
                     None => {
                         while let Some(result) = in_flight.next().await {
-                            match result {
-                                Ok(n) => { report.stored += n; progress.inc(n); }
-                                Err(e) => { report.failed_batches += 1; progress.println(format!("batch failed: {e}")); }
-                            }
+                            settle(&mut report, result);
                         }
                         break;
                     }
@@ -212,31 +261,81 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
     Ok(report)
 }
 
+/// Why a batch was not stored: worth another try (429, 5xx, no answer), or refused.
+#[derive(Debug)]
+enum SendError {
+    /// Try again, after at least `after` when the origin said so (`Retry-After`).
+    Again { after: Option<Duration>, why: String },
+    /// The origin refused the batch (4xx): trying again would not help.
+    Refused(String),
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::Again { why, .. } => write!(f, "{why} (after {ATTEMPTS} attempts)"),
+            SendError::Refused(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The wait a `Retry-After` header asks for, in its seconds form (the origin's).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// The wait before the next attempt: the backoff's, or longer if the origin asked for more
+/// (`None`: no attempts left).
+fn next_wait(error: &SendError, backoff: Option<Duration>) -> Option<Duration> {
+    match error {
+        SendError::Again { after: Some(after), .. } => backoff.map(|b| b.max(*after)),
+        _ => backoff,
+    }
+}
+
+/// Sends one batch, retrying 429, 5xx and transport errors with jittered exponential backoff
+/// that honours `Retry-After`; the keys stored and the input bytes they account for.
 async fn send_batch(
     client: &reqwest::Client,
     base: &str,
     options: &LoadOptions,
-    keys: Vec<String>,
-) -> anyhow::Result<u64> {
+    batch: Batch,
+) -> anyhow::Result<(u64, u64)> {
+    use backon::{ExponentialBuilder, Retryable};
+    if batch.keys.is_empty() {
+        return Ok((0, batch.input_bytes));
+    }
     let url = format!("{base}/v1/filters/{}/keys", options.filter);
-    let body = serde_json::json!({ "keys": keys });
-    let mut delay = Duration::from_millis(100);
-    for attempt in 1..=ATTEMPTS {
+    let body = serde_json::json!({ "keys": batch.keys });
+    let attempt = || async {
         let response = client.post(&url).bearer_auth(&options.token).json(&body).send().await;
         match response {
-            Ok(r) if r.status().is_success() => return Ok(keys.len() as u64),
-            Ok(r) if r.status().as_u16() == 429 || r.status().is_server_error() => {}
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) if r.status().as_u16() == 429 || r.status().is_server_error() => Err(SendError::Again {
+                after: retry_after(r.headers()),
+                why: format!("origin answered {}", r.status()),
+            }),
             Ok(r) => {
                 let status = r.status();
-                anyhow::bail!("origin refused the batch ({status}): {}", r.text().await.unwrap_or_default());
+                let text = r.text().await.unwrap_or_default();
+                Err(SendError::Refused(format!("origin refused the batch ({status}): {text}")))
             }
-            Err(e) if attempt == ATTEMPTS => return Err(e.into()),
-            Err(_) => {}
+            Err(e) => Err(SendError::Again { after: None, why: format!("no answer from the origin: {e}") }),
         }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(5));
-    }
-    anyhow::bail!("batch of {} keys not acknowledged after {ATTEMPTS} attempts", keys.len())
+    };
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_max_times(ATTEMPTS as usize - 1)
+        .with_jitter();
+    attempt
+        .retry(backoff)
+        .when(|e| matches!(e, SendError::Again { .. }))
+        .adjust(next_wait)
+        .await
+        .map_err(|e| anyhow::anyhow!("batch of {} keys not stored: {e}", batch.keys.len()))?;
+    Ok((batch.keys.len() as u64, batch.input_bytes))
 }
 
 #[cfg(test)]
@@ -246,16 +345,18 @@ mod tests {
     #[test]
     fn bad_lines_are_reported_with_numbers_and_good_ones_pass() {
         let input = "aa\nzz\n\nabcd\r\n".to_string() + &"a".repeat(MAX_LINE + 10) + "\nff\n";
-        let (mut keys, mut bad) = (Vec::new(), Vec::new());
+        let (mut keys, mut bad, total) = (Vec::new(), Vec::new(), std::cell::Cell::new(0u64));
         scan_lines(
             input.as_bytes(),
             KeyFormat::Hex { digits: None },
-            |k| {
+            |k, n| {
                 keys.push(k);
+                total.set(total.get() + n);
                 true
             },
-            |b| {
+            |b, n| {
                 bad.push(b);
+                total.set(total.get() + n);
                 true
             },
         )
@@ -264,6 +365,23 @@ mod tests {
         let lines: Vec<u64> = bad.iter().map(|b| b.line).collect();
         assert_eq!(lines, [2, 3, 5]);
         assert!(bad[2].reason.contains("longer than"));
+        assert_eq!(total.get(), input.len() as u64, "the lines' bytes add up to the input's");
+    }
+
+    #[test]
+    fn the_origin_s_retry_after_lengthens_the_wait_but_never_adds_attempts() {
+        let mut h = reqwest::header::HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert(reqwest::header::RETRY_AFTER, "3".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert(reqwest::header::RETRY_AFTER, "Wed, 21 Oct 2026 07:28:00 GMT".parse().unwrap());
+        assert_eq!(retry_after(&h), None, "the date form is not the origin's: the backoff decides");
+        let busy = SendError::Again { after: Some(Duration::from_secs(3)), why: "503".into() };
+        assert_eq!(next_wait(&busy, Some(Duration::from_millis(100))), Some(Duration::from_secs(3)));
+        assert_eq!(next_wait(&busy, Some(Duration::from_secs(5))), Some(Duration::from_secs(5)));
+        assert_eq!(next_wait(&busy, None), None, "no attempts left");
+        let plain = SendError::Again { after: None, why: "io".into() };
+        assert_eq!(next_wait(&plain, Some(Duration::from_millis(200))), Some(Duration::from_millis(200)));
     }
 
     #[test]
@@ -272,11 +390,11 @@ mod tests {
         scan_lines(
             "aa\nxx\nbb\n".as_bytes(),
             KeyFormat::Hex { digits: None },
-            |k| {
+            |k, _| {
                 keys.push(k);
                 true
             },
-            |_| false,
+            |_, _| false,
         )
         .unwrap();
         assert_eq!(keys, ["aa"]);

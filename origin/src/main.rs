@@ -12,8 +12,20 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
+    /// Log lines as text for people, or as one JSON object per line for log pipelines.
+    #[arg(long, global = true, env = "BLOOMGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written (to stderr; the level comes from `RUST_LOG`, default `info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields, span).
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -40,6 +52,9 @@ struct StatsArgs {
     /// Writer token.
     #[arg(long, env = "BLOOMGATE_WRITER_TOKEN")]
     token: String,
+    /// Print the origin's JSON instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Flags override `BLOOMGATE_*` variables, which override the config file, which overrides
@@ -102,11 +117,15 @@ struct LoadArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
+    let cli = Cli::parse();
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    match cli.command {
         Command::Serve(args) => {
             let config = (*args).into_config()?;
             let listener = tokio::net::TcpListener::bind(config.listen)
@@ -168,7 +187,10 @@ async fn main() -> anyhow::Result<()> {
                 anyhow::bail!("{url} answered {status}: {body}");
             }
             let stats: serde_json::Value = serde_json::from_str(&body).context("the origin's stats are not JSON")?;
-            println!("{}", serde_json::to_string_pretty(&stats)?);
+            match args.json {
+                true => println!("{}", serde_json::to_string_pretty(&stats)?),
+                false => print!("{}", bloomgate_origin::stats_table::render(&stats)),
+            }
         }
     }
     Ok(())
