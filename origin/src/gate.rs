@@ -7,7 +7,7 @@
 
 use crate::def_cache::DefCache;
 use crate::error::AppError;
-use crate::metrics::Metrics;
+use crate::metrics::{self, Fallthrough, Metrics, Store};
 use crate::sizing::check_size;
 use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, KeyStore};
 use bloomgate_filter::{
@@ -16,7 +16,6 @@ use bloomgate_filter::{
 };
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -78,7 +77,7 @@ pub enum AfterFilter {
     /// The filter said maybe: ask the key store (a "no" there is a false positive).
     AskDatabaseAfterMaybe,
     /// The filter could not answer: ask the key store, as if there were no filter.
-    AskDatabaseFilterUnavailable(&'static str),
+    AskDatabaseFilterUnavailable(Fallthrough),
 }
 
 /// The decision at the heart of the gate. Only a definite `Ok(false)` answers "not seen";
@@ -244,40 +243,46 @@ impl Gate {
         let def = self.def(name).await?;
         let key = def.key_format.normalize(raw_key)?;
         let answer = self.lookup_normalized(name, &key).await;
-        self.metrics.lookup_latency.observe(started.elapsed());
+        self.metrics.observe_lookup(started.elapsed());
         answer
     }
 
     async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
         let counters = self.metrics.filter(name);
         let step = if self.filter_enabled {
-            after_filter(&self.ask_filter(name, key).await)
+            let asked = Instant::now();
+            let answer = self.ask_filter(name, key).await;
+            self.metrics.observe_store(Store::Redis, asked.elapsed());
+            after_filter(&answer)
         } else {
-            AfterFilter::AskDatabaseFilterUnavailable("disabled")
+            AfterFilter::AskDatabaseFilterUnavailable(Fallthrough::Disabled)
         };
         match step {
             AfterFilter::AnswerNotSeen => {
-                counters.filter_negatives.fetch_add(1, Relaxed);
-                self.metrics.answered_by_filter.fetch_add(1, Relaxed);
+                counters.filter_negatives.inc();
+                self.metrics.answered(metrics::AnsweredBy::Filter);
                 return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
             }
             AfterFilter::AskDatabaseAfterMaybe => {
-                counters.filter_maybes.fetch_add(1, Relaxed);
+                counters.filter_maybes.inc();
             }
             AfterFilter::AskDatabaseFilterUnavailable(reason) => {
                 self.metrics.fallthrough(reason);
-                if matches!(reason, "meta_missing" | "segment_missing" | "incarnation_changed") {
+                if reason.needs_recovery() {
                     self.recovery_nudge.notify_one();
                 }
             }
         }
-        self.metrics.database_reads.fetch_add(1, Relaxed);
-        let stored = self.keys.get(name, key).await.inspect_err(|_| {
-            self.metrics.database_errors.fetch_add(1, Relaxed);
+        self.metrics.database_reads.inc();
+        let asked = Instant::now();
+        let stored = self.keys.get(name, key).await;
+        self.metrics.observe_store(Store::Database, asked.elapsed());
+        let stored = stored.inspect_err(|_| {
+            self.metrics.database_errors.inc();
         })?;
-        self.metrics.answered_by_database.fetch_add(1, Relaxed);
+        self.metrics.answered(metrics::AnsweredBy::Database);
         if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
-            counters.false_positives.fetch_add(1, Relaxed);
+            counters.false_positives.inc();
         }
         Ok(Answer { seen: stored.is_some(), answered_by: AnsweredBy::Database, value: stored })
     }
@@ -301,8 +306,14 @@ impl Gate {
         let keys = self.normalize_batch(&def, raw)?;
         // Futures collected first: a lazy `map` closure in the stream type trips the compiler's
         // higher-ranked `Send` check in handlers.
+        // Each key is counted as a single lookup is (who answered, store latency); the batch is
+        // timed as a whole.
+        let started = Instant::now();
         let lookups: Vec<_> = keys.iter().map(|k| self.lookup_normalized(name, k)).collect();
-        futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await.into_iter().collect()
+        let answers =
+            futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await.into_iter().collect();
+        self.metrics.observe_batch(started.elapsed());
+        answers
     }
 
     /// Stores one key: filter first, then the key store.
@@ -335,7 +346,7 @@ impl Gate {
     /// assumption about how long writes take.
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
-            self.metrics.write_filter_failures.fetch_add(1, Relaxed);
+            self.metrics.write_filter_failures.inc();
             if matches!(
                 e,
                 FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation | FilterUnavailable::SegmentMissing(_)
@@ -356,15 +367,17 @@ impl Gate {
         }
         self.add_to(name, &added, &entries).await.map_err(fail)?;
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
+        let stored_at = Instant::now();
         let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
+        self.metrics.observe_store(Store::Database, stored_at.elapsed());
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
-            self.metrics.write_database_failures.fetch_add(1, Relaxed);
+            self.metrics.write_database_failures.inc();
             return Err(e.into());
         }
         let after = self.filters.state_for_write(name).await.map_err(fail)?;
         let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
         self.add_to(name, &named_since, &entries).await.map_err(fail)?;
-        self.metrics.writes.fetch_add(entries.len() as u64, Relaxed);
+        self.metrics.writes.inc_by(entries.len() as u64);
         Ok(())
     }
 
@@ -389,7 +402,7 @@ impl Gate {
         let key = def.key_format.normalize(raw_key)?;
         let existed = self.keys.delete(name, &key).await?;
         if existed {
-            self.metrics.filter(name).deletes.fetch_add(1, Relaxed);
+            self.metrics.filter(name).deletes.inc();
             self.count_stale(name).await;
         }
         Ok(existed)
@@ -587,9 +600,9 @@ impl Gate {
             false => None,
         };
         let c = self.metrics.filter(name);
-        let (maybes, fps) = (c.filter_maybes.load(Relaxed), c.false_positives.load(Relaxed));
+        let (maybes, fps) = (c.filter_maybes.get(), c.false_positives.get());
         let estimated = meta.params.estimated_len(ones);
-        let absent_lookups = c.filter_negatives.load(Relaxed) + fps;
+        let absent_lookups = c.filter_negatives.get() + fps;
         let observed_fp_rate = (absent_lookups > 0).then(|| fps as f64 / absent_lookups as f64);
         Ok(serde_json::json!({
             "filter": name,
@@ -609,7 +622,7 @@ impl Gate {
             "estimated_keys": if estimated.is_finite() { Some(estimated.round() as u64) } else { None },
             "expected_fp_rate_at_capacity": meta.params.expected_fp_rate(def.capacity),
             "expected_fp_rate_now": if estimated.is_finite() { Some(meta.params.expected_fp_rate(estimated as u64)) } else { None },
-            "lookups_answered_by_filter": c.filter_negatives.load(Relaxed),
+            "lookups_answered_by_filter": c.filter_negatives.get(),
             "filter_maybes": maybes,
             "observed_false_positives": fps,
             "observed_false_positive_ratio": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },

@@ -29,6 +29,7 @@ pub mod load;
 pub mod metrics;
 pub mod rebuild;
 pub mod recovery;
+pub mod request_metrics;
 pub mod routes;
 pub mod serve;
 pub mod sizing;
@@ -44,7 +45,6 @@ use error::AppError;
 use gate::{Gate, GateSettings};
 use routes::AppState;
 use std::future::Future;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use store::cassandra::{CassandraKeyStore, CassandraSettings};
 use store::embedded::{MemoryFilterStore, RedbKeyStore};
@@ -164,7 +164,7 @@ pub fn app(state: AppState) -> Router {
                     let metrics = metrics.clone();
                     async move {
                         if err.is::<tower::load_shed::error::Overloaded>() {
-                            metrics.overloaded.fetch_add(1, Relaxed);
+                            metrics.overloaded.inc();
                             AppError::Overloaded
                         } else if err.is::<tower::timeout::error::Elapsed>() {
                             AppError::Timeout
@@ -185,10 +185,12 @@ pub fn app(state: AppState) -> Router {
                     tracing::debug_span!("request", method = %req.method(), path)
                 })),
         );
+    let tracked = state.gate.metrics.clone();
     Router::new()
         .merge(api)
         .merge(routes::ops::router().with_state(state))
         .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
+        .layer(axum::middleware::from_fn_with_state(tracked, request_metrics::track))
 }
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests (for at most the request

@@ -1,31 +1,189 @@
-//! Prometheus metrics, kept as plain atomics (no registry crate: a dozen counters and one
-//! histogram do not need one) and rendered in the text exposition format.
+//! Prometheus metrics with `prometheus-client`: one registry, labels as enums (a misspelt
+//! label cannot exist), rendered in the OpenMetrics text format at `GET /metrics`.
+//!
+//! What operators alert on: requests by route and status and those in flight; lookups by who
+//! answered (the offload share is `lookups_total{answered_by="filter"}` over all); why the
+//! filter could not answer; Redis and Cassandra latency; per filter its fill ratio, expected and
+//! observed false-positive rates and a rebuild's phase and progress (set by every recovery
+//! check); `build_info`. `deploy/prometheus/` has the alert rules and `deploy/grafana/` the
+//! dashboard built on these names.
 
-use std::collections::HashMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Why a lookup fell through to the key store without a filter answer.
-pub const FALLTHROUGH_REASONS: [&str; 6] =
-    ["timeout", "error", "meta_missing", "segment_missing", "incarnation_changed", "disabled"];
-
-/// Upper bounds of the latency histogram, in seconds.
+/// Upper bounds of the latency histograms, in seconds.
 const LATENCY_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
 
-/// Per-filter counters, the source of the observed false-positive ratio in stats.
-#[derive(Default)]
+/// Declares a label-value enum: its variants and the text each is exported as.
+macro_rules! label_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+        pub enum $name { $($(#[$vdoc])* $variant),+ }
+
+        impl $name {
+            /// Every value, in order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The text the label carries.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl EncodeLabelValue for $name {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                encoder.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+label_enum!(
+    /// Who answered a lookup.
+    AnsweredBy {
+        /// The filter: "not seen", without the database.
+        Filter => "filter",
+        /// The database (after a "maybe", or when the filter could not answer).
+        Database => "database",
+    }
+);
+
+label_enum!(
+    /// Why a lookup fell through to the database without a filter answer.
+    Fallthrough {
+        /// The filter store did not answer in time.
+        Timeout => "timeout",
+        /// The filter store failed.
+        Error => "error",
+        /// The filter's metadata is gone (flushed, restarted empty).
+        MetaMissing => "meta_missing",
+        /// The key's segment is gone or damaged.
+        SegmentMissing => "segment_missing",
+        /// The bits belong to another Redis incarnation (restarted, failed over).
+        IncarnationChanged => "incarnation_changed",
+        /// The filter is turned off (`filter_enabled = false`).
+        Disabled => "disabled",
+    }
+);
+
+impl Fallthrough {
+    /// Whether the filter's bits are lost or untrusted, so the recovery check should run now.
+    pub fn needs_recovery(self) -> bool {
+        matches!(self, Fallthrough::MetaMissing | Fallthrough::SegmentMissing | Fallthrough::IncarnationChanged)
+    }
+}
+
+label_enum!(
+    /// What an edge fetched.
+    EdgeKind {
+        /// A manifest.
+        Manifest => "manifest",
+        /// A segment.
+        Segment => "segment",
+        /// A journal chunk.
+        Journal => "journal",
+    }
+);
+
+label_enum!(
+    /// The stores behind the origin.
+    Store {
+        /// Redis: the filter's bits.
+        Redis => "redis",
+        /// Cassandra (or the embedded key file): the keys.
+        Database => "database",
+    }
+);
+
+label_enum!(
+    /// A rebuild's phase, as its builder publishes it.
+    RebuildPhase {
+        /// Waiting `rebuild_settle_ms` before the scan.
+        Settling => "settling",
+        /// Reading every key of the filter from the database.
+        Scanning => "scanning",
+        /// Writing the new bits to Redis.
+        Uploading => "uploading",
+    }
+);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AnsweredByLabels {
+    answered_by: AnsweredBy,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: Fallthrough,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EdgeLabels {
+    kind: EdgeKind,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    store: Store,
+}
+
+/// A filter's name as a label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FilterLabels {
+    filter: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    filter: String,
+    phase: RebuildPhase,
+}
+
+/// An HTTP request's route (the router's pattern, never the raw path: bounded cardinality)
+/// and status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// Method.
+    pub method: String,
+    /// Route pattern, e.g. `/v1/filters/{filter}/keys/{key}`; `unmatched` for none.
+    pub route: String,
+    /// Status code.
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// Per-filter counters, the source of the observed false-positive ratio in stats. The counters
+/// are the exported ones (clones share the value).
 pub struct FilterCounters {
     /// Lookups the filter answered "no".
-    pub filter_negatives: AtomicU64,
+    pub filter_negatives: Counter,
     /// Lookups the filter answered "maybe".
-    pub filter_maybes: AtomicU64,
-    /// "Maybe" answers the key store then answered "absent".
-    pub false_positives: AtomicU64,
+    pub filter_maybes: Counter,
+    /// "Maybe" answers the database then answered "absent".
+    pub false_positives: Counter,
     /// Keys deleted through this origin (cumulative). Deletes since the build, from every
     /// origin, are counted in the filter store (`FilterStore::deletes`).
-    pub deletes: AtomicU64,
+    pub deletes: Counter,
     baseline: Mutex<Baseline>,
 }
 
@@ -47,189 +205,315 @@ impl FilterCounters {
 
     /// Records that a build starts now: later counts are "since the build".
     pub fn mark_build(&self) {
-        let now = Baseline {
-            negatives: self.filter_negatives.load(Relaxed),
-            false_positives: self.false_positives.load(Relaxed),
-        };
+        let now = Baseline { negatives: self.filter_negatives.get(), false_positives: self.false_positives.get() };
         *self.baseline.lock().unwrap_or_else(|e| e.into_inner()) = now;
     }
 }
 
-/// A histogram with fixed buckets.
-#[derive(Default)]
-pub struct Histogram {
-    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
-    count: AtomicU64,
-    sum_micros: AtomicU64,
+/// A filter's health as the recovery check last saw it: exported as gauges.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FilterGauges {
+    /// Share of bits set (sampled).
+    pub fill_ratio: f64,
+    /// Keys estimated from it.
+    pub estimated_keys: f64,
+    /// Configured capacity.
+    pub capacity: u64,
+    /// Target false-positive rate.
+    pub target_fp_rate: f64,
+    /// False-positive rate the fill implies now.
+    pub expected_fp_rate: f64,
+    /// False positives among lookups of absent keys since the build, if any were seen.
+    pub observed_fp_rate: Option<f64>,
 }
 
-impl Histogram {
-    /// Records one observation.
-    pub fn observe(&self, elapsed: Duration) {
-        let secs = elapsed.as_secs_f64();
-        if let Some(i) = LATENCY_BUCKETS.iter().position(|b| secs <= *b) {
-            self.buckets[i].fetch_add(1, Relaxed);
-        }
-        self.count.fetch_add(1, Relaxed);
-        self.sum_micros.fetch_add(elapsed.as_micros() as u64, Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let mut cumulative = 0;
-        for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
-            cumulative += bucket.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
-        }
-        let count = self.count.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {count}");
-        let _ = writeln!(
-            out,
-            "{name}_sum{{{}}} {}",
-            labels.trim_end_matches(','),
-            self.sum_micros.load(Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count{{{}}} {count}", labels.trim_end_matches(','));
-    }
+/// A running rebuild's progress: exported as gauges.
+#[derive(Clone, Copy, Debug)]
+pub struct RebuildGauges {
+    /// Its phase.
+    pub phase: RebuildPhase,
+    /// Keys read so far.
+    pub keys_scanned: u64,
+    /// Keys expected (from the old generation's fill), if known.
+    pub keys_expected: Option<u64>,
 }
 
 /// All of the origin's metrics.
-#[derive(Default)]
 pub struct Metrics {
-    /// Lookups answered "not seen" by the filter alone.
-    pub answered_by_filter: AtomicU64,
-    /// Lookups answered by the key store.
-    pub answered_by_database: AtomicU64,
-    /// Key-store reads made for lookups.
-    pub database_reads: AtomicU64,
-    /// Lookups that failed because the key store failed.
-    pub database_errors: AtomicU64,
-    /// Filter fall-throughs by reason (index into [`FALLTHROUGH_REASONS`]).
-    pub fallthroughs: [AtomicU64; FALLTHROUGH_REASONS.len()],
+    registry: Registry,
+    lookups: Family<AnsweredByLabels, Counter>,
+    fallthroughs: Family<ReasonLabels, Counter>,
+    edge_requests: Family<EdgeLabels, Counter>,
+    /// Database reads made for lookups.
+    pub database_reads: Counter,
+    /// Lookups that failed because the database failed.
+    pub database_errors: Counter,
     /// Requests refused with 429.
-    pub overloaded: AtomicU64,
-    /// Manifests served to edges: one per isolate per refresh, the traffic that grows with the
-    /// edge's footprint.
-    pub edge_manifests: AtomicU64,
-    /// Segments served to edges (cold isolates, new versions).
-    pub edge_segments: AtomicU64,
-    /// Journal chunks served to edges.
-    pub edge_journals: AtomicU64,
+    pub overloaded: Counter,
     /// Keys written (acknowledged).
-    pub writes: AtomicU64,
+    pub writes: Counter,
     /// Writes refused because the filter could not record the key.
-    pub write_filter_failures: AtomicU64,
-    /// Writes failed at the key store after the filter add.
-    pub write_database_failures: AtomicU64,
-    /// Single-key lookup latency.
-    pub lookup_latency: Histogram,
-    filters: RwLock<HashMap<String, Arc<FilterCounters>>>,
+    pub write_filter_failures: Counter,
+    /// Writes failed at the database after the filter add.
+    pub write_database_failures: Counter,
+    lookup_latency: Histogram,
+    batch_latency: Histogram,
+    store_latency: Family<StoreLabels, Histogram, fn() -> Histogram>,
+    requests: Family<RequestLabels, Counter>,
+    request_latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    /// HTTP requests being handled.
+    pub in_flight: Gauge,
+    filter_negatives: Family<FilterLabels, Counter>,
+    filter_maybes: Family<FilterLabels, Counter>,
+    false_positives: Family<FilterLabels, Counter>,
+    deletes: Family<FilterLabels, Counter>,
+    fill_ratio: Family<FilterLabels, FloatGauge>,
+    estimated_keys: Family<FilterLabels, FloatGauge>,
+    capacity: Family<FilterLabels, Gauge>,
+    target_fp_rate: Family<FilterLabels, FloatGauge>,
+    expected_fp_rate: Family<FilterLabels, FloatGauge>,
+    observed_fp_rate: Family<FilterLabels, FloatGauge>,
+    rebuild_running: Family<FilterLabels, Gauge>,
+    rebuild_phase: Family<PhaseLabels, Gauge>,
+    rebuild_keys_scanned: Family<FilterLabels, Gauge>,
+    rebuild_keys_expected: Family<FilterLabels, Gauge>,
+    filters: Mutex<std::collections::HashMap<String, Arc<FilterCounters>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
+    /// Every metric, registered under `bloomgate_`.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("bloomgate");
+        let m = Metrics {
+            lookups: Family::default(),
+            fallthroughs: Family::default(),
+            edge_requests: Family::default(),
+            database_reads: Counter::default(),
+            database_errors: Counter::default(),
+            overloaded: Counter::default(),
+            writes: Counter::default(),
+            write_filter_failures: Counter::default(),
+            write_database_failures: Counter::default(),
+            lookup_latency: latency_histogram(),
+            batch_latency: latency_histogram(),
+            store_latency: Family::new_with_constructor(latency_histogram),
+            requests: Family::default(),
+            request_latency: Family::new_with_constructor(latency_histogram),
+            in_flight: Gauge::default(),
+            filter_negatives: Family::default(),
+            filter_maybes: Family::default(),
+            false_positives: Family::default(),
+            deletes: Family::default(),
+            fill_ratio: Family::default(),
+            estimated_keys: Family::default(),
+            capacity: Family::default(),
+            target_fp_rate: Family::default(),
+            expected_fp_rate: Family::default(),
+            observed_fp_rate: Family::default(),
+            rebuild_running: Family::default(),
+            rebuild_phase: Family::default(),
+            rebuild_keys_scanned: Family::default(),
+            rebuild_keys_expected: Family::default(),
+            filters: Mutex::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register("lookups", "Key lookups by who answered (single and batch).", m.lookups.clone());
+        r.register("filter_fallthroughs", "Lookups the filter could not answer, by reason.", m.fallthroughs.clone());
+        r.register("edge_requests", "Manifests, segments and journal chunks served to edges.", m.edge_requests.clone());
+        r.register("database_reads", "Database reads made for lookups.", m.database_reads.clone());
+        r.register("database_errors", "Lookups failed (503) because the database failed.", m.database_errors.clone());
+        r.register("overloaded", "Requests refused with 429 (max_in_flight).", m.overloaded.clone());
+        r.register("writes", "Keys written and acknowledged.", m.writes.clone());
+        r.register(
+            "write_filter_failures",
+            "Writes refused because the filter add failed.",
+            m.write_filter_failures.clone(),
+        );
+        r.register(
+            "write_database_failures",
+            "Writes failed at the database after the filter add.",
+            m.write_database_failures.clone(),
+        );
+        r.register("lookup_seconds", "Single-key lookup latency, seconds.", m.lookup_latency.clone());
+        r.register("batch_lookup_seconds", "Batch lookup latency (a whole batch), seconds.", m.batch_latency.clone());
+        r.register("store_seconds", "Latency of calls to Redis and the database, seconds.", m.store_latency.clone());
+        r.register("http_requests", "HTTP requests by method, route and status.", m.requests.clone());
+        r.register(
+            "http_request_seconds",
+            "HTTP request latency by method, route and status, seconds.",
+            m.request_latency.clone(),
+        );
+        r.register("http_in_flight", "HTTP requests being handled.", m.in_flight.clone());
+        r.register("filter_negatives", "Lookups the filter answered 'no', by filter.", m.filter_negatives.clone());
+        r.register("filter_maybes", "Lookups the filter answered 'maybe', by filter.", m.filter_maybes.clone());
+        r.register(
+            "false_positives",
+            "'Maybe' answers the database answered 'absent', by filter.",
+            m.false_positives.clone(),
+        );
+        r.register(
+            "deletes",
+            "Keys deleted through this origin (their bits stay set until a rebuild).",
+            m.deletes.clone(),
+        );
+        r.register("filter_fill_ratio", "Share of the filter's bits set (sampled).", m.fill_ratio.clone());
+        r.register("filter_estimated_keys", "Keys estimated from the fill ratio.", m.estimated_keys.clone());
+        r.register("filter_capacity_keys", "The filter's configured capacity.", m.capacity.clone());
+        r.register("filter_target_fp_rate", "The filter's target false-positive rate.", m.target_fp_rate.clone());
+        r.register(
+            "filter_expected_fp_rate",
+            "False-positive rate the filter's fill implies now.",
+            m.expected_fp_rate.clone(),
+        );
+        r.register(
+            "filter_observed_fp_rate",
+            "False positives among lookups of absent keys since the build (this origin's).",
+            m.observed_fp_rate.clone(),
+        );
+        r.register("rebuild_running", "1 while a rebuild of the filter runs anywhere.", m.rebuild_running.clone());
+        r.register("rebuild_phase", "1 for the running rebuild's phase.", m.rebuild_phase.clone());
+        r.register("rebuild_keys_scanned", "Keys the running rebuild has read.", m.rebuild_keys_scanned.clone());
+        r.register(
+            "rebuild_keys_expected",
+            "Keys the running rebuild expects (from the old generation's fill); 0 when unknown.",
+            m.rebuild_keys_expected.clone(),
+        );
+        r.register(
+            "build",
+            "The running binary.",
+            Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() }),
+        );
+        // Every labelled series exists from the start, at zero: a rate over a series that
+        // appears only with its first event would miss that event, and dashboards show 0.
+        for by in AnsweredBy::ALL {
+            let _ = m.lookups.get_or_create(&AnsweredByLabels { answered_by: *by });
+        }
+        for reason in Fallthrough::ALL {
+            let _ = m.fallthroughs.get_or_create(&ReasonLabels { reason: *reason });
+        }
+        for kind in EdgeKind::ALL {
+            let _ = m.edge_requests.get_or_create(&EdgeLabels { kind: *kind });
+        }
+        for store in Store::ALL {
+            let _ = m.store_latency.get_or_create(&StoreLabels { store: *store });
+        }
+        Metrics { registry, ..m }
+    }
+
+    /// Counts a lookup's answer.
+    pub fn answered(&self, by: AnsweredBy) {
+        self.lookups.get_or_create(&AnsweredByLabels { answered_by: by }).inc();
+    }
+
+    /// Lookups answered by `by` so far.
+    pub fn answered_count(&self, by: AnsweredBy) -> u64 {
+        self.lookups.get_or_create(&AnsweredByLabels { answered_by: by }).get()
+    }
+
+    /// Counts a fall-through by its reason.
+    pub fn fallthrough(&self, reason: Fallthrough) {
+        self.fallthroughs.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Counts something served to an edge.
+    pub fn edge(&self, kind: EdgeKind) {
+        self.edge_requests.get_or_create(&EdgeLabels { kind }).inc();
+    }
+
+    /// Records a single-key lookup's latency.
+    pub fn observe_lookup(&self, elapsed: Duration) {
+        self.lookup_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a batch lookup's latency.
+    pub fn observe_batch(&self, elapsed: Duration) {
+        self.batch_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a call to a store.
+    pub fn observe_store(&self, store: Store, elapsed: Duration) {
+        self.store_latency.get_or_create(&StoreLabels { store }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a finished HTTP request.
+    pub fn observe_request(&self, labels: &RequestLabels, elapsed: Duration) {
+        self.requests.get_or_create(labels).inc();
+        self.request_latency.get_or_create(labels).observe(elapsed.as_secs_f64());
+    }
+
     /// Counters of one filter, created on first use.
     pub fn filter(&self, name: &str) -> Arc<FilterCounters> {
-        if let Some(c) = self.filters.read().unwrap_or_else(|e| e.into_inner()).get(name) {
+        let mut filters = self.filters.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = filters.get(name) {
             return c.clone();
         }
-        let mut filters = self.filters.write().unwrap_or_else(|e| e.into_inner());
-        filters.entry(name.to_owned()).or_default().clone()
+        let label = FilterLabels { filter: name.to_owned() };
+        let c = Arc::new(FilterCounters {
+            filter_negatives: self.filter_negatives.get_or_create_owned(&label),
+            filter_maybes: self.filter_maybes.get_or_create_owned(&label),
+            false_positives: self.false_positives.get_or_create_owned(&label),
+            deletes: self.deletes.get_or_create_owned(&label),
+            baseline: Mutex::default(),
+        });
+        filters.insert(name.to_owned(), c.clone());
+        c
     }
 
-    /// Counts a fall-through by its reason label.
-    pub fn fallthrough(&self, reason: &str) {
-        if let Some(i) = FALLTHROUGH_REASONS.iter().position(|r| *r == reason) {
-            self.fallthroughs[i].fetch_add(1, Relaxed);
-        }
-    }
-
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");
-        };
-        let _ = writeln!(
-            out,
-            "# HELP bloomgate_lookups_total Lookups by who answered.\n# TYPE bloomgate_lookups_total counter"
-        );
-        let _ = writeln!(
-            out,
-            "bloomgate_lookups_total{{answered_by=\"filter\"}} {}",
-            self.answered_by_filter.load(Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "bloomgate_lookups_total{{answered_by=\"database\"}} {}",
-            self.answered_by_database.load(Relaxed)
-        );
-        counter(
-            &mut out,
-            "bloomgate_database_reads_total",
-            "Key-store reads made for lookups.",
-            self.database_reads.load(Relaxed),
-        );
-        counter(
-            &mut out,
-            "bloomgate_database_errors_total",
-            "Lookups failed (503) because the key store failed.",
-            self.database_errors.load(Relaxed),
-        );
-        let _ = writeln!(out, "# HELP bloomgate_filter_fallthroughs_total Lookups the filter could not answer, by reason.\n# TYPE bloomgate_filter_fallthroughs_total counter");
-        for (reason, n) in FALLTHROUGH_REASONS.iter().zip(&self.fallthroughs) {
-            let _ = writeln!(out, "bloomgate_filter_fallthroughs_total{{reason=\"{reason}\"}} {}", n.load(Relaxed));
-        }
-        counter(&mut out, "bloomgate_overloaded_total", "Requests refused with 429.", self.overloaded.load(Relaxed));
-        let _ = writeln!(
-            out,
-            "# HELP bloomgate_edge_requests_total Manifests and segments served to edges.\n# TYPE bloomgate_edge_requests_total counter"
-        );
-        for (kind, n) in
-            [("manifest", &self.edge_manifests), ("segment", &self.edge_segments), ("journal", &self.edge_journals)]
-        {
-            let _ = writeln!(out, "bloomgate_edge_requests_total{{kind=\"{kind}\"}} {}", n.load(Relaxed));
-        }
-        counter(&mut out, "bloomgate_writes_total", "Keys written and acknowledged.", self.writes.load(Relaxed));
-        counter(
-            &mut out,
-            "bloomgate_write_filter_failures_total",
-            "Writes refused because the filter add failed.",
-            self.write_filter_failures.load(Relaxed),
-        );
-        counter(
-            &mut out,
-            "bloomgate_write_database_failures_total",
-            "Writes failed at the key store after the filter add.",
-            self.write_database_failures.load(Relaxed),
-        );
-        let filters = self.filters.read().unwrap_or_else(|e| e.into_inner());
-        let mut names: Vec<&String> = filters.keys().collect();
-        names.sort();
-        for (metric, help) in [
-            ("bloomgate_filter_negatives_total", "Lookups the filter answered 'no'."),
-            ("bloomgate_filter_maybes_total", "Lookups the filter answered 'maybe'."),
-            ("bloomgate_false_positives_total", "'Maybe' answers the key store answered 'absent'."),
-            ("bloomgate_deletes_total", "Keys deleted through this origin (their bits stay set until a rebuild)."),
-        ] {
-            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} counter");
-            for name in &names {
-                let c = &filters[*name];
-                let value = match metric {
-                    "bloomgate_filter_negatives_total" => &c.filter_negatives,
-                    "bloomgate_filter_maybes_total" => &c.filter_maybes,
-                    "bloomgate_false_positives_total" => &c.false_positives,
-                    _ => &c.deletes,
-                };
-                let _ = writeln!(out, "{metric}{{filter=\"{name}\"}} {}", value.load(Relaxed));
+    /// Exports what the recovery check saw of a filter.
+    pub fn set_filter_gauges(&self, name: &str, g: &FilterGauges) {
+        let l = FilterLabels { filter: name.to_owned() };
+        self.fill_ratio.get_or_create(&l).set(g.fill_ratio);
+        self.estimated_keys.get_or_create(&l).set(g.estimated_keys);
+        self.capacity.get_or_create(&l).set(i64::try_from(g.capacity).unwrap_or(i64::MAX));
+        self.target_fp_rate.get_or_create(&l).set(g.target_fp_rate);
+        self.expected_fp_rate.get_or_create(&l).set(g.expected_fp_rate);
+        match g.observed_fp_rate {
+            Some(rate) => {
+                self.observed_fp_rate.get_or_create(&l).set(rate);
+            }
+            None => {
+                self.observed_fp_rate.remove(&l);
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP bloomgate_lookup_seconds Single-key lookup latency.\n# TYPE bloomgate_lookup_seconds histogram"
-        );
-        self.lookup_latency.render(&mut out, "bloomgate_lookup_seconds", "");
+    }
+
+    /// Exports a filter's running rebuild, or that none runs.
+    pub fn set_rebuild(&self, name: &str, rebuild: Option<RebuildGauges>) {
+        let l = FilterLabels { filter: name.to_owned() };
+        self.rebuild_running.get_or_create(&l).set(i64::from(rebuild.is_some()));
+        for phase in RebuildPhase::ALL {
+            let running = rebuild.is_some_and(|r| r.phase == *phase);
+            self.rebuild_phase
+                .get_or_create(&PhaseLabels { filter: name.to_owned(), phase: *phase })
+                .set(i64::from(running));
+        }
+        let scanned = rebuild.map_or(0, |r| r.keys_scanned);
+        self.rebuild_keys_scanned.get_or_create(&l).set(i64::try_from(scanned).unwrap_or(i64::MAX));
+        // 0 when unknown (no rebuild, or no old generation to estimate from): a series that
+        // came and went would leave dashboards without a name to query.
+        let expected = rebuild.and_then(|r| r.keys_expected).unwrap_or(0);
+        self.rebuild_keys_expected.get_or_create(&l).set(i64::try_from(expected).unwrap_or(i64::MAX));
+    }
+
+    /// The OpenMetrics text exposition (content type [`CONTENT_TYPE`]).
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            let _ = writeln!(out, "# metrics could not be encoded");
+        }
         out
     }
 }
+
+/// What `GET /metrics` answers with.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
 mod tests {
@@ -237,21 +521,72 @@ mod tests {
 
     #[test]
     fn renders_counters_labels_and_cumulative_buckets() {
-        let m = Metrics::default();
-        m.answered_by_filter.fetch_add(3, Relaxed);
-        m.fallthrough("segment_missing");
-        m.filter("hashes").false_positives.fetch_add(2, Relaxed);
-        m.lookup_latency.observe(Duration::from_micros(50));
-        m.lookup_latency.observe(Duration::from_millis(3));
-        m.edge_segments.fetch_add(4, Relaxed);
+        let m = Metrics::new();
+        for _ in 0..3 {
+            m.answered(AnsweredBy::Filter);
+        }
+        m.fallthrough(Fallthrough::SegmentMissing);
+        m.filter("hashes").false_positives.inc_by(2);
+        m.observe_lookup(Duration::from_micros(50));
+        m.observe_lookup(Duration::from_millis(3));
+        for _ in 0..4 {
+            m.edge(EdgeKind::Segment);
+        }
+        m.observe_store(Store::Redis, Duration::from_micros(300));
+        let labels =
+            RequestLabels { method: "GET".into(), route: "/v1/filters/{filter}/keys/{key}".into(), status: 404 };
+        m.observe_request(&labels, Duration::from_millis(1));
         let text = m.render();
-        assert!(text.contains("bloomgate_edge_requests_total{kind=\"segment\"} 4"));
-        assert!(text.contains("bloomgate_edge_requests_total{kind=\"manifest\"} 0"));
-        assert!(text.contains("bloomgate_lookups_total{answered_by=\"filter\"} 3"));
-        assert!(text.contains("bloomgate_filter_fallthroughs_total{reason=\"segment_missing\"} 1"));
-        assert!(text.contains("bloomgate_false_positives_total{filter=\"hashes\"} 2"));
-        assert!(text.contains("bloomgate_lookup_seconds_bucket{le=\"0.0001\"} 1"));
-        assert!(text.contains("bloomgate_lookup_seconds_bucket{le=\"0.005\"} 2"));
-        assert!(text.contains("bloomgate_lookup_seconds_count{} 2"));
+        for line in [
+            "bloomgate_edge_requests_total{kind=\"segment\"} 4",
+            "bloomgate_edge_requests_total{kind=\"manifest\"} 0",
+            "bloomgate_filter_fallthroughs_total{reason=\"timeout\"} 0",
+            "bloomgate_lookups_total{answered_by=\"filter\"} 3",
+            "bloomgate_filter_fallthroughs_total{reason=\"segment_missing\"} 1",
+            "bloomgate_false_positives_total{filter=\"hashes\"} 2",
+            "bloomgate_lookup_seconds_bucket{le=\"0.0001\"} 1",
+            "bloomgate_lookup_seconds_bucket{le=\"0.005\"} 2",
+            "bloomgate_lookup_seconds_count 2",
+            "bloomgate_store_seconds_count{store=\"redis\"} 1",
+            "bloomgate_http_requests_total{method=\"GET\",route=\"/v1/filters/{filter}/keys/{key}\",status=\"404\"} 1",
+            "bloomgate_build_info{version=\"",
+            "# EOF",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from\n{text}");
+        }
+        assert_eq!(m.filter("hashes").false_positives.get(), 2, "the stats read the exported counter");
+    }
+
+    #[test]
+    fn gauges_follow_the_recovery_check_and_a_rebuild() {
+        let m = Metrics::new();
+        let g = FilterGauges {
+            fill_ratio: 0.5,
+            estimated_keys: 1000.0,
+            capacity: 2000,
+            target_fp_rate: 0.01,
+            expected_fp_rate: 0.002,
+            observed_fp_rate: Some(0.003),
+        };
+        m.set_filter_gauges("f", &g);
+        let rebuild = RebuildGauges { phase: RebuildPhase::Scanning, keys_scanned: 10, keys_expected: Some(99) };
+        m.set_rebuild("f", Some(rebuild));
+        let text = m.render();
+        for line in [
+            "bloomgate_filter_fill_ratio{filter=\"f\"} 0.5",
+            "bloomgate_filter_observed_fp_rate{filter=\"f\"} 0.003",
+            "bloomgate_rebuild_running{filter=\"f\"} 1",
+            "bloomgate_rebuild_phase{filter=\"f\",phase=\"scanning\"} 1",
+            "bloomgate_rebuild_phase{filter=\"f\",phase=\"uploading\"} 0",
+            "bloomgate_rebuild_keys_expected{filter=\"f\"} 99",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from\n{text}");
+        }
+        m.set_filter_gauges("f", &FilterGauges { observed_fp_rate: None, ..g });
+        m.set_rebuild("f", None);
+        let text = m.render();
+        assert!(!text.contains("bloomgate_filter_observed_fp_rate{"), "no lookups, no rate:\n{text}");
+        assert!(text.contains("bloomgate_rebuild_running{filter=\"f\"} 0"));
+        assert!(text.contains("bloomgate_rebuild_keys_expected{filter=\"f\"} 0"), "0 when none runs:\n{text}");
     }
 }

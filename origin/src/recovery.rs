@@ -5,12 +5,13 @@
 //! [`rebuild_reason`], pure; the loop around it only gathers facts and starts rebuilds, under
 //! the lease (so many origins start one rebuild) and with backoff after failures.
 
+use crate::build_progress::BuildPhase;
 use crate::gate::Gate;
+use crate::metrics::{FilterGauges, RebuildGauges, RebuildPhase};
 use crate::rebuild::{self, RebuildOptions};
 use crate::store::{FilterDef, FilterUnavailable};
 use bloomgate_filter::{Params, SizingOptions};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -151,6 +152,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
         Err(e) => return Err(e),
     };
     h.building = store.lease_holder(name).await?.is_some();
+    export_rebuild(gate, name, h.building).await;
     h.building_abandoned = state.building.is_some() && !h.building;
     h.incarnation_changed = state.stale().next().is_some();
     h.previous_age_ms = state.previous_since_ms.map(|at| crate::gate::now_ms().saturating_sub(at));
@@ -166,15 +168,49 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
         Err(e) => return Err(e),
         Ok(()) => {}
     }
-    let (ones, counted) = store.count_ones_sampled(name, active, FILL_SAMPLE_SEGMENTS).await?;
-    let ones = ones as f64 * f64::from(active.params.segment_count) / f64::from(counted.max(1));
+    let (sampled_ones, counted) = store.count_ones_sampled(name, active, FILL_SAMPLE_SEGMENTS).await?;
+    let ones = sampled_ones as f64 * f64::from(active.params.segment_count) / f64::from(counted.max(1));
     h.estimated_keys = active.params.estimated_len(ones.round() as u64);
     let c = gate.metrics.filter(name);
     let since = c.build_baseline();
-    h.negatives = c.filter_negatives.load(Relaxed) - since.negatives;
-    h.false_positives = c.false_positives.load(Relaxed) - since.false_positives;
+    h.negatives = c.filter_negatives.get() - since.negatives;
+    h.false_positives = c.false_positives.get() - since.false_positives;
+    let absent_lookups = h.negatives + h.false_positives;
+    gate.metrics.set_filter_gauges(
+        name,
+        &FilterGauges {
+            fill_ratio: ones / active.params.total_bits() as f64,
+            estimated_keys: h.estimated_keys,
+            capacity: h.capacity,
+            target_fp_rate: h.target_fp,
+            expected_fp_rate: active.params.expected_fp_rate(h.estimated_keys.round() as u64),
+            observed_fp_rate: (absent_lookups > 0).then(|| h.false_positives as f64 / absent_lookups as f64),
+        },
+    );
     h.deletes = store.deletes(name, active).await?;
     Ok(h)
+}
+
+/// Exports the filter's running rebuild (anywhere: its builder publishes progress to the filter
+/// store), or that none runs. Advisory: a failed read leaves the gauges as they were.
+async fn export_rebuild(gate: &Gate, name: &str, building: bool) {
+    let progress = match building {
+        true => match gate.filter_store().progress(name).await {
+            Ok(p) => p,
+            Err(_) => return,
+        },
+        false => None,
+    };
+    let rebuild = progress.map(|p| RebuildGauges {
+        phase: match p.phase {
+            BuildPhase::Settling => RebuildPhase::Settling,
+            BuildPhase::Scanning => RebuildPhase::Scanning,
+            BuildPhase::Uploading => RebuildPhase::Uploading,
+        },
+        keys_scanned: p.keys_scanned,
+        keys_expected: p.keys_expected,
+    });
+    gate.metrics.set_rebuild(name, rebuild);
 }
 
 /// Shortest time between two checks started by nudges.

@@ -4,12 +4,12 @@
 use super::{ApiPath, AppState};
 use crate::auth::Edge;
 use crate::error::AppError;
+use crate::metrics::EdgeKind;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use std::sync::atomic::Ordering::Relaxed;
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -20,7 +20,7 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
-    s.gate.metrics.edge_manifests.fetch_add(1, Relaxed);
+    s.gate.metrics.edge(EdgeKind::Manifest);
     let manifest = s.gate.manifest(&filter).await?;
     let mut response = Json(manifest).into_response();
     // The manifest is what makes edges fresh: never cached on the way.
@@ -34,7 +34,7 @@ async fn segment(
     headers: HeaderMap,
     ApiPath((filter, generation, index)): ApiPath<(String, u64, u32)>,
 ) -> Result<Response, AppError> {
-    s.gate.metrics.edge_segments.fetch_add(1, Relaxed);
+    s.gate.metrics.edge(EdgeKind::Segment);
     let (version, wire) = s.gate.segment(&filter, generation, index).await?;
     let etag = format!("\"{generation}-{index}-{version}\"");
     if headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
@@ -89,7 +89,7 @@ async fn journal(
         .split_once('-')
         .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)))
         .ok_or_else(|| AppError::BadRequest("after_id must be a stream id MS-SEQ, e.g. 1700000000000-0".into()))?;
-    s.gate.metrics.edge_journals.fetch_add(1, Relaxed);
+    s.gate.metrics.edge(EdgeKind::Journal);
     let after = bloomgate_filter::JournalPosition { added: query.after, id_ms, id_seq };
     let Some(chunk) = s.gate.journal(&filter, generation, after, MAX_JOURNAL_ENTRIES).await? else {
         let mut gone = (

@@ -1,4 +1,4 @@
-//! Operations: `/metrics` (Prometheus), `/healthz` (the process is up), `/readyz` (both
+//! Operations: `/metrics` (Prometheus, OpenMetrics text), `/healthz` (the process is up), `/readyz` (both
 //! stores answer; the filter being down is reported but does not make the origin unready,
 //! since lookups still work without it).
 
@@ -16,7 +16,7 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.gate.metrics.render())
+    ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], s.gate.metrics.render())
 }
 
 async fn healthz() -> impl IntoResponse {

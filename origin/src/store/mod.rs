@@ -55,14 +55,15 @@ pub enum FilterUnavailable {
 }
 
 impl FilterUnavailable {
-    /// Short label for metrics.
-    pub fn reason(&self) -> &'static str {
+    /// The reason a lookup falls through, as metrics label it.
+    pub fn reason(&self) -> crate::metrics::Fallthrough {
+        use crate::metrics::Fallthrough;
         match self {
-            FilterUnavailable::Timeout => "timeout",
-            FilterUnavailable::Error(_) => "error",
-            FilterUnavailable::MetaMissing => "meta_missing",
-            FilterUnavailable::SegmentMissing(_) => "segment_missing",
-            FilterUnavailable::Incarnation => "incarnation_changed",
+            FilterUnavailable::Timeout => Fallthrough::Timeout,
+            FilterUnavailable::Error(_) => Fallthrough::Error,
+            FilterUnavailable::MetaMissing => Fallthrough::MetaMissing,
+            FilterUnavailable::SegmentMissing(_) => Fallthrough::SegmentMissing,
+            FilterUnavailable::Incarnation => Fallthrough::IncarnationChanged,
         }
     }
 }
