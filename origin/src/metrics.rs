@@ -168,6 +168,17 @@ struct BuildLabels {
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// Series every lookup touches, taken from their families once (clones share the value).
+#[derive(Clone, Default)]
+struct HotSeries {
+    answered_by_filter: Counter,
+    answered_by_database: Counter,
+    // Options only because a histogram has no default (its buckets are chosen); always Some
+    // once `Metrics::new` returns.
+    redis_seconds: Option<Histogram>,
+    database_seconds: Option<Histogram>,
+}
+
 fn latency_histogram() -> Histogram {
     Histogram::new(LATENCY_BUCKETS)
 }
@@ -242,6 +253,8 @@ pub struct RebuildGauges {
 pub struct Metrics {
     registry: Registry,
     lookups: Family<AnsweredByLabels, Counter>,
+    /// The lookup path's series, held directly: no family lookup (lock, hash) per lookup.
+    hot: HotSeries,
     fallthroughs: Family<ReasonLabels, Counter>,
     edge_requests: Family<EdgeLabels, Counter>,
     /// Database reads made for lookups.
@@ -292,6 +305,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("bloomgate");
         let m = Metrics {
             lookups: Family::default(),
+            hot: HotSeries::default(),
             fallthroughs: Family::default(),
             edge_requests: Family::default(),
             database_reads: Counter::default(),
@@ -404,17 +418,23 @@ impl Metrics {
         for store in Store::ALL {
             let _ = m.store_latency.get_or_create(&StoreLabels { store: *store });
         }
-        Metrics { registry, ..m }
+        let hot = HotSeries {
+            answered_by_filter: m.lookups.get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Filter }),
+            answered_by_database: m
+                .lookups
+                .get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Database }),
+            redis_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Redis })),
+            database_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Database })),
+        };
+        Metrics { registry, hot, ..m }
     }
 
     /// Counts a lookup's answer.
     pub fn answered(&self, by: AnsweredBy) {
-        self.lookups.get_or_create(&AnsweredByLabels { answered_by: by }).inc();
-    }
-
-    /// Lookups answered by `by` so far.
-    pub fn answered_count(&self, by: AnsweredBy) -> u64 {
-        self.lookups.get_or_create(&AnsweredByLabels { answered_by: by }).get()
+        match by {
+            AnsweredBy::Filter => self.hot.answered_by_filter.inc(),
+            AnsweredBy::Database => self.hot.answered_by_database.inc(),
+        };
     }
 
     /// Counts a fall-through by its reason.
@@ -439,7 +459,13 @@ impl Metrics {
 
     /// Records a call to a store.
     pub fn observe_store(&self, store: Store, elapsed: Duration) {
-        self.store_latency.get_or_create(&StoreLabels { store }).observe(elapsed.as_secs_f64());
+        let series = match store {
+            Store::Redis => &self.hot.redis_seconds,
+            Store::Database => &self.hot.database_seconds,
+        };
+        if let Some(h) = series {
+            h.observe(elapsed.as_secs_f64());
+        }
     }
 
     /// Records a finished HTTP request.
