@@ -79,6 +79,10 @@ pub struct Config {
     pub retry_after_secs: u64,
     /// Consult the filter at all. `false` sends every lookup to the key store: the A/B baseline.
     pub filter_enabled: bool,
+    /// Serve the status page (`/status`, `/status/data`) without a token: per filter, fill and
+    /// false-positive rates against the target, lookups by who answered, database reads saved,
+    /// rebuild progress. Off by default; turn it on where the origin's port is internal.
+    pub status_page: bool,
     /// How often to check filters for lost bits or drift and rebuild on its own, in ms; 0 = off.
     pub recovery_interval_ms: u64,
     /// Wait between naming a rebuild's generation and scanning, in ms. Not needed for
@@ -131,6 +135,7 @@ impl Default for Config {
             journal_max_age_ms: 600_000,
             retry_after_secs: 1,
             filter_enabled: true,
+            status_page: false,
             recovery_interval_ms: 5000,
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,

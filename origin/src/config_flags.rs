@@ -115,6 +115,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter_enabled: Option<bool>,
+    /// Serve the status page at /status (no token; for internal ports).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_page: Option<bool>,
     /// Automatic rebuild checks every this many ms (0: off).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -96,6 +96,8 @@ pub struct Gate {
     keys: Arc<dyn KeyStore>,
     /// Metrics, shared with the HTTP layer.
     pub metrics: Arc<Metrics>,
+    /// What the status page plots, sampled by the recovery check.
+    pub status: crate::status_history::StatusHistory,
     /// Wakes the recovery check early: a request found the filter's bits lost.
     pub recovery_nudge: tokio::sync::Notify,
     defs: DefCache,
@@ -163,6 +165,7 @@ impl Gate {
             filters,
             keys,
             metrics: Arc::new(Metrics::default()),
+            status: crate::status_history::StatusHistory::default(),
             recovery_nudge: tokio::sync::Notify::new(),
             defs: DefCache::new(settings.cache_ttl),
             metas: RwLock::default(),

@@ -34,6 +34,7 @@ pub mod routes;
 pub mod serve;
 pub mod sizing;
 pub mod stats_table;
+pub mod status_history;
 pub mod store;
 
 use axum::error_handling::HandleErrorLayer;
@@ -188,7 +189,8 @@ pub fn app(state: AppState) -> Router {
     let tracked = state.gate.metrics.clone();
     Router::new()
         .merge(api)
-        .merge(routes::ops::router().with_state(state))
+        .merge(routes::ops::router().with_state(state.clone()))
+        .merge(routes::status::router().with_state(state))
         .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
         .layer(axum::middleware::from_fn_with_state(tracked, request_metrics::track))
 }

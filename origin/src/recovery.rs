@@ -9,6 +9,7 @@ use crate::build_progress::BuildPhase;
 use crate::gate::Gate;
 use crate::metrics::{FilterGauges, RebuildGauges, RebuildPhase};
 use crate::rebuild::{self, RebuildOptions};
+use crate::status_history::{RebuildSample, Sample};
 use crate::store::{FilterDef, FilterUnavailable};
 use bloomgate_filter::{Params, SizingOptions};
 use std::collections::HashMap;
@@ -152,7 +153,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
         Err(e) => return Err(e),
     };
     h.building = store.lease_holder(name).await?.is_some();
-    export_rebuild(gate, name, h.building).await;
+    let rebuild = export_rebuild(gate, name, h.building).await;
     h.building_abandoned = state.building.is_some() && !h.building;
     h.incarnation_changed = state.stale().next().is_some();
     h.previous_age_ms = state.previous_since_ms.map(|at| crate::gate::now_ms().saturating_sub(at));
@@ -176,15 +177,33 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
     h.negatives = c.filter_negatives.get() - since.negatives;
     h.false_positives = c.false_positives.get() - since.false_positives;
     let absent_lookups = h.negatives + h.false_positives;
-    gate.metrics.set_filter_gauges(
+    let gauges = FilterGauges {
+        fill_ratio: ones / active.params.total_bits() as f64,
+        estimated_keys: h.estimated_keys,
+        capacity: h.capacity,
+        target_fp_rate: h.target_fp,
+        expected_fp_rate: active.params.expected_fp_rate(h.estimated_keys.round() as u64),
+        observed_fp_rate: (absent_lookups > 0).then(|| h.false_positives as f64 / absent_lookups as f64),
+    };
+    gate.metrics.set_filter_gauges(name, &gauges);
+    gate.status.record(
         name,
-        &FilterGauges {
-            fill_ratio: ones / active.params.total_bits() as f64,
-            estimated_keys: h.estimated_keys,
-            capacity: h.capacity,
-            target_fp_rate: h.target_fp,
-            expected_fp_rate: active.params.expected_fp_rate(h.estimated_keys.round() as u64),
-            observed_fp_rate: (absent_lookups > 0).then(|| h.false_positives as f64 / absent_lookups as f64),
+        Sample {
+            at_ms: crate::gate::now_ms(),
+            fill_ratio: gauges.fill_ratio,
+            estimated_keys: gauges.estimated_keys,
+            capacity: gauges.capacity,
+            target_fp_rate: gauges.target_fp_rate,
+            expected_fp_rate: gauges.expected_fp_rate,
+            observed_fp_rate: gauges.observed_fp_rate,
+            answered_by_filter: c.filter_negatives.get(),
+            filter_maybes: c.filter_maybes.get(),
+            false_positives: c.false_positives.get(),
+            rebuild: rebuild.map(|r| RebuildSample {
+                phase: r.phase.as_str(),
+                keys_scanned: r.keys_scanned,
+                keys_expected: r.keys_expected.unwrap_or(0),
+            }),
         },
     );
     h.deletes = store.deletes(name, active).await?;
@@ -192,12 +211,13 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
 }
 
 /// Exports the filter's running rebuild (anywhere: its builder publishes progress to the filter
-/// store), or that none runs. Advisory: a failed read leaves the gauges as they were.
-async fn export_rebuild(gate: &Gate, name: &str, building: bool) {
+/// store), or that none runs, and returns it. Advisory: a failed read leaves the gauges as they
+/// were.
+async fn export_rebuild(gate: &Gate, name: &str, building: bool) -> Option<RebuildGauges> {
     let progress = match building {
         true => match gate.filter_store().progress(name).await {
             Ok(p) => p,
-            Err(_) => return,
+            Err(_) => return None,
         },
         false => None,
     };
@@ -211,6 +231,7 @@ async fn export_rebuild(gate: &Gate, name: &str, building: bool) {
         keys_expected: p.keys_expected,
     });
     gate.metrics.set_rebuild(name, rebuild);
+    rebuild
 }
 
 /// Shortest time between two checks started by nudges.

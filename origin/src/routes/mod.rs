@@ -5,6 +5,7 @@ pub mod edge;
 pub mod filters;
 pub mod keys;
 pub mod ops;
+pub mod status;
 
 use crate::config::Config;
 use crate::error::AppError;
