@@ -628,7 +628,7 @@ impl Gate {
             "lookups_answered_by_filter": c.filter_negatives.get(),
             "filter_maybes": maybes,
             "observed_false_positives": fps,
-            "observed_false_positive_ratio": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
+            "false_positive_share_of_maybes": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
             "deletes_since_build": deletes,
             "journal_entries": journal.map(|j| j.entries),
             "journal_bytes": journal.and_then(|j| j.bytes),

@@ -73,7 +73,7 @@ const SECTIONS: &[(&str, &[Row])] = &[
             ("expected at capacity", "expected_fp_rate_at_capacity", percent),
             ("expected now", "expected_fp_rate_now", percent),
             ("observed, of absent-key lookups", "observed_fp_rate", percent),
-            ("observed, of the filter's \"maybe\"s", "observed_false_positive_ratio", percent),
+            ("observed, of the filter's \"maybe\"s", "false_positive_share_of_maybes", percent),
         ],
     ),
     (
