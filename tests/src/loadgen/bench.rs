@@ -128,6 +128,35 @@ struct Target<'a> {
     filtered: bool,
 }
 
+impl<'a> Target<'a> {
+    /// A closed-loop run at `base` (no origin counters, no proxy) at the configured
+    /// connections and length.
+    fn new(name: &'a str, description: impl Into<String>, base: &str, miss_share: f64) -> Target<'a> {
+        Target {
+            name,
+            description: description.into(),
+            base: base.to_owned(),
+            origin: None,
+            proxy: None,
+            miss_share,
+            rate: None,
+            connections: None,
+            duration: None,
+            filtered: false,
+        }
+    }
+
+    /// A run against `origin`, whose counters it reads; `filtered` when its filter is on.
+    fn at_origin(name: &'a str, description: &str, origin: &'a Server, miss_share: f64, filtered: bool) -> Target<'a> {
+        Target { origin: Some(origin), filtered, ..Target::new(name, description, &origin.base, miss_share) }
+    }
+
+    /// The same run at a fixed rate.
+    fn at_rate(self, rate: f64) -> Target<'a> {
+        Target { rate: Some(rate), ..self }
+    }
+}
+
 fn step(env: &Env, msg: &str) {
     if env.progress {
         eprintln!("[loadgen] {msg}");
@@ -412,9 +441,15 @@ pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
 }
 
 /// Issue 6's targets side by side, and the sweep.
-async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
-    let machine = Machine::describe();
-    let http = reqwest::Client::builder().pool_max_idle_per_host(16).timeout(Duration::from_secs(60)).build()?;
+/// The servers of a side-by-side run.
+struct Servers {
+    origin: Server,
+    baseline: Server,
+    floor: Server,
+}
+
+/// Starts the origins (filter on, filter off) and the floor, and the CPU groups to measure.
+async fn start_servers(cfg: &BenchConfig, env: &mut Env) -> anyhow::Result<Servers> {
     let settings_for = |filter_enabled| OriginSettings {
         redis_url: cfg.redis_url.clone(),
         cassandra: cfg.cassandra.clone(),
@@ -422,31 +457,11 @@ async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         filter_enabled,
         journal_enabled: true,
     };
-    let mut env = Env { http: http.clone(), cassandra: None, groups: Vec::new(), progress: cfg.progress };
-    step(&env, "starting the origins (filter on, filter off) and the floor");
+    step(env, "starting the origins (filter on, filter off) and the floor");
     let origin = start_origin(&cfg.origin, &settings_for(true)).await?;
     let baseline = start_origin(&cfg.origin, &settings_for(false)).await?;
     let floor = start_floor(&cfg.floor).await?;
     env.cassandra = CassandraReads::connect(&cfg.cassandra, &cfg.keyspace).await;
-
-    // Filters get headroom over the keys they hold: the origin resizes (rebuilds at double
-    // capacity) a filter whose *estimated* key count passes its capacity, and at exactly full
-    // the estimate's noise trips that about half the time.
-    let sized = |n: usize| (n as f64 * cfg.capacity_headroom).ceil() as u64;
-    let filter = format!("bench-{:016x}", rand::random::<u64>());
-    let present = Arc::new(present_keys(cfg.seed, cfg.present));
-    step(&env, &format!("preloading {} present keys into {filter} (fp_rate {})", cfg.present, cfg.fp_rate));
-    let t0 = Instant::now();
-    let spec = FilterSpec {
-        name: &filter,
-        fp_rate: cfg.fp_rate,
-        capacity: sized(cfg.present),
-        segment_bytes: cfg.segment_bytes,
-    };
-    preload(&http, &origin.base, &spec, &present, cfg.progress).await?;
-    let preload_secs = t0.elapsed().as_secs_f64();
-    let workload = Workload::new(cfg.seed, present.clone(), cfg.miss_share, cfg.zipf_s);
-
     let me = std::process::id();
     // In-process servers share this process: their CPU shows under `loadgen` then.
     let mut groups = vec![
@@ -465,179 +480,87 @@ async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         groups.push(CpuGroup { name: "floor".into(), pids: vec![floor.pid] });
     }
     env.groups = groups;
+    Ok(Servers { origin, baseline, floor })
+}
 
+/// The floor, the baseline and the filtered origin, each closed loop (and the floor and the
+/// negative path again at half their rate, the p99 target's control).
+async fn measure_origins(
+    env: &Env,
+    cfg: &BenchConfig,
+    workload: &Workload,
+    filter: &str,
+    servers: &Servers,
+) -> anyhow::Result<Vec<TargetResult>> {
+    let Servers { origin, baseline, floor } = servers;
     let mut results = Vec::new();
-    let (r, _) = measure(
-        &env,
-        cfg,
-        &workload,
-        &filter,
-        Target {
-            name: "floor",
-            description: "axum hello-world: same route, a 404 and no work (the framework's cost)".into(),
-            base: floor.base.clone(),
-            origin: None,
-            proxy: None,
-            miss_share: 1.0,
-            filtered: false,
-            rate: None,
-            connections: None,
-            duration: None,
-        },
-    )
-    .await?;
+    let floor_target = Target::new(
+        "floor",
+        "axum hello-world: same route, a 404 and no work (the framework's cost)",
+        &floor.base,
+        1.0,
+    );
+    let (r, _) = measure(env, cfg, workload, filter, floor_target).await?;
     let floor_rate = r.lookups_per_sec;
     results.push(r);
     if cfg.half_rate && floor_rate > 0.0 {
         // The control for the p99 target: what this machine's scheduling alone does to the
         // tail of a server at half its rate.
-        let (r, _) = measure(
-            &env,
-            cfg,
-            &workload,
-            &filter,
-            Target {
-                name: "floor-half",
-                description: "the floor at half its measured maximum rate".into(),
-                base: floor.base.clone(),
-                origin: None,
-                proxy: None,
-                miss_share: 1.0,
-                filtered: false,
-                rate: Some(floor_rate / 2.0),
-                connections: None,
-                duration: None,
-            },
-        )
-        .await?;
-        results.push(r);
+        let half = Target::new("floor-half", "the floor at half its measured maximum rate", &floor.base, 1.0);
+        results.push(measure(env, cfg, workload, filter, half.at_rate(floor_rate / 2.0)).await?.0);
     }
-    let (r, _) = measure(
-        &env,
-        cfg,
-        &workload,
-        &filter,
-        Target {
-            name: "baseline",
-            description: "origin, filter disabled: every lookup reads Cassandra".into(),
-            base: baseline.base.clone(),
-            origin: Some(&baseline),
-            proxy: None,
-            miss_share: cfg.miss_share,
-            filtered: false,
-            rate: None,
-            connections: None,
-            duration: None,
-        },
-    )
-    .await?;
-    results.push(r);
-    let (r, _) = measure(
-        &env,
-        cfg,
-        &workload,
-        &filter,
-        Target {
-            name: "filter",
-            description: "origin with the Redis filter".into(),
-            base: origin.base.clone(),
-            origin: Some(&origin),
-            proxy: None,
-            miss_share: cfg.miss_share,
-            filtered: true,
-            rate: None,
-            connections: None,
-            duration: None,
-        },
-    )
-    .await?;
-    results.push(r);
-    let (negatives, _) = measure(
-        &env,
-        cfg,
-        &workload,
-        &filter,
-        Target {
-            name: "filter-negatives",
-            description: "origin with the Redis filter, absent keys only (the negative path)".into(),
-            base: origin.base.clone(),
-            origin: Some(&origin),
-            proxy: None,
-            miss_share: 1.0,
-            filtered: true,
-            rate: None,
-            connections: None,
-            duration: None,
-        },
-    )
-    .await?;
+    let describe = "origin, filter disabled: every lookup reads Cassandra";
+    let baseline_target = Target::at_origin("baseline", describe, baseline, cfg.miss_share, false);
+    results.push(measure(env, cfg, workload, filter, baseline_target).await?.0);
+    let filtered = Target::at_origin("filter", "origin with the Redis filter", origin, cfg.miss_share, true);
+    results.push(measure(env, cfg, workload, filter, filtered).await?.0);
+    let describe = "origin with the Redis filter, absent keys only (the negative path)";
+    let (negatives, _) =
+        measure(env, cfg, workload, filter, Target::at_origin("filter-negatives", describe, origin, 1.0, true)).await?;
     let max_negative_rate = negatives.lookups_per_sec;
     results.push(negatives);
     if cfg.half_rate && max_negative_rate > 0.0 {
-        let (r, _) = measure(
-            &env,
-            cfg,
-            &workload,
-            &filter,
-            Target {
-                name: "filter-negatives-half",
-                description: "the negative path at half its measured maximum rate".into(),
-                base: origin.base.clone(),
-                origin: Some(&origin),
-                proxy: None,
-                miss_share: 1.0,
-                filtered: true,
-                rate: Some(max_negative_rate / 2.0),
-                connections: None,
-                duration: None,
-            },
-        )
-        .await?;
-        results.push(r);
+        let describe = "the negative path at half its measured maximum rate";
+        let half = Target::at_origin("filter-negatives-half", describe, origin, 1.0, true);
+        results.push(measure(env, cfg, workload, filter, half.at_rate(max_negative_rate / 2.0)).await?.0);
     }
-    if let Some(freshness) = cfg.edge_freshness_secs {
-        step(&env, "starting wrangler dev in front of the origin (through a counting proxy)");
-        let proxy = CountingProxy::start(origin.base.trim_start_matches("http://")).await?;
-        let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, freshness).await;
-        env.groups.push(CpuGroup {
-            name: "edge".into(),
-            pids: descendants(me).into_iter().filter(|p| ![origin.pid, baseline.pid, floor.pid].contains(p)).collect(),
-        });
-        let (r, _) = measure(
-            &env,
-            cfg,
-            &workload,
-            &filter,
-            Target {
-                name: "edge",
-                description: format!("wrangler dev (workerd) in front of the filtered origin, warm, S = {freshness} s"),
-                base: edge.base.clone(),
-                origin: Some(&origin),
-                proxy: Some(&proxy),
-                miss_share: cfg.miss_share,
-                filtered: true,
-                rate: None,
-                connections: cfg.edge_connections,
-                duration: cfg.edge_duration,
-            },
-        )
-        .await?;
-        results.push(r);
-        env.groups.pop();
-        drop(edge);
-    }
+    Ok(results)
+}
 
-    let mut stats_by_filter = BTreeMap::new();
-    stats_by_filter.insert(filter.clone(), filter_stats(&http, &origin.base, &filter).await);
-    let mut sweep = Vec::new();
-    let mut sweep_error = None;
-    if let Some(s) = &cfg.sweep {
-        // A failed sweep must not lose the side-by-side results measured above.
-        if let Err(e) = run_sweep(&env, cfg, s, &origin, &mut sweep, &mut stats_by_filter).await {
-            eprintln!("[loadgen] sweep failed: {e:#}");
-            sweep_error = Some(format!("{e:#}"));
-        }
-    }
+/// `wrangler dev` in front of the filtered origin, through a counting proxy, warm.
+async fn measure_edge(
+    env: &mut Env,
+    cfg: &BenchConfig,
+    workload: &Workload,
+    filter: &str,
+    servers: &Servers,
+    freshness: u32,
+) -> anyhow::Result<TargetResult> {
+    let Servers { origin, baseline, floor } = servers;
+    step(env, "starting wrangler dev in front of the origin (through a counting proxy)");
+    let proxy = CountingProxy::start(origin.base.trim_start_matches("http://")).await?;
+    let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, freshness).await;
+    let me = std::process::id();
+    env.groups.push(CpuGroup {
+        name: "edge".into(),
+        pids: descendants(me).into_iter().filter(|p| ![origin.pid, baseline.pid, floor.pid].contains(p)).collect(),
+    });
+    let describe = format!("wrangler dev (workerd) in front of the filtered origin, warm, S = {freshness} s");
+    let target = Target {
+        proxy: Some(&proxy),
+        connections: cfg.edge_connections,
+        duration: cfg.edge_duration,
+        ..Target::at_origin("edge", &describe, origin, cfg.miss_share, true)
+    };
+    let target = Target { base: edge.base.clone(), ..target };
+    let (r, _) = measure(env, cfg, workload, filter, target).await?;
+    env.groups.pop();
+    drop(edge);
+    Ok(r)
+}
+
+/// The run's settings, as reported.
+fn side_by_side_settings(cfg: &BenchConfig, filter: &str, preload_secs: f64) -> BTreeMap<String, String> {
     let mut settings = BTreeMap::new();
     for (k, v) in [
         ("seed", cfg.seed.to_string()),
@@ -653,7 +576,7 @@ async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
         ("origin", format!("{:?}", cfg.origin)),
         ("floor", format!("{:?}", cfg.floor)),
         ("keyspace", cfg.keyspace.clone()),
-        ("filter", filter.clone()),
+        ("filter", filter.to_owned()),
         ("preload_secs", format!("{preload_secs:.1}")),
         ("edge_freshness_secs", cfg.edge_freshness_secs.map_or("off".into(), |s| s.to_string())),
         (
@@ -668,10 +591,53 @@ async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     ] {
         settings.insert(k.to_owned(), v);
     }
+    settings
+}
+
+async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
+    let machine = Machine::describe();
+    let http = reqwest::Client::builder().pool_max_idle_per_host(16).timeout(Duration::from_secs(60)).build()?;
+    let mut env = Env { http: http.clone(), cassandra: None, groups: Vec::new(), progress: cfg.progress };
+    let servers = start_servers(cfg, &mut env).await?;
+
+    // Filters get headroom over the keys they hold: the origin resizes (rebuilds at double
+    // capacity) a filter whose *estimated* key count passes its capacity, and at exactly full
+    // the estimate's noise trips that about half the time.
+    let sized = |n: usize| (n as f64 * cfg.capacity_headroom).ceil() as u64;
+    let filter = format!("bench-{:016x}", rand::random::<u64>());
+    let present = Arc::new(present_keys(cfg.seed, cfg.present));
+    step(&env, &format!("preloading {} present keys into {filter} (fp_rate {})", cfg.present, cfg.fp_rate));
+    let t0 = Instant::now();
+    let spec = FilterSpec {
+        name: &filter,
+        fp_rate: cfg.fp_rate,
+        capacity: sized(cfg.present),
+        segment_bytes: cfg.segment_bytes,
+    };
+    preload(&http, &servers.origin.base, &spec, &present, cfg.progress).await?;
+    let preload_secs = t0.elapsed().as_secs_f64();
+    let workload = Workload::new(cfg.seed, present.clone(), cfg.miss_share, cfg.zipf_s);
+
+    let mut results = measure_origins(&env, cfg, &workload, &filter, &servers).await?;
+    if let Some(freshness) = cfg.edge_freshness_secs {
+        results.push(measure_edge(&mut env, cfg, &workload, &filter, &servers, freshness).await?);
+    }
+
+    let mut stats_by_filter = BTreeMap::new();
+    stats_by_filter.insert(filter.clone(), filter_stats(&http, &servers.origin.base, &filter).await);
+    let mut sweep = Vec::new();
+    let mut sweep_error = None;
+    if let Some(s) = &cfg.sweep {
+        // A failed sweep must not lose the side-by-side results measured above.
+        if let Err(e) = run_sweep(&env, cfg, s, &servers.origin, &mut sweep, &mut stats_by_filter).await {
+            eprintln!("[loadgen] sweep failed: {e:#}");
+            sweep_error = Some(format!("{e:#}"));
+        }
+    }
     let mut report = BenchReport {
         command: cfg.command.clone(),
         machine,
-        settings,
+        settings: side_by_side_settings(cfg, &filter, preload_secs),
         targets: results,
         sweep,
         checks: Vec::new(),
