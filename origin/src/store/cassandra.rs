@@ -13,9 +13,8 @@
 use super::cassandra_schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
 use super::consistency::{check_overlap, Replication};
 use super::{FilterDef, KeyStore, KeyStoreError};
+use async_trait::async_trait;
 use bloomgate_filter::KeyFormat;
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::errors::{ExecutionError, RequestAttemptError};
@@ -270,130 +269,103 @@ pub fn token_ranges(n: i64) -> Vec<(i64, i64)> {
         .collect()
 }
 
+#[async_trait]
 impl KeyStore for CassandraKeyStore {
-    fn scan_keys<'a>(
+    async fn scan_keys<'a>(
         &'a self,
         filter: &'a str,
         concurrency: usize,
-        sink: &'a (dyn Fn(&[u8]) + Send + Sync),
-    ) -> BoxFuture<'a, Result<u64, KeyStoreError>> {
+        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
+    ) -> Result<u64, KeyStoreError> {
         use futures::{StreamExt, TryStreamExt};
-        async move {
-            let scans = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| async move {
-                let mut attempt = 1;
-                loop {
-                    match self.scan_range_once(filter, start, end, sink).await {
-                        Err(e) if attempt < SCAN_ATTEMPTS => {
-                            tracing::warn!(filter, start, end, attempt, cause = %e, "scan of a token range failed; scanning it again");
-                            attempt += 1;
-                            tokio::time::sleep(SCAN_RETRY_PAUSE).await;
-                        }
-                        result => return result,
+        let scans = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| async move {
+            let mut attempt = 1;
+            loop {
+                match self.scan_range_once(filter, start, end, sink).await {
+                    Err(e) if attempt < SCAN_ATTEMPTS => {
+                        tracing::warn!(filter, start, end, attempt, cause = %e, "scan of a token range failed; scanning it again");
+                        attempt += 1;
+                        tokio::time::sleep(SCAN_RETRY_PAUSE).await;
                     }
+                    result => return result,
                 }
-            });
-            let counts: Vec<u64> =
-                futures::stream::iter(scans).buffer_unordered(concurrency.max(1)).try_collect().await?;
-            Ok(counts.iter().sum())
-        }
-        .boxed()
+            }
+        });
+        let counts: Vec<u64> = futures::stream::iter(scans).buffer_unordered(concurrency.max(1)).try_collect().await?;
+        Ok(counts.iter().sum())
     }
 
-    fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>> {
-        async move {
-            let result = self.session.execute_unpaged(&self.all_filters, ()).await.map_err(classify)?;
-            let rows = result.into_rows_result().map_err(err)?;
-            let defs: Vec<FilterRow> = rows.rows::<FilterRow>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
-            defs.into_iter().map(def_from_row).collect()
-        }
-        .boxed()
+    async fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+        let result = self.session.execute_unpaged(&self.all_filters, ()).await.map_err(classify)?;
+        let rows = result.into_rows_result().map_err(err)?;
+        let defs: Vec<FilterRow> = rows.rows::<FilterRow>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+        defs.into_iter().map(def_from_row).collect()
     }
 
-    fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), KeyStoreError> {
         let name = name.to_owned();
-        async move {
-            let capacity = i64::try_from(capacity).map_err(err)?;
-            self.session.execute_unpaged(&self.resize, (capacity, fp_rate, name)).await.map_err(classify)?;
-            Ok(())
-        }
-        .boxed()
+        let capacity = i64::try_from(capacity).map_err(err)?;
+        self.session.execute_unpaged(&self.resize, (capacity, fp_rate, name)).await.map_err(classify)?;
+        Ok(())
     }
 
     #[instrument(skip_all, fields(filter))]
-    fn get(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError> {
         let values = (filter.to_owned(), key.to_vec());
-        async move {
-            let result = self.session.execute_unpaged(&self.get_key, values).await.map_err(classify)?;
-            let rows = result.into_rows_result().map_err(err)?;
-            let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(err)?;
-            Ok(row.map(|(value,)| value.unwrap_or_default()))
-        }
-        .boxed()
+        let result = self.session.execute_unpaged(&self.get_key, values).await.map_err(classify)?;
+        let rows = result.into_rows_result().map_err(err)?;
+        let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(err)?;
+        Ok(row.map(|(value,)| value.unwrap_or_default()))
     }
 
-    fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), KeyStoreError> {
         let values = (filter.to_owned(), key.to_vec(), value.to_vec());
-        async move {
-            self.session.execute_unpaged(&self.put_key, values).await.map_err(classify)?;
-            Ok(())
-        }
-        .boxed()
+        self.session.execute_unpaged(&self.put_key, values).await.map_err(classify)?;
+        Ok(())
     }
 
-    fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>> {
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, KeyStoreError> {
         let (filter, key) = (filter.to_owned(), key.to_vec());
-        async move {
-            // Whether it was there is read first: informational (the answer's `deleted`), so it
-            // need not be atomic with the delete.
-            let existed = self.get(&filter, &key).await?.is_some();
-            self.session.execute_unpaged(&self.delete_key, (filter, key)).await.map_err(classify)?;
-            Ok(existed)
-        }
-        .boxed()
+        // Whether it was there is read first: informational (the answer's `deleted`), so it
+        // need not be atomic with the delete.
+        let existed = self.get(&filter, &key).await?.is_some();
+        self.session.execute_unpaged(&self.delete_key, (filter, key)).await.map_err(classify)?;
+        Ok(existed)
     }
 
-    fn create_filter(&self, def: &FilterDef) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), KeyStoreError> {
         let def = def.clone();
-        async move {
-            let values = (
-                def.name.clone(),
-                def.key_format.to_string(),
-                i64::try_from(def.capacity).map_err(err)?,
-                def.fp_rate,
-                i64::try_from(def.segment_bytes).map_err(err)?,
-            );
-            let result = self.session.execute_unpaged(&self.insert_filter, values).await.map_err(classify)?;
-            // The first column of an LWT's result is `[applied]`.
-            let rows = result.into_rows_result().map_err(err)?;
-            let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(err)?;
-            let applied = matches!(
-                first.as_ref().and_then(|row| row.columns.first()),
-                Some(Some(scylla::value::CqlValue::Boolean(true)))
-            );
-            // Whether we inserted or someone else did first, the stored row is the answer.
-            let stored = self.filter(&def.name).await?.ok_or_else(|| err("filter definition vanished after insert"))?;
-            Ok((stored, applied))
-        }
-        .boxed()
+        let values = (
+            def.name.clone(),
+            def.key_format.to_string(),
+            i64::try_from(def.capacity).map_err(err)?,
+            def.fp_rate,
+            i64::try_from(def.segment_bytes).map_err(err)?,
+        );
+        let result = self.session.execute_unpaged(&self.insert_filter, values).await.map_err(classify)?;
+        // The first column of an LWT's result is `[applied]`.
+        let rows = result.into_rows_result().map_err(err)?;
+        let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(err)?;
+        let applied = matches!(
+            first.as_ref().and_then(|row| row.columns.first()),
+            Some(Some(scylla::value::CqlValue::Boolean(true)))
+        );
+        // Whether we inserted or someone else did first, the stored row is the answer.
+        let stored = self.filter(&def.name).await?.ok_or_else(|| err("filter definition vanished after insert"))?;
+        Ok((stored, applied))
     }
 
-    fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>> {
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, KeyStoreError> {
         let values = (name.to_owned(),);
-        async move {
-            let result = self.session.execute_unpaged(&self.get_filter, values).await.map_err(classify)?;
-            let rows = result.into_rows_result().map_err(err)?;
-            let row: Option<FilterRow> = rows.maybe_first_row().map_err(err)?;
-            row.map(def_from_row).transpose()
-        }
-        .boxed()
+        let result = self.session.execute_unpaged(&self.get_filter, values).await.map_err(classify)?;
+        let rows = result.into_rows_result().map_err(err)?;
+        let row: Option<FilterRow> = rows.maybe_first_row().map_err(err)?;
+        row.map(def_from_row).transpose()
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), KeyStoreError>> {
-        async move {
-            self.session.execute_unpaged(&self.ping, ()).await.map_err(classify)?;
-            Ok(())
-        }
-        .boxed()
+    async fn ping(&self) -> Result<(), KeyStoreError> {
+        self.session.execute_unpaged(&self.ping, ()).await.map_err(classify)?;
+        Ok(())
     }
 }
 

@@ -7,10 +7,9 @@ use super::{
     KeyStore, KeyStoreError, SegmentBits,
 };
 use crate::build_progress::BuildProgress;
+use async_trait::async_trait;
 use bloomgate_filter::JournalPosition;
 use bloomgate_filter::{BloomFilter, KeyHash};
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::VecDeque;
 use std::collections::{HashMap, HashSet};
@@ -106,10 +105,6 @@ impl MemoryFilterStore {
     }
 }
 
-fn ready<T: Send + 'static>(value: T) -> BoxFuture<'static, T> {
-    async move { value }.boxed()
-}
-
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }
@@ -135,19 +130,20 @@ impl MemoryFilterStore {
     }
 }
 
+#[async_trait]
 impl FilterStore for MemoryFilterStore {
-    fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         if meta.incarnation != self.incarnation {
-            return ready(Err(FilterUnavailable::Incarnation));
+            return Err(FilterUnavailable::Incarnation);
         }
         let key = (filter.to_owned(), meta.generation);
         if read(&self.generations).contains_key(&key) {
-            return ready(Ok(()));
+            return Ok(());
         }
         // Allocated outside the lock, and fallibly: an over-large filter is an error.
         let bits = match BloomFilter::try_new(meta.params) {
             Ok(bits) => bits,
-            Err(e) => return ready(Err(FilterUnavailable::Error(e.to_string()))),
+            Err(e) => return Err(FilterUnavailable::Error(e.to_string())),
         };
         let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
         if meta.journal {
@@ -156,148 +152,129 @@ impl FilterStore for MemoryFilterStore {
             write(&self.journals).entry(key.clone()).or_insert(journal);
         }
         write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));
-        ready(Ok(()))
+        Ok(())
     }
 
-    fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
+    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
         let state = read(&self.states).get(filter).copied().ok_or(FilterUnavailable::MetaMissing);
-        ready(state.map(|s| FilterState { read_from: self.incarnation, ..s }))
+        state.map(|s| FilterState { read_from: self.incarnation, ..s })
     }
 
-    fn incarnation(&self) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        ready(Ok(self.incarnation))
+    async fn incarnation(&self) -> Result<u64, FilterUnavailable> {
+        Ok(self.incarnation)
     }
 
-    fn replace_state(
+    async fn replace_state(
         &self,
         filter: &str,
         expected: Option<u64>,
         state: FilterState,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+    ) -> Result<bool, FilterUnavailable> {
         let mut states = write(&self.states);
         if states.get(filter).map(|s| s.revision) != expected {
-            return ready(Ok(false));
+            return Ok(false);
         }
         let state = FilterState { revision: expected.map_or(1, |r| r + 1), read_from: 0, ..state };
         states.insert(filter.to_owned(), state);
-        ready(Ok(true))
+        Ok(true)
     }
 
-    fn merge_segment(
+    async fn merge_segment(
         &self,
         filter: &str,
         meta: FilterMeta,
         index: u32,
         payload: Vec<u8>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let result = self.generation(filter, meta).and_then(|f| {
+    ) -> Result<(), FilterUnavailable> {
+        self.generation(filter, meta).and_then(|f| {
             // ORed in place with atomic ORs: adds landing meanwhile are kept.
             if !f.bits.merge_segment_payload_shared(index, &payload) {
                 return Err(FilterUnavailable::SegmentMissing(index));
             }
             f.versions[index as usize].fetch_add(1, Ordering::SeqCst);
             Ok(())
-        });
-        ready(result)
+        })
     }
 
-    fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
         *write(&self.deletes).entry((filter.to_owned(), meta.generation)).or_default() += n;
-        ready(Ok(()))
+        Ok(())
     }
 
-    fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        ready(Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0)))
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0))
     }
 
-    fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable> {
         write(&self.progress).insert(filter.to_owned(), progress);
-        ready(Ok(()))
+        Ok(())
     }
 
-    fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>> {
-        ready(Ok(read(&self.progress).get(filter).copied()))
+    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
+        Ok(read(&self.progress).get(filter).copied())
     }
 
-    fn retire_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let key = (filter.to_owned(), meta.generation);
         // Marked first, so adds that still name it succeed as no-ops; then the bits go.
         write(&self.retired).insert(key.clone());
         write(&self.journals).remove(&key);
         write(&self.generations).remove(&key);
         write(&self.deletes).remove(&key);
-        ready(Ok(()))
+        Ok(())
     }
 
-    fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable> {
         let mut generations = write(&self.generations);
         let before = generations.len();
         generations.retain(|(f, g), _| f != filter || keep.contains(g));
         write(&self.journals).retain(|(f, g), _| f != filter || keep.contains(g));
-        ready(Ok((before - generations.len()) as u64))
+        Ok((before - generations.len()) as u64)
     }
 
-    fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
-        ready(
-            self.generation(filter, meta)
-                .and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0))),
-        )
+
+        self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0)))
     }
 
-    fn lease(
-        &self,
-        filter: &str,
-        owner: &str,
-        ttl: std::time::Duration,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+    async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> Result<bool, FilterUnavailable> {
         let mut leases = write(&self.leases);
         let now = std::time::Instant::now();
         let free = leases.get(filter).is_none_or(|(holder, until)| holder == owner || *until <= now);
         if free {
             leases.insert(filter.to_owned(), (owner.to_owned(), now + ttl));
         }
-        ready(Ok(free))
+        Ok(free)
     }
 
-    fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable> {
         let mut leases = write(&self.leases);
         if leases.get(filter).is_some_and(|(holder, _)| holder == owner) {
             leases.remove(filter);
         }
-        ready(Ok(()))
+        Ok(())
     }
 
-    fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>> {
+    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
         let now = std::time::Instant::now();
         let holder = read(&self.leases).get(filter).filter(|(_, until)| *until > now).map(|(h, _)| h.clone());
-        ready(Ok(holder))
+        Ok(holder)
     }
 
-    fn may_contain(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hash: KeyHash,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
-        let answer = match self.generation(filter, meta) {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
+        match self.generation(filter, meta) {
             Ok(f) => Ok(f.bits.may_contain_hash(&hash)),
             // Retired or never created: unreadable, so the lookup falls through.
             Err(FilterUnavailable::MetaMissing) => {
                 Err(FilterUnavailable::SegmentMissing(meta.params.locate(&hash).segment))
             }
             Err(e) => Err(e),
-        };
-        ready(answer)
+        }
     }
 
-    fn add(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hashes: Vec<KeyHash>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let result = match self.generation(filter, meta) {
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+        match self.generation(filter, meta) {
             Ok(f) => {
                 for hash in &hashes {
                     f.bits.insert_hash_shared(hash);
@@ -310,17 +287,11 @@ impl FilterStore for MemoryFilterStore {
             }
             Err(FilterUnavailable::MetaMissing) if self.is_retired(filter, meta) => Ok(()),
             Err(e) => Err(e),
-        };
-        ready(result)
+        }
     }
 
-    fn segment(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        index: u32,
-    ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
-        let result = match self.generation(filter, meta) {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
+        match self.generation(filter, meta) {
             Ok(f) if (index as usize) < f.versions.len() => {
                 // Version first, then bits: the bits are at least as new as the label.
                 let version = f.versions[index as usize].load(Ordering::SeqCst);
@@ -328,82 +299,77 @@ impl FilterStore for MemoryFilterStore {
             }
             Err(FilterUnavailable::Incarnation) => Err(FilterUnavailable::Incarnation),
             _ => Err(FilterUnavailable::SegmentMissing(index)),
-        };
-        ready(result)
+        }
     }
 
-    fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
-        ready(self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect()))
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
+        self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect())
     }
 
-    fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        ready(self.generation(filter, meta).map(|f| f.bits.count_ones()))
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        self.generation(filter, meta).map(|f| f.bits.count_ones())
     }
 
-    fn count_ones_sampled(
+    async fn count_ones_sampled(
         &self,
         filter: &str,
         meta: FilterMeta,
         _max_segments: u32,
-    ) -> BoxFuture<'_, Result<(u64, u32), FilterUnavailable>> {
+    ) -> Result<(u64, u32), FilterUnavailable> {
         // In memory a full count is a scan of RAM: cheap enough to do whole.
-        ready(self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count)))
+        self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count))
     }
 
-    fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
-        ready(Ok(Some(meta.params.total_bytes())))
+    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
+        Ok(Some(meta.params.total_bytes()))
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        ready(Ok(()))
+    async fn ping(&self) -> Result<(), FilterUnavailable> {
+        Ok(())
     }
 
-    fn journal_head(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
         if meta.incarnation != self.incarnation {
-            return ready(Err(FilterUnavailable::Incarnation));
+            return Err(FilterUnavailable::Incarnation);
         }
         let journals = read(&self.journals);
         let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
-        ready(head.ok_or(FilterUnavailable::SegmentMissing(0)))
+        head.ok_or(FilterUnavailable::SegmentMissing(0))
     }
 
-    fn read_journal(
+    async fn read_journal(
         &self,
         filter: &str,
         meta: FilterMeta,
         after: JournalPosition,
         max_entries: u32,
-    ) -> BoxFuture<'_, Result<JournalRead, FilterUnavailable>> {
+    ) -> Result<JournalRead, FilterUnavailable> {
         if meta.incarnation != self.incarnation {
-            return ready(Err(FilterUnavailable::Incarnation));
+            return Err(FilterUnavailable::Incarnation);
         }
         let journals = read(&self.journals);
         let Some(journal) = journals.get(&(filter.to_owned(), meta.generation)) else {
-            return ready(Err(FilterUnavailable::SegmentMissing(0)));
+            return Err(FilterUnavailable::SegmentMissing(0));
         };
         let head = journal.head();
         if after.added + 1 < journal.first || after.added > head.added || after.id_ms != after.added {
-            return ready(Ok(JournalRead::Reset));
+            return Ok(JournalRead::Reset);
         }
         let skip = (after.added + 1 - journal.first) as usize;
         let entries: Vec<Vec<KeyHash>> =
             journal.entries.iter().skip(skip).take(max_entries as usize).map(|(_, h)| h.clone()).collect();
         let to_added = after.added + entries.len() as u64;
         let to = JournalPosition { added: to_added, id_ms: to_added, id_seq: 0 };
-        ready(Ok(JournalRead::Entries { to, entries, head: head.added }))
+        Ok(JournalRead::Entries { to, entries, head: head.added })
     }
 
-    fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>> {
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
         let journals = read(&self.journals);
         let size = journals.get(&(filter.to_owned(), meta.generation)).map(|j| JournalSize {
             entries: j.entries.len() as u64,
             bytes: Some(j.entries.iter().map(|(_, h)| 16 * h.len() as u64 + 40).sum()),
         });
-        ready(size.ok_or(FilterUnavailable::SegmentMissing(0)))
+        size.ok_or(FilterUnavailable::SegmentMissing(0))
     }
 }
 
@@ -508,37 +474,35 @@ impl RedbKeyStore {
     }
 }
 
+#[async_trait]
 impl KeyStore for RedbKeyStore {
-    fn scan_keys<'a>(
+    async fn scan_keys<'a>(
         &'a self,
         filter: &'a str,
         _concurrency: usize,
-        sink: &'a (dyn Fn(&[u8]) + Send + Sync),
-    ) -> BoxFuture<'a, Result<u64, KeyStoreError>> {
-        async move {
-            // redb is read on a blocking thread and handed over in chunks, so a rebuild never
-            // stalls the runtime that answers lookups.
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);
-            let (db, filter_name) = (self.db.clone(), filter.to_owned());
-            let reader = tokio::task::spawn_blocking(move || {
-                scan_chunks(&db, &filter_name, |chunk| tx.blocking_send(chunk).is_ok())
-            });
-            let mut n = 0u64;
-            while let Some(chunk) = rx.recv().await {
-                chunk.iter().for_each(|k| sink(k));
-                n += chunk.len() as u64;
-            }
-            reader.await.map_err(err)??;
-            Ok(n)
+        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
+    ) -> Result<u64, KeyStoreError> {
+        // redb is read on a blocking thread and handed over in chunks, so a rebuild never
+        // stalls the runtime that answers lookups.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);
+        let (db, filter_name) = (self.db.clone(), filter.to_owned());
+        let reader = tokio::task::spawn_blocking(move || {
+            scan_chunks(&db, &filter_name, |chunk| tx.blocking_send(chunk).is_ok())
+        });
+        let mut n = 0u64;
+        while let Some(chunk) = rx.recv().await {
+            chunk.iter().for_each(|k| sink(k));
+            n += chunk.len() as u64;
         }
-        .boxed()
+        reader.await.map_err(err)??;
+        Ok(n)
     }
 
-    fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>> {
-        self.blocking(filter_defs_in).boxed()
+    async fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+        self.blocking(filter_defs_in).await
     }
 
-    fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), KeyStoreError> {
         let name = name.to_owned();
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -554,30 +518,30 @@ impl KeyStore for RedbKeyStore {
             }
             tx.commit().map_err(err)
         })
-        .boxed()
+        .await
     }
 
-    fn get(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>> {
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError> {
         let k = row_key(filter, key);
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(err)?;
             let table = tx.open_table(KEYS).map_err(err)?;
             Ok(table.get(k.as_slice()).map_err(err)?.map(|v| v.value().to_vec()))
         })
-        .boxed()
+        .await
     }
 
-    fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> BoxFuture<'_, Result<(), KeyStoreError>> {
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), KeyStoreError> {
         let (k, v) = (row_key(filter, key), value.to_vec());
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
             tx.open_table(KEYS).map_err(err)?.insert(k.as_slice(), v.as_slice()).map_err(err)?;
             tx.commit().map_err(err)
         })
-        .boxed()
+        .await
     }
 
-    fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>> {
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, KeyStoreError> {
         let k = row_key(filter, key);
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -585,10 +549,10 @@ impl KeyStore for RedbKeyStore {
             tx.commit().map_err(err)?;
             Ok(existed)
         })
-        .boxed()
+        .await
     }
 
-    fn create_filter(&self, def: &FilterDef) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>> {
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), KeyStoreError> {
         let def = def.clone();
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -607,10 +571,10 @@ impl KeyStore for RedbKeyStore {
             tx.commit().map_err(err)?;
             Ok(stored)
         })
-        .boxed()
+        .await
     }
 
-    fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>> {
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, KeyStoreError> {
         let name = name.to_owned();
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(err)?;
@@ -618,10 +582,10 @@ impl KeyStore for RedbKeyStore {
             let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
             json.map(|j| serde_json::from_str(&j).map_err(err)).transpose()
         })
-        .boxed()
+        .await
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), KeyStoreError>> {
-        async { Ok(()) }.boxed()
+    async fn ping(&self) -> Result<(), KeyStoreError> {
+        async { Ok(()) }.await
     }
 }

@@ -13,8 +13,8 @@ pub mod state;
 pub use state::{FilterMeta, FilterState};
 
 use crate::build_progress::BuildProgress;
+use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 /// A filter's definition: what the operator asked for. Stored in the key store (the truth).
@@ -115,81 +115,72 @@ pub struct JournalRetention {
 }
 
 /// The shared filter.
+#[async_trait]
 pub trait FilterStore: Send + Sync + 'static {
     /// Creates generation `meta.generation` with all segments zeroed and its insert journal
     /// (idempotent). Does not change which generation is active.
-    fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
     /// The filter's generations, with `read_from` set to the incarnation of the store process
     /// that answered; `MetaMissing` if the filter store has no record of the filter.
-    fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>>;
+    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable>;
     /// [`state`](Self::state) for the write path and admin reads (stats): under the write
     /// timeout, since a write must not fail because lookups' short timeout expired behind
     /// other writes' scripts.
-    fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        self.state(filter)
+    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        self.state(filter).await
     }
     /// The incarnation of the store process answering now (see [`state`](Self::state)).
-    fn incarnation(&self) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    async fn incarnation(&self) -> Result<u64, FilterUnavailable>;
     /// Replaces the filter's state if its revision is still `expected` (None: if there is no
     /// state), in one atomic step; the stored revision becomes `expected + 1` (1 for a new
     /// state). False if someone else changed it first.
-    fn replace_state(
+    async fn replace_state(
         &self,
         filter: &str,
         expected: Option<u64>,
         state: FilterState,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
+    ) -> Result<bool, FilterUnavailable>;
     /// ORs a built segment's payload into generation `meta` (keeping bits that concurrent adds
     /// set meanwhile) and bumps its version, atomically. Fails if the segment is missing.
-    fn merge_segment(
+    async fn merge_segment(
         &self,
         filter: &str,
         meta: FilterMeta,
         index: u32,
         payload: Vec<u8>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    ) -> Result<(), FilterUnavailable>;
     /// Counts `n` keys deleted from the key store whose bits generation `meta` still holds.
     /// Kept in the filter store, so every origin's deletes count toward the stale-delete
     /// threshold, and a new generation starts from zero.
-    fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable>;
     /// Deletes counted against generation `meta` (0 if none).
-    fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable>;
     /// Publishes a rebuild's progress (it expires on its own if not republished).
-    fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable>;
     /// The last published progress of a rebuild of `filter`, if any.
-    fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>>;
+    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable>;
     /// Makes generation `meta` unreadable, segment by segment: its bits are deleted (reads
     /// fall through) while adds to it still succeed as no-ops, so writes that read the state
     /// before it stopped naming the generation do not fail. Call before the state stops
     /// naming the generation. Also drops its delete count.
-    fn retire_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
     /// Deletes the keys of every generation of `filter` not in `keep` (left behind when the
     /// state was lost, or by a rebuild that died); returns how many keys went. Retired
     /// segments' markers are left to expire on their own.
-    fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable>;
     /// Checks that every segment of `meta` has its bits at full size and a version, and that
     /// its journal exists: `SegmentMissing` names the first segment that is not whole (0 for a
     /// lost journal).
-    fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
     /// The owner of the filter's rebuild lease, if it is held.
-    fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>>;
+    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable>;
     /// Takes the filter's rebuild lease for `owner` unless someone else holds it; true if taken
     /// (or already held by `owner`, in which case it is extended).
-    fn lease(
-        &self,
-        filter: &str,
-        owner: &str,
-        ttl: std::time::Duration,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
+    async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> Result<bool, FilterUnavailable>;
     /// Releases the lease if `owner` holds it.
-    fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable>;
     /// Whether the key with this hash may be in the filter.
-    fn may_contain(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hash: KeyHash,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>>;
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable>;
     /// Sets the keys' bits and bumps changed segments' versions, then, for a generation with
     /// an insert journal, appends the hashes to it as one entry, in one atomic step (an entry is
     /// never seen without its bits; see `bloomgate_filter::journal`). Errs if any key could not
@@ -201,46 +192,39 @@ pub trait FilterStore: Send + Sync + 'static {
     ///
     /// Every method taking a `meta` fails with `Incarnation` if the store process answering
     /// is not the one that holds `meta`'s bits.
-    fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>)
-        -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable>;
     /// A segment's version and bits, read atomically (under the write timeout: an edge may
     /// wait for a 64 KiB read, a lookup may not).
-    fn segment(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        index: u32,
-    ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>>;
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable>;
     /// Current versions of all segments of a generation.
-    fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>>;
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable>;
     /// Number of set bits over the active generation (for stats).
-    fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>>;
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable>;
     /// Set bits over at most `max_segments` segments spread evenly over the generation, and
     /// how many segments were counted: a fill estimate whose cost does not grow with the
     /// filter (the recovery check runs it on every origin, every interval).
-    fn count_ones_sampled(
+    async fn count_ones_sampled(
         &self,
         filter: &str,
         meta: FilterMeta,
         max_segments: u32,
-    ) -> BoxFuture<'_, Result<(u64, u32), FilterUnavailable>>;
+    ) -> Result<(u64, u32), FilterUnavailable>;
     /// Bytes of memory the filter store reports for this filter, if it knows.
-    fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>>;
+    async fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable>;
     /// Whether the store is reachable now.
-    fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>>;
+    async fn ping(&self) -> Result<(), FilterUnavailable>;
     /// The journal's head: the position of its last entry.
-    fn journal_head(&self, filter: &str, meta: FilterMeta)
-        -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>>;
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable>;
     /// Up to `max_entries` entries after `after`.
-    fn read_journal(
+    async fn read_journal(
         &self,
         filter: &str,
         meta: FilterMeta,
         after: JournalPosition,
         max_entries: u32,
-    ) -> BoxFuture<'_, Result<JournalRead, FilterUnavailable>>;
+    ) -> Result<JournalRead, FilterUnavailable>;
     /// How much the journal keeps.
-    fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>>;
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable>;
 }
 
 /// The key store failed: the answer is unknown, so the caller gets a 503, never a "no".
@@ -255,30 +239,31 @@ pub enum KeyStoreError {
 }
 
 /// The source of truth for keys and filter definitions.
+#[async_trait]
 pub trait KeyStore: Send + Sync + 'static {
     /// Whether `key` is stored in `filter`, and its value.
-    fn get(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<Option<Vec<u8>>, KeyStoreError>>;
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError>;
     /// Stores `key` (idempotent; overwrites the value).
-    fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> BoxFuture<'_, Result<(), KeyStoreError>>;
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), KeyStoreError>;
     /// Removes `key`; true if it was there.
-    fn delete(&self, filter: &str, key: &[u8]) -> BoxFuture<'_, Result<bool, KeyStoreError>>;
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, KeyStoreError>;
     /// Calls `sink` with every stored key of `filter` (normalised bytes), from as many
     /// concurrent scans as the store likes (bounded by `concurrency`); returns the count.
-    fn scan_keys<'a>(
+    async fn scan_keys<'a>(
         &'a self,
         filter: &'a str,
         concurrency: usize,
-        sink: &'a (dyn Fn(&[u8]) + Send + Sync),
-    ) -> BoxFuture<'a, Result<u64, KeyStoreError>>;
+        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
+    ) -> Result<u64, KeyStoreError>;
     /// Every filter definition (for recovery checks).
-    fn filters(&self) -> BoxFuture<'_, Result<Vec<FilterDef>, KeyStoreError>>;
+    async fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError>;
     /// Changes a filter's sizing (a resize); the next rebuild uses it.
-    fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> BoxFuture<'_, Result<(), KeyStoreError>>;
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), KeyStoreError>;
     /// Stores a filter definition unless one exists. Returns the stored definition and whether
     /// this call created it (only a brand-new filter may start from empty bits).
-    fn create_filter(&self, def: &FilterDef) -> BoxFuture<'_, Result<(FilterDef, bool), KeyStoreError>>;
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), KeyStoreError>;
     /// A filter definition.
-    fn filter(&self, name: &str) -> BoxFuture<'_, Result<Option<FilterDef>, KeyStoreError>>;
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, KeyStoreError>;
     /// Whether the store is reachable now.
-    fn ping(&self) -> BoxFuture<'_, Result<(), KeyStoreError>>;
+    async fn ping(&self) -> Result<(), KeyStoreError>;
 }

@@ -31,11 +31,10 @@ use super::{
     FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits,
 };
 use crate::build_progress::BuildProgress;
+use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::journal::{decode_hashes, encode_hash, HASH_BYTES};
 use bloomgate_filter::{JournalPosition, KeyHash};
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 use std::collections::BTreeMap;
@@ -422,475 +421,387 @@ impl RedisFilterStore {
     }
 }
 
+#[async_trait]
 impl FilterStore for RedisFilterStore {
     #[instrument(skip(self, meta))]
-    fn create_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            let size = meta.params.segment_bytes();
-            for index in 0..meta.params.segment_count {
-                let (bits, ver) = segment_keys(&filter, meta.generation, index);
-                let script = &self.create_segment;
-                let len: u64 = self
-                    .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                        script.key(&bits).key(&ver).arg(size).invoke_async(&mut c).await
-                    })
-                    .await?;
-                if len != size {
-                    return Err(FilterUnavailable::Error(format!(
-                        "segment {index} of generation {} is {len} bytes, expected {size}: delete the filter's keys in Redis and rebuild",
-                        meta.generation
-                    )));
-                }
+        let size = meta.params.segment_bytes();
+        for index in 0..meta.params.segment_count {
+            let (bits, ver) = segment_keys(&filter, meta.generation, index);
+            let script = &self.create_segment;
+            let len: u64 = self
+                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    script.key(&bits).key(&ver).arg(size).invoke_async(&mut c).await
+                })
+                .await?;
+            if len != size {
+                return Err(FilterUnavailable::Error(format!(
+                    "segment {index} of generation {} is {len} bytes, expected {size}: delete the filter's keys in Redis and rebuild",
+                    meta.generation
+                )));
             }
-            if !meta.journal {
-                return Ok(());
+        }
+        if !meta.journal {
+            return Ok(());
+        }
+        // The journal starts with one entry, so it exists (appends never create it).
+        let journal = journal_key(&filter, meta.generation);
+        self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+            let length: u64 = redis::cmd("XLEN").arg(&journal).query_async(&mut c).await?;
+            if length == 0 {
+                let _: String =
+                    redis::cmd("XADD").arg(&journal).arg("*").arg("init").arg(1).query_async(&mut c).await?;
             }
-            // The journal starts with one entry, so it exists (appends never create it).
-            let journal = journal_key(&filter, meta.generation);
-            self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                let length: u64 = redis::cmd("XLEN").arg(&journal).query_async(&mut c).await?;
-                if length == 0 {
-                    let _: String = redis::cmd("XADD").arg(&journal).arg("*").arg("init").arg(1).query_async(&mut c).await?;
-                }
-                Ok(())
-            })
+            Ok(())
+        })
+        .await
+    }
+
+    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.read_state(&filter, self.timeout).await
+    }
+
+    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.read_state(&filter, self.write_timeout).await
+    }
+
+    async fn incarnation(&self) -> Result<u64, FilterUnavailable> {
+        let link = tokio::time::timeout(self.write_timeout, self.link.get())
             .await
-        }
-        .boxed()
+            .map_err(|_| FilterUnavailable::Timeout)??;
+        Ok(link.incarnation)
     }
 
-    fn state(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        let filter = filter.to_owned();
-        async move { self.read_state(&filter, self.timeout).await }.boxed()
-    }
-
-    fn state_for_write(&self, filter: &str) -> BoxFuture<'_, Result<FilterState, FilterUnavailable>> {
-        let filter = filter.to_owned();
-        async move { self.read_state(&filter, self.write_timeout).await }.boxed()
-    }
-
-    fn incarnation(&self) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        async move {
-            let link = tokio::time::timeout(self.write_timeout, self.link.get())
-                .await
-                .map_err(|_| FilterUnavailable::Timeout)??;
-            Ok(link.incarnation)
-        }
-        .boxed()
-    }
-
-    fn replace_state(
+    async fn replace_state(
         &self,
         filter: &str,
         expected: Option<u64>,
         state: FilterState,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+    ) -> Result<bool, FilterUnavailable> {
         let key = meta_key(filter);
-        async move {
-            let state = FilterState { revision: expected.map_or(1, |r| r + 1), ..state };
-            let json = serde_json::to_string(&state).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
-            let expected: i64 = expected.map_or(-1, |r| r as i64);
-            let script = &self.replace_state;
-            let replaced: i64 = self
-                .call(self.write_timeout, None, |mut c| async move {
-                    script.key(&key).arg(expected).arg(json).invoke_async(&mut c).await
-                })
-                .await?;
-            Ok(replaced == 1)
-        }
-        .boxed()
+        let state = FilterState { revision: expected.map_or(1, |r| r + 1), ..state };
+        let json = serde_json::to_string(&state).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
+        let expected: i64 = expected.map_or(-1, |r| r as i64);
+        let script = &self.replace_state;
+        let replaced: i64 = self
+            .call(self.write_timeout, None, |mut c| async move {
+                script.key(&key).arg(expected).arg(json).invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(replaced == 1)
     }
 
-    fn merge_segment(
+    async fn merge_segment(
         &self,
         filter: &str,
         meta: FilterMeta,
         index: u32,
         payload: Vec<u8>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    ) -> Result<(), FilterUnavailable> {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let upload = upload_key(filter, meta.generation, index);
-        async move {
-            let script = &self.merge;
-            let version: i64 = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    script.key(&bits).key(&ver).key(&upload).arg(payload).invoke_async(&mut c).await
-                })
-                .await?;
-            if version < 0 {
-                return Err(FilterUnavailable::SegmentMissing(index));
-            }
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let key = deletes_key(filter, meta.generation);
-        async move {
-            self.call(
-                self.write_timeout,
-                Some(meta.incarnation),
-                |mut c| async move { c.incr::<_, _, ()>(key, n).await },
-            )
-            .await
-        }
-        .boxed()
-    }
-
-    fn deletes(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
-        let key = deletes_key(filter, meta.generation);
-        async move {
-            let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
-            Ok(n.unwrap_or(0))
-        }
-        .boxed()
-    }
-
-    fn set_progress(&self, filter: &str, progress: BuildProgress) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let key = progress_key(filter);
-        async move {
-            let json = serde_json::to_string(&progress).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
-            self.call(self.write_timeout, None, |mut c| async move {
-                c.pset_ex::<_, _, ()>(key, json, PROGRESS_TTL_MS).await
+        let script = &self.merge;
+        let version: i64 = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                script.key(&bits).key(&ver).key(&upload).arg(payload).invoke_async(&mut c).await
             })
+            .await?;
+        if version < 0 {
+            return Err(FilterUnavailable::SegmentMissing(index));
+        }
+        Ok(())
+    }
+
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
+        let key = deletes_key(filter, meta.generation);
+        self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.incr::<_, _, ()>(key, n).await })
             .await
-        }
-        .boxed()
     }
 
-    fn progress(&self, filter: &str) -> BoxFuture<'_, Result<Option<BuildProgress>, FilterUnavailable>> {
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        let key = deletes_key(filter, meta.generation);
+        let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable> {
         let key = progress_key(filter);
-        async move {
-            let json: Option<String> =
-                self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
-            // Unreadable progress is no progress: it is advisory.
-            Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
-        }
-        .boxed()
+        let json = serde_json::to_string(&progress).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
+        self.call(
+            self.write_timeout,
+            None,
+            |mut c| async move { c.pset_ex::<_, _, ()>(key, json, PROGRESS_TTL_MS).await },
+        )
+        .await
     }
 
-    fn retire_generation(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
+        let key = progress_key(filter);
+        let json: Option<String> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
+        // Unreadable progress is no progress: it is advisory.
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            for index in 0..meta.params.segment_count {
-                let (bits, ver) = segment_keys(&filter, meta.generation, index);
-                let script = &self.retire;
-                // Any incarnation: retiring a stale generation's keys is what they are for.
-                let _: i64 = self
-                    .call(self.write_timeout, None, |mut c| async move {
-                        script.key(&bits).key(&ver).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
-                    })
-                    .await?;
-            }
-            let journal = journal_key(&filter, meta.generation);
-            let script = &self.retire_journal;
+        for index in 0..meta.params.segment_count {
+            let (bits, ver) = segment_keys(&filter, meta.generation, index);
+            let script = &self.retire;
+            // Any incarnation: retiring a stale generation's keys is what they are for.
             let _: i64 = self
                 .call(self.write_timeout, None, |mut c| async move {
-                    script.key(&journal).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
+                    script.key(&bits).key(&ver).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
                 })
                 .await?;
-            let deletes = deletes_key(&filter, meta.generation);
-            self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(&deletes).await }).await
         }
-        .boxed()
+        let journal = journal_key(&filter, meta.generation);
+        let script = &self.retire_journal;
+        let _: i64 = self
+            .call(self.write_timeout, None, |mut c| async move {
+                script.key(&journal).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
+            })
+            .await?;
+        let deletes = deletes_key(&filter, meta.generation);
+        self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(&deletes).await }).await
     }
 
-    fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            let mut keys = self.scan_keys(&format!("bg:{{{filter}:*")).await?;
-            keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
-            keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:jnl:*")).await?);
-            let mut deleted = 0u64;
-            for key in keys {
-                let Some(generation) = generation_of_key(&filter, &key) else { continue };
-                if keep.contains(&generation) {
-                    continue;
-                }
-                let script = &self.delete_unless_retired;
-                let n: u64 =
-                    if key.ends_with(":ver") || key.contains(":jnl:") {
-                        self.call(self.write_timeout, None, |mut c| async move {
-                            script.key(&key).invoke_async(&mut c).await
-                        })
-                        .await?
-                    } else {
-                        self.call(self.write_timeout, None, |mut c| async move { c.del(&key).await }).await?
-                    };
-                deleted += n;
+        let mut keys = self.scan_keys(&format!("bg:{{{filter}:*")).await?;
+        keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
+        keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:jnl:*")).await?);
+        let mut deleted = 0u64;
+        for key in keys {
+            let Some(generation) = generation_of_key(&filter, &key) else { continue };
+            if keep.contains(&generation) {
+                continue;
             }
-            Ok(deleted)
-        }
-        .boxed()
-    }
-
-    fn segments_intact(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let filter = filter.to_owned();
-        async move {
-            let mut pipe = redis::pipe();
-            for index in 0..meta.params.segment_count {
-                let (bits, ver) = segment_keys(&filter, meta.generation, index);
-                pipe.strlen(bits).get(ver);
-            }
-            let answers: Vec<(u64, Option<String>)> = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
-                    flat.chunks(2)
-                        .map(|pair| {
-                            let len: u64 = redis::from_redis_value_ref(&pair[0])?;
-                            let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
-                            Ok((len, ver))
-                        })
-                        .collect()
-                })
-                .await?;
-            let size = meta.params.segment_bytes();
-            if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none())
-            {
-                return Err(FilterUnavailable::SegmentMissing(index as u32));
-            }
-            if !meta.journal {
-                return Ok(());
-            }
-            let journal = journal_key(&filter, meta.generation);
-            let kind: String = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    redis::cmd("TYPE").arg(journal).query_async(&mut c).await
-                })
-                .await?;
-            if kind == "stream" {
-                Ok(())
+            let script = &self.delete_unless_retired;
+            let n: u64 = if key.ends_with(":ver") || key.contains(":jnl:") {
+                self.call(self.write_timeout, None, |mut c| async move { script.key(&key).invoke_async(&mut c).await })
+                    .await?
             } else {
-                Err(FilterUnavailable::SegmentMissing(0))
-            }
+                self.call(self.write_timeout, None, |mut c| async move { c.del(&key).await }).await?
+            };
+            deleted += n;
         }
-        .boxed()
+        Ok(deleted)
     }
 
-    fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
-        let (key, owner) = (lease_key(filter), owner.to_owned());
-        async move {
-            let script = &self.lease;
-            let held: i64 = self
-                .call(self.write_timeout, None, |mut c| async move {
-                    script.key(&key).arg(&owner).arg(ttl.as_millis() as u64).invoke_async(&mut c).await
-                })
-                .await?;
-            Ok(held == 1)
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+        let filter = filter.to_owned();
+        let mut pipe = redis::pipe();
+        for index in 0..meta.params.segment_count {
+            let (bits, ver) = segment_keys(&filter, meta.generation, index);
+            pipe.strlen(bits).get(ver);
         }
-        .boxed()
-    }
-
-    fn release_lease(&self, filter: &str, owner: &str) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        let (key, owner) = (lease_key(filter), owner.to_owned());
-        async move {
-            let script = &self.release;
-            let _: i64 = self
-                .call(self.write_timeout, None, |mut c| async move {
-                    script.key(&key).arg(&owner).invoke_async(&mut c).await
-                })
-                .await?;
+        let answers: Vec<(u64, Option<String>)> = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                flat.chunks(2)
+                    .map(|pair| {
+                        let len: u64 = redis::from_redis_value_ref(&pair[0])?;
+                        let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
+                        Ok((len, ver))
+                    })
+                    .collect()
+            })
+            .await?;
+        let size = meta.params.segment_bytes();
+        if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
+            return Err(FilterUnavailable::SegmentMissing(index as u32));
+        }
+        if !meta.journal {
+            return Ok(());
+        }
+        let journal = journal_key(&filter, meta.generation);
+        let kind: String = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                redis::cmd("TYPE").arg(journal).query_async(&mut c).await
+            })
+            .await?;
+        if kind == "stream" {
             Ok(())
+        } else {
+            Err(FilterUnavailable::SegmentMissing(0))
         }
-        .boxed()
     }
 
-    fn lease_holder(&self, filter: &str) -> BoxFuture<'_, Result<Option<String>, FilterUnavailable>> {
+    async fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> Result<bool, FilterUnavailable> {
+        let (key, owner) = (lease_key(filter), owner.to_owned());
+        let script = &self.lease;
+        let held: i64 = self
+            .call(self.write_timeout, None, |mut c| async move {
+                script.key(&key).arg(&owner).arg(ttl.as_millis() as u64).invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(held == 1)
+    }
+
+    async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable> {
+        let (key, owner) = (lease_key(filter), owner.to_owned());
+        let script = &self.release;
+        let _: i64 =
+            self.call(self.write_timeout, None, |mut c| async move {
+                script.key(&key).arg(&owner).invoke_async(&mut c).await
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
         let key = lease_key(filter);
-        async move { self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await }.boxed()
+        self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await
     }
 
-    fn may_contain(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hash: KeyHash,
-    ) -> BoxFuture<'_, Result<bool, FilterUnavailable>> {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
         let at = meta.params.locate(&hash);
         let (bits, _) = segment_keys(filter, meta.generation, at.segment);
-        async move {
-            let start = at.byte_offset_in_segment() as isize;
-            let block: Vec<u8> = self
-                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                    c.getrange(bits, start, start + BLOCK_BYTES as isize - 1).await
-                })
-                .await?;
-            // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
-            // is a missing segment, never "not seen".
-            let block: [u8; BLOCK_BYTES] =
-                block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
-            Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
-        }
-        .boxed()
+        let start = at.byte_offset_in_segment() as isize;
+        let block: Vec<u8> = self
+            .call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                c.getrange(bits, start, start + BLOCK_BYTES as isize - 1).await
+            })
+            .await?;
+        // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
+        // is a missing segment, never "not seen".
+        let block: [u8; BLOCK_BYTES] = block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
+        Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
     }
 
-    fn add(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hashes: Vec<KeyHash>,
-    ) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-            let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
-            for hash in &hashes {
-                let at = meta.params.locate(hash);
-                let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
-                let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
-                by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
-                entry.extend_from_slice(&encode_hash(hash));
-            }
-            let mut invocation = self.add.prepare_invoke();
-            let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
-            invocation.arg(u8::from(meta.journal)).arg(self.journal.max_entries).arg(oldest_kept).arg(entry);
-            for (segment, offsets) in &by_segment {
-                let (bits, ver) = segment_keys(&filter, meta.generation, *segment);
-                invocation.key(bits).key(ver).arg(offsets.len());
-                for offset in offsets {
-                    invocation.arg(*offset);
-                }
-            }
-            if meta.journal {
-                invocation.key(journal_key(&filter, meta.generation));
-            }
-            let invocation = &invocation;
-            let added: i64 = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    invocation.invoke_async(&mut c).await
-                })
-                .await?;
-            match added {
-                1 | 2 => Ok(()),
-                // The journal is gone (lost with its keys): the recovery check rebuilds.
-                _ => Err(FilterUnavailable::SegmentMissing(0)),
+        let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
+        for hash in &hashes {
+            let at = meta.params.locate(hash);
+            let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
+            let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
+            by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
+            entry.extend_from_slice(&encode_hash(hash));
+        }
+        let mut invocation = self.add.prepare_invoke();
+        let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
+        invocation.arg(u8::from(meta.journal)).arg(self.journal.max_entries).arg(oldest_kept).arg(entry);
+        for (segment, offsets) in &by_segment {
+            let (bits, ver) = segment_keys(&filter, meta.generation, *segment);
+            invocation.key(bits).key(ver).arg(offsets.len());
+            for offset in offsets {
+                invocation.arg(*offset);
             }
         }
-        .boxed()
+        if meta.journal {
+            invocation.key(journal_key(&filter, meta.generation));
+        }
+        let invocation = &invocation;
+        let added: i64 =
+            self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                invocation.invoke_async(&mut c).await
+            })
+            .await?;
+        match added {
+            1 | 2 => Ok(()),
+            // The journal is gone (lost with its keys): the recovery check rebuilds.
+            _ => Err(FilterUnavailable::SegmentMissing(0)),
+        }
     }
 
-    fn segment(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        index: u32,
-    ) -> BoxFuture<'_, Result<SegmentBits, FilterUnavailable>> {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
-        async move {
-            let script = &self.read_segment;
-            let (version, payload): (Option<String>, Option<Vec<u8>>) = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    script.key(&bits).key(&ver).invoke_async(&mut c).await
-                })
-                .await?;
-            match (parse_version(version), payload) {
-                (Some(version), Some(payload)) if payload.len() as u64 == meta.params.segment_bytes() => {
-                    Ok(SegmentBits { version, payload })
-                }
-                _ => Err(FilterUnavailable::SegmentMissing(index)),
+        let script = &self.read_segment;
+        let (version, payload): (Option<String>, Option<Vec<u8>>) = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                script.key(&bits).key(&ver).invoke_async(&mut c).await
+            })
+            .await?;
+        match (parse_version(version), payload) {
+            (Some(version), Some(payload)) if payload.len() as u64 == meta.params.segment_bytes() => {
+                Ok(SegmentBits { version, payload })
             }
+            _ => Err(FilterUnavailable::SegmentMissing(index)),
         }
-        .boxed()
     }
 
-    fn segment_versions(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Vec<u64>, FilterUnavailable>> {
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            let mut pipe = redis::pipe();
-            for index in 0..meta.params.segment_count {
-                pipe.get(segment_keys(&filter, meta.generation, index).1);
-            }
-            let versions: Vec<Option<String>> = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { pipe.query_async(&mut c).await })
-                .await?;
-            versions
-                .into_iter()
-                .enumerate()
-                .map(|(i, v)| parse_version(v).ok_or(FilterUnavailable::SegmentMissing(i as u32)))
-                .collect()
+        let mut pipe = redis::pipe();
+        for index in 0..meta.params.segment_count {
+            pipe.get(segment_keys(&filter, meta.generation, index).1);
         }
-        .boxed()
+        let versions: Vec<Option<String>> = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { pipe.query_async(&mut c).await })
+            .await?;
+        versions
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| parse_version(v).ok_or(FilterUnavailable::SegmentMissing(i as u32)))
+            .collect()
     }
 
-    fn count_ones(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<u64, FilterUnavailable>> {
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
-            Ok(ones)
-        }
-        .boxed()
+        let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
+        Ok(ones)
     }
 
-    fn count_ones_sampled(
+    async fn count_ones_sampled(
         &self,
         filter: &str,
         meta: FilterMeta,
         max_segments: u32,
-    ) -> BoxFuture<'_, Result<(u64, u32), FilterUnavailable>> {
+    ) -> Result<(u64, u32), FilterUnavailable> {
         let filter = filter.to_owned();
-        async move { self.count_sampled(&filter, meta, max_segments).await }.boxed()
+        self.count_sampled(&filter, meta, max_segments).await
     }
 
-    fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<Option<u64>, FilterUnavailable>> {
-        async move { Ok(Some(meta.params.total_bytes())) }.boxed()
+    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
+        Ok(Some(meta.params.total_bytes()))
     }
 
-    fn ping(&self) -> BoxFuture<'_, Result<(), FilterUnavailable>> {
-        async move {
-            self.call(self.timeout, None, |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
-                .await
-                .map(|_| ())
-        }
-        .boxed()
+    async fn ping(&self) -> Result<(), FilterUnavailable> {
+        self.call(self.timeout, None, |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+            .await
+            .map(|_| ())
     }
 
-    fn journal_head(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> BoxFuture<'_, Result<JournalPosition, FilterUnavailable>> {
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
         let filter = filter.to_owned();
-        async move { self.head_of(&filter, meta).await.map(|(head, _)| head) }.boxed()
+        self.head_of(&filter, meta).await.map(|(head, _)| head)
     }
 
-    fn read_journal(
+    async fn read_journal(
         &self,
         filter: &str,
         meta: FilterMeta,
         after: JournalPosition,
         max_entries: u32,
-    ) -> BoxFuture<'_, Result<JournalRead, FilterUnavailable>> {
+    ) -> Result<JournalRead, FilterUnavailable> {
         let key = journal_key(filter, meta.generation);
-        async move {
-            let script = &self.read_journal;
-            let after_id = after.stream_id();
-            let reply: Vec<redis::Value> = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    script.key(&key).arg(after_id).arg(max_entries).invoke_async(&mut c).await
-                })
-                .await?;
-            parse_journal_read(&reply, after, max_entries)
-        }
-        .boxed()
+        let script = &self.read_journal;
+        let after_id = after.stream_id();
+        let reply: Vec<redis::Value> = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                script.key(&key).arg(after_id).arg(max_entries).invoke_async(&mut c).await
+            })
+            .await?;
+        parse_journal_read(&reply, after, max_entries)
     }
 
-    fn journal_size(&self, filter: &str, meta: FilterMeta) -> BoxFuture<'_, Result<JournalSize, FilterUnavailable>> {
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
         let filter = filter.to_owned();
-        async move {
-            let (_, entries) = self.head_of(&filter, meta).await?;
-            let key = journal_key(&filter, meta.generation);
-            let bytes: Option<u64> = self
-                .call(self.write_timeout, None, |mut c| async move {
-                    redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(&mut c).await
-                })
-                .await
-                .ok()
-                .flatten();
-            Ok(JournalSize { entries, bytes })
-        }
-        .boxed()
+        let (_, entries) = self.head_of(&filter, meta).await?;
+        let key = journal_key(&filter, meta.generation);
+        let bytes: Option<u64> = self
+            .call(self.write_timeout, None, |mut c| async move {
+                redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(&mut c).await
+            })
+            .await
+            .ok()
+            .flatten();
+        Ok(JournalSize { entries, bytes })
     }
 }
 
