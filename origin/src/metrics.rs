@@ -221,8 +221,9 @@ impl FilterCounters {
     }
 }
 
-/// A filter's health as the recovery check last saw it: exported as gauges.
-#[derive(Clone, Copy, Debug, Default)]
+/// A filter's health as the recovery check last saw it: exported as gauges, and sampled for
+/// the status page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct FilterGauges {
     /// Share of bits set (sampled).
     pub fill_ratio: f64,

@@ -190,12 +190,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
         name,
         Sample {
             at_ms: crate::gate::now_ms(),
-            fill_ratio: gauges.fill_ratio,
-            estimated_keys: gauges.estimated_keys,
-            capacity: gauges.capacity,
-            target_fp_rate: gauges.target_fp_rate,
-            expected_fp_rate: gauges.expected_fp_rate,
-            observed_fp_rate: gauges.observed_fp_rate,
+            health: gauges,
             answered_by_filter: c.filter_negatives.get(),
             filter_maybes: c.filter_maybes.get(),
             false_positives: c.false_positives.get(),

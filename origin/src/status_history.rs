@@ -2,6 +2,7 @@
 //! `recovery_interval_ms`), the last [`SAMPLES_KEPT`] of them, in this process. Counters are
 //! cumulative (this origin's since it started); the page turns them into rates.
 
+use crate::metrics::FilterGauges;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
@@ -14,18 +15,9 @@ pub const SAMPLES_KEPT: usize = 720;
 pub struct Sample {
     /// When, ms since the Unix epoch.
     pub at_ms: u64,
-    /// Share of bits set (sampled).
-    pub fill_ratio: f64,
-    /// Keys estimated from it.
-    pub estimated_keys: f64,
-    /// Configured capacity.
-    pub capacity: u64,
-    /// Target false-positive rate.
-    pub target_fp_rate: f64,
-    /// The rate the fill implies.
-    pub expected_fp_rate: f64,
-    /// False positives among absent-key lookups since the build, if any were seen.
-    pub observed_fp_rate: Option<f64>,
+    /// Fill, keys and false-positive rates, as exported to Prometheus.
+    #[serde(flatten)]
+    pub health: FilterGauges,
     /// Lookups the filter answered "no" (database reads saved), cumulative.
     pub answered_by_filter: u64,
     /// Lookups the filter answered "maybe" (read from the database), cumulative.
@@ -83,17 +75,32 @@ mod tests {
     fn sample(at_ms: u64) -> Sample {
         Sample {
             at_ms,
-            fill_ratio: 0.1,
-            estimated_keys: 10.0,
-            capacity: 100,
-            target_fp_rate: 0.01,
-            expected_fp_rate: 0.001,
-            observed_fp_rate: None,
+            health: FilterGauges::default(),
             answered_by_filter: at_ms,
             filter_maybes: 0,
             false_positives: 0,
             rebuild: None,
         }
+    }
+
+    #[test]
+    fn a_sample_is_flat_json_with_the_names_the_page_reads() {
+        let json = serde_json::to_value(sample(7)).unwrap();
+        for field in [
+            "at_ms",
+            "fill_ratio",
+            "estimated_keys",
+            "capacity",
+            "target_fp_rate",
+            "expected_fp_rate",
+            "observed_fp_rate",
+            "answered_by_filter",
+            "filter_maybes",
+            "rebuild",
+        ] {
+            assert!(json.get(field).is_some(), "{field} missing from {json}");
+        }
+        assert!(json.get("health").is_none(), "flattened: {json}");
     }
 
     #[test]
