@@ -27,8 +27,11 @@ fn by_side(writes: &Value, figure: Figure<'_>) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// Group names, and one series per side (journal on, off) with a value per group.
+type Grouped = (Vec<String>, [Vec<Option<f64>>; 2]);
+
 /// One group per figure name, one series per side: `series[side][figure]`.
-fn grouped(writes: &Value, figures: &[(&str, Figure<'_>)]) -> (Vec<String>, [Vec<Option<f64>>; 2]) {
+fn grouped(writes: &Value, figures: &[(&str, Figure<'_>)]) -> Grouped {
     let names = figures.iter().map(|(n, _)| (*n).to_owned()).collect();
     let mut on = Vec::new();
     let mut off = Vec::new();
@@ -52,79 +55,66 @@ pub fn draw_writes(writes: &Value, dir: &Path, font: Option<&Path>) -> Result<Ve
     let front = |field: &'static str| move |r: &Value| r["front"][field].as_f64();
     let mut written = Vec::new();
 
-    let (names, [on, off]) = grouped(
-        writes,
-        &[
-            ("forwarded lookups", &per_lookup("forwarded")),
-            ("journal requests", &per_lookup("journal")),
-            ("manifests", &per_lookup("manifest")),
-            ("segments", &per_lookup("segment")),
-            ("all", &per_lookup("total")),
-        ],
-    );
-    let title = format!("Origin requests per warm edge lookup ({rate})");
-    let p = dir.join("writes_requests_per_lookup.png");
-    bars(
-        &p,
-        &Bars {
-            title: &title,
-            y_desc: "requests per lookup",
-            names,
-            series: vec![("journal on", on), ("journal off", off)],
-            reference: Some((0.21, "0.21 target (journal on)".into())),
-            log_y: false,
-            value_fmt: |v| format!("{v:.4}"),
-        },
-    )
-    .map_err(err)?;
-    written.push(p);
-
-    let (names, [on, off]) = grouped(
-        writes,
-        &[
-            ("manifests", &per_write("manifest")),
-            ("segments", &per_write("segment")),
-            ("journal", &per_write("journal")),
-            ("to stay fresh (all three)", &per_write("freshness")),
-        ],
-    );
-    // A log scale cannot show zero: a zero bar is left out (the table has it).
-    let nonzero = |v: Vec<Option<f64>>| v.into_iter().map(|x| x.filter(|x| *x > 0.0)).collect();
-    let title = format!("Bytes from the origin to the edge per write, log scale ({rate})");
-    let p = dir.join("writes_bytes_per_write.png");
-    bars(
-        &p,
-        &Bars {
-            title: &title,
-            y_desc: "bytes per write",
-            names,
-            series: vec![("journal on", nonzero(on)), ("journal off", nonzero(off))],
-            reference: Some((64.0, "64 B target (journal on)".into())),
-            log_y: true,
-            value_fmt: |v| format!("{v:.0}"),
-        },
-    )
-    .map_err(err)?;
-    written.push(p);
-
-    let (names, [on, off]) =
-        grouped(writes, &[("p50", &front("lag_p50_ms")), ("p99", &front("lag_p99_ms")), ("max", &front("lag_max_ms"))]);
-    let title = format!("Freshness lag: acknowledged to \"seen\" at the edge, ms ({rate})");
-    let p = dir.join("writes_freshness_lag.png");
-    bars(
-        &p,
-        &Bars {
-            title: &title,
-            y_desc: "ms",
-            names,
-            series: vec![("journal on", on), ("journal off", off)],
-            reference: Some((2000.0, "2 s target (p99)".into())),
-            log_y: false,
-            value_fmt: |v| format!("{v:.0}"),
-        },
-    )
-    .map_err(err)?;
-    written.push(p);
+    // One chart: journal on beside journal off, against the target line.
+    let mut chart =
+        |file: &str, title: String, y_desc: &str, (names, [on, off]): Grouped, target: (f64, &str), log_y: bool| {
+            // A log scale cannot show zero: a zero bar is left out there (the table has it).
+            let shown = |v: Vec<Option<f64>>| v.into_iter().map(|x| x.filter(|x| !log_y || *x > 0.0)).collect();
+            let p = dir.join(file);
+            let spec = Bars {
+                title: &title,
+                y_desc,
+                names,
+                series: vec![("journal on", shown(on)), ("journal off", shown(off))],
+                reference: Some((target.0, target.1.to_owned())),
+                log_y,
+                value_fmt: if target.0 < 1.0 { |v| format!("{v:.4}") } else { |v| format!("{v:.0}") },
+            };
+            bars(&p, &spec).map_err(err)?;
+            written.push(p);
+            Ok::<(), String>(())
+        };
+    chart(
+        "writes_requests_per_lookup.png",
+        format!("Origin requests per warm edge lookup ({rate})"),
+        "requests per lookup",
+        grouped(
+            writes,
+            &[
+                ("forwarded lookups", &per_lookup("forwarded")),
+                ("journal requests", &per_lookup("journal")),
+                ("manifests", &per_lookup("manifest")),
+                ("segments", &per_lookup("segment")),
+                ("all", &per_lookup("total")),
+            ],
+        ),
+        (0.21, "0.21 target (journal on)"),
+        false,
+    )?;
+    chart(
+        "writes_bytes_per_write.png",
+        format!("Bytes from the origin to the edge per write, log scale ({rate})"),
+        "bytes per write",
+        grouped(
+            writes,
+            &[
+                ("manifests", &per_write("manifest")),
+                ("segments", &per_write("segment")),
+                ("journal", &per_write("journal")),
+                ("to stay fresh (all three)", &per_write("freshness")),
+            ],
+        ),
+        (64.0, "64 B target (journal on)"),
+        true,
+    )?;
+    chart(
+        "writes_freshness_lag.png",
+        format!("Freshness lag: acknowledged to \"seen\" at the edge, ms ({rate})"),
+        "ms",
+        grouped(writes, &[("p50", &front("lag_p50_ms")), ("p99", &front("lag_p99_ms")), ("max", &front("lag_max_ms"))]),
+        (2000.0, "2 s target (p99)"),
+        false,
+    )?;
     Ok(written)
 }
 
