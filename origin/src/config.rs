@@ -21,6 +21,14 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Redis URL for the shared filter; unset = the filter lives in this process.
     pub redis_url: Option<String>,
+    /// Nodes of a Redis Cluster holding the shared filter (`redis://host:port`; any few of its
+    /// masters, the client learns the rest). Set, it replaces `redis_url`.
+    #[serde(deserialize_with = "list_or_commas")]
+    pub redis_cluster_nodes: Vec<String>,
+    /// In a Redis Cluster: replicas that must confirm every add (`WAIT`) before the write is
+    /// acknowledged, capped at the fewest replicas a master has (so a master whose replica
+    /// was just promoted does not stop writes); 0 = do not wait.
+    pub redis_min_replicas_acked: u32,
     /// Per-call Redis timeout of lookups in ms; slower counts as "filter unavailable".
     pub redis_timeout_ms: u64,
     /// Per-call Redis timeout of writes (adds) and segment reads in ms.
@@ -111,6 +119,8 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             redis_url: None,
+            redis_cluster_nodes: Vec::new(),
+            redis_min_replicas_acked: 1,
             redis_timeout_ms: 50,
             redis_write_timeout_ms: 1000,
             cassandra_nodes: Vec::new(),

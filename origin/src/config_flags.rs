@@ -19,6 +19,14 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_url: Option<String>,
+    /// Redis Cluster nodes, comma-separated redis://host:port (replaces --redis-url).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_cluster_nodes: Option<String>,
+    /// Redis Cluster: replicas that must confirm each add before it is acknowledged (0: none).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_min_replicas_acked: Option<u32>,
     /// Redis per-call timeout of lookups, ms.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -80,14 +80,21 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             Arc::new(CassandraKeyStore::connect(&settings).await?)
         }
     };
-    let filters: Arc<dyn FilterStore> = match &config.redis_url {
+    let redis_url = match config.redis_cluster_nodes.is_empty() {
+        true => config.redis_url.clone(),
+        false => Some(String::new()),
+    };
+    let filters: Arc<dyn FilterStore> = match redis_url {
         Some(url) => {
             let redis = RedisFilterStore::connect(&RedisSettings {
                 journal: config.journal_retention(),
-                url: url.clone(),
+                url,
+                cluster_nodes: config.redis_cluster_nodes.clone(),
+                min_replicas_acked: config.redis_min_replicas_acked,
                 timeout: config.redis_timeout(),
                 write_timeout: config.redis_write_timeout(),
-            })?;
+            })
+            .await?;
             redis.check_eviction_policy().await;
             Arc::new(redis)
         }

@@ -7,6 +7,8 @@ pub mod cassandra_schema;
 pub mod consistency;
 pub mod embedded;
 pub mod redis;
+pub mod redis_cluster;
+pub mod redis_conn;
 pub mod redis_link;
 pub mod state;
 

@@ -24,8 +24,14 @@
 //! refuses to create a segment, so a flushed or evicted filter reads as *unavailable*.
 //!
 //! Every call goes over a [`RedisLink`], which knows the incarnation of the process it reached:
-//! a call about a generation of another incarnation is refused before it is sent.
+//! a call about a generation of another incarnation is refused before it is sent. On a Redis
+//! Cluster ([`ClusterLink`]) every key above lives in its hash tag's slot: a filter's metadata
+//! and journal in one, each segment in its own. Every script then checks, inside Redis, that
+//! the process running it is one of the masters the generation was created on, and an add is
+//! one script per touched segment followed by the journal append (see `add`).
 
+use super::redis_cluster::{ClusterLink, GUARD_PRELUDE, REFUSED_CODE};
+use super::redis_conn::RedisConn;
 use super::redis_link::{CallOutcome, RedisLink};
 use super::{
     FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits,
@@ -35,8 +41,7 @@ use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::journal::{decode_hashes, encode_hash, HASH_BYTES};
 use bloomgate_filter::{JournalPosition, KeyHash};
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncCommands, Script};
+use redis::{AsyncCommands, FromRedisValue, Script, ScriptInvocation};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -192,6 +197,27 @@ for i = 1, #info, 2 do f[info[i]] = info[i + 1] end
 return {1, f['entries-added'], f['last-generated-id'], f['length']}
 ";
 
+/// Starts a generation's journal with one entry, so it exists (appends never create it).
+const INIT_JOURNAL_SCRIPT: &str = r"
+if redis.call('XLEN', KEYS[1]) == 0 then redis.call('XADD', KEYS[1], '*', 'init', 1) end
+return 1
+";
+
+/// A segment's size and version (cluster mode: a pipeline cannot span slots).
+const SEGMENT_SIZE_SCRIPT: &str = r"
+return {redis.call('STRLEN', KEYS[1]), redis.call('GET', KEYS[2])}
+";
+
+/// A segment's version (cluster mode: a plain GET could not refuse a promoted replica).
+const READ_VERSION_SCRIPT: &str = r"
+return redis.call('GET', KEYS[1])
+";
+
+/// One block of a segment's bits (cluster mode's lookup; see READ_VERSION_SCRIPT).
+const READ_BLOCK_SCRIPT: &str = r"
+return redis.call('GETRANGE', KEYS[1], ARGV[1], ARGV[2])
+";
+
 /// How long a retired segment's marker lives: far longer than any write that read a state
 /// naming the generation can take.
 const RETIRED_MARKER_MS: u64 = 600_000;
@@ -201,8 +227,13 @@ const RETIRED_MARKER_MS: u64 = 600_000;
 pub struct RedisSettings {
     /// How long insert journals keep their entries.
     pub journal: JournalRetention,
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db` of a single Redis (ignored when `cluster_nodes` is set).
     pub url: String,
+    /// Any of a Redis Cluster's nodes (`redis://host:port`); empty = a single Redis at `url`.
+    pub cluster_nodes: Vec<String>,
+    /// In a cluster: replicas that must have every add (`WAIT`) before it is acknowledged,
+    /// capped at the fewest replicas a master has; 0 = do not wait.
+    pub min_replicas_acked: u32,
     /// Per-call timeout of lookups: slower than this counts as unavailable and falls through.
     pub timeout: Duration,
     /// Per-call timeout of adds and other heavy calls: a write may wait longer than a lookup
@@ -213,7 +244,12 @@ pub struct RedisSettings {
 /// The filter in Redis.
 #[derive(Clone)]
 pub struct RedisFilterStore {
-    link: RedisLink,
+    backend: Backend,
+    min_replicas_acked: u32,
+    init_journal: Script,
+    read_version: Script,
+    read_block: Script,
+    segment_size: Script,
     journal: JournalRetention,
     retire_journal: Script,
     read_journal: Script,
@@ -229,6 +265,23 @@ pub struct RedisFilterStore {
     delete_unless_retired: Script,
     lease: Script,
     release: Script,
+}
+
+/// How the store reaches Redis.
+#[derive(Clone)]
+enum Backend {
+    /// One Redis; the connection knows the incarnation it reached.
+    Single(RedisLink),
+    /// A Redis Cluster; scripts check the incarnation inside Redis.
+    Cluster(ClusterLink),
+}
+
+/// A script as sent in this mode: in a cluster, behind the incarnation guard.
+fn script(cluster: bool, body: &str) -> Script {
+    match cluster {
+        true => Script::new(&format!("{GUARD_PRELUDE}{body}")),
+        false => Script::new(body),
+    }
 }
 
 fn meta_key(filter: &str) -> String {
@@ -293,29 +346,43 @@ fn parse_version(value: Option<String>) -> Option<u64> {
 }
 
 impl RedisFilterStore {
-    /// Connects lazily: the origin starts (and answers from the key store) even while Redis is
-    /// down, and reconnects in the background.
-    pub fn connect(settings: &RedisSettings) -> Result<RedisFilterStore, redis::RedisError> {
-        let client = redis::Client::open(settings.url.as_str())?;
+    /// A single Redis is connected lazily: the origin starts (and answers from the key store)
+    /// even while Redis is down, and reconnects in the background. A cluster is connected
+    /// now: its client needs one node to learn the others.
+    pub async fn connect(settings: &RedisSettings) -> Result<RedisFilterStore, FilterUnavailable> {
         let slowest = settings.write_timeout.max(settings.timeout);
-        let link = RedisLink::new(client, slowest, settings.write_timeout.max(Duration::from_millis(250)));
+        let connect_timeout = settings.write_timeout.max(Duration::from_millis(250));
+        let backend = match settings.cluster_nodes.as_slice() {
+            [] => {
+                let client = redis::Client::open(settings.url.as_str())
+                    .map_err(|e| FilterUnavailable::Error(format!("redis_url {:?}: {e}", settings.url)))?;
+                Backend::Single(RedisLink::new(client, slowest, connect_timeout))
+            }
+            nodes => Backend::Cluster(ClusterLink::connect(nodes, slowest, connect_timeout).await?),
+        };
+        let cluster = matches!(backend, Backend::Cluster(_));
         Ok(RedisFilterStore {
-            link,
+            backend,
+            min_replicas_acked: settings.min_replicas_acked,
+            init_journal: script(cluster, INIT_JOURNAL_SCRIPT),
+            read_version: script(cluster, READ_VERSION_SCRIPT),
+            read_block: script(cluster, READ_BLOCK_SCRIPT),
+            segment_size: script(cluster, SEGMENT_SIZE_SCRIPT),
             journal: settings.journal,
-            retire_journal: Script::new(RETIRE_JOURNAL_SCRIPT),
-            read_journal: Script::new(READ_JOURNAL_SCRIPT),
-            journal_head: Script::new(JOURNAL_HEAD_SCRIPT),
+            retire_journal: script(cluster, RETIRE_JOURNAL_SCRIPT),
+            read_journal: script(cluster, READ_JOURNAL_SCRIPT),
+            journal_head: script(cluster, JOURNAL_HEAD_SCRIPT),
             timeout: settings.timeout,
             write_timeout: settings.write_timeout,
-            add: Script::new(ADD_SCRIPT),
-            read_segment: Script::new(READ_SEGMENT_SCRIPT),
-            create_segment: Script::new(CREATE_SEGMENT_SCRIPT),
-            merge: Script::new(MERGE_SCRIPT),
-            retire: Script::new(RETIRE_SCRIPT),
-            replace_state: Script::new(REPLACE_STATE_SCRIPT),
-            delete_unless_retired: Script::new(DELETE_UNLESS_RETIRED_SCRIPT),
-            lease: Script::new(LEASE_SCRIPT),
-            release: Script::new(RELEASE_SCRIPT),
+            add: script(cluster, ADD_SCRIPT),
+            read_segment: script(cluster, READ_SEGMENT_SCRIPT),
+            create_segment: script(cluster, CREATE_SEGMENT_SCRIPT),
+            merge: script(cluster, MERGE_SCRIPT),
+            retire: script(cluster, RETIRE_SCRIPT),
+            replace_state: script(cluster, REPLACE_STATE_SCRIPT),
+            delete_unless_retired: script(cluster, DELETE_UNLESS_RETIRED_SCRIPT),
+            lease: script(cluster, LEASE_SCRIPT),
+            release: script(cluster, RELEASE_SCRIPT),
         })
     }
 
@@ -342,7 +409,7 @@ impl RedisFilterStore {
     /// incarnation `expect` names.
     async fn call<T, F, Fut>(&self, limit: Duration, expect: Option<u64>, call: F) -> Result<T, FilterUnavailable>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(RedisConn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.call_at(limit, expect, call).await.map(|(value, _)| value)
@@ -356,31 +423,98 @@ impl RedisFilterStore {
         call: F,
     ) -> Result<(T, u64), FilterUnavailable>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(RedisConn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let link = tokio::time::timeout(limit, self.link.get()).await.map_err(|_| FilterUnavailable::Timeout)??;
-        if expect.is_some_and(|incarnation| incarnation != link.incarnation) {
+        match &self.backend {
+            Backend::Single(link) => Self::call_single(link, limit, expect, call).await,
+            Backend::Cluster(cluster) => Self::call_cluster(cluster, limit, expect, call).await,
+        }
+    }
+
+    async fn call_single<T, F, Fut>(
+        link: &RedisLink,
+        limit: Duration,
+        expect: Option<u64>,
+        call: F,
+    ) -> Result<(T, u64), FilterUnavailable>
+    where
+        F: FnOnce(RedisConn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let reached = tokio::time::timeout(limit, link.get()).await.map_err(|_| FilterUnavailable::Timeout)??;
+        if expect.is_some_and(|incarnation| incarnation != reached.incarnation) {
             return Err(FilterUnavailable::Incarnation);
         }
-        match tokio::time::timeout(limit, call(link.conn.clone())).await {
+        match tokio::time::timeout(limit, call(RedisConn::Single(reached.conn.clone()))).await {
             Err(_) => {
-                self.link.report(&link, CallOutcome::TimedOut);
+                link.report(&reached, CallOutcome::TimedOut);
                 Err(FilterUnavailable::Timeout)
             }
             Ok(Err(err)) => {
                 let outcome = CallOutcome::of_error(&err);
-                self.link.report(&link, outcome);
+                link.report(&reached, outcome);
                 Err(match outcome {
                     CallOutcome::TimedOut => FilterUnavailable::Timeout,
                     _ => FilterUnavailable::Error(err.to_string()),
                 })
             }
             Ok(Ok(value)) => {
-                self.link.report(&link, CallOutcome::Answered);
-                Ok((value, link.incarnation))
+                link.report(&reached, CallOutcome::Answered);
+                Ok((value, reached.incarnation))
             }
         }
+    }
+
+    /// A call to a cluster: the expectation is checked against the masters last read here,
+    /// and again inside Redis by every script (a promoted replica refuses: see `redis_cluster`).
+    async fn call_cluster<T, F, Fut>(
+        cluster: &ClusterLink,
+        limit: Duration,
+        expect: Option<u64>,
+        call: F,
+    ) -> Result<(T, u64), FilterUnavailable>
+    where
+        F: FnOnce(RedisConn) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let incarnation = cluster.topology()?.incarnation;
+        if expect.is_some_and(|expected| expected != incarnation) {
+            return Err(FilterUnavailable::Incarnation);
+        }
+        match tokio::time::timeout(limit, call(RedisConn::Cluster(cluster.conn.clone()))).await {
+            Err(_) => Err(FilterUnavailable::Timeout),
+            Ok(Err(err)) if err.code() == Some(REFUSED_CODE) => {
+                cluster.refresh_soon();
+                Err(FilterUnavailable::Incarnation)
+            }
+            Ok(Err(err)) if err.is_timeout() => Err(FilterUnavailable::Timeout),
+            Ok(Err(err)) => Err(FilterUnavailable::Error(err.to_string())),
+            Ok(Ok(value)) => Ok((value, incarnation)),
+        }
+    }
+
+    /// Runs a script as [`call`](Self::call) does. In a cluster, its guard gets the `run_id`s
+    /// of the masters `expect` names (none without `expect`), so the script itself refuses to
+    /// run on any other process.
+    async fn run<T: FromRedisValue>(
+        &self,
+        limit: Duration,
+        expect: Option<u64>,
+        mut invocation: ScriptInvocation<'_>,
+    ) -> Result<T, FilterUnavailable> {
+        if let Backend::Cluster(cluster) = &self.backend {
+            let run_ids = match expect {
+                Some(_) => cluster.topology()?.run_ids.clone(),
+                None => Vec::new(),
+            };
+            for run_id in &run_ids {
+                invocation.arg(run_id);
+            }
+            invocation.arg(run_ids.len());
+        }
+        let invocation = &invocation;
+        self.call(limit, expect, |mut c| async move { invocation.invoke_async(&mut c).await }).await
     }
 
     /// Reads a filter's state from its meta key under `limit` (lookups and writes wait differently long).
@@ -395,26 +529,49 @@ impl RedisFilterStore {
         Ok(state)
     }
 
-    /// Calls `each(key)` for every key matching `pattern` (SCAN: incremental, never blocks Redis).
+    /// Every key matching `pattern` (SCAN: incremental, never blocks Redis), on every master.
     async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, FilterUnavailable> {
-        let mut cursor: u64 = 0;
         let mut keys = Vec::new();
+        match &self.backend {
+            Backend::Single(_) => self.scan_node(None, pattern, &mut keys).await?,
+            Backend::Cluster(cluster) => {
+                for master in &cluster.topology()?.masters {
+                    self.scan_node(Some(master), pattern, &mut keys).await?;
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// SCANs one node: the single Redis, or the cluster master at `master` (`host:port`).
+    async fn scan_node(
+        &self,
+        master: Option<&str>,
+        pattern: &str,
+        keys: &mut Vec<String>,
+    ) -> Result<(), FilterUnavailable> {
+        let route = match master {
+            None => None,
+            Some(address) => Some(super::redis_cluster::route_to(address)?),
+        };
+        let mut cursor: u64 = 0;
         loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000);
+            let route = route.clone();
             let (next, batch): (u64, Vec<String>) = self
-                .call(self.write_timeout, None, |mut c| async move {
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(pattern)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut c)
-                        .await
+                .call(self.write_timeout, None, |c| async move {
+                    match (c, route) {
+                        (RedisConn::Cluster(mut c), Some(route)) => {
+                            Ok(redis::from_redis_value(c.route_command(scan, route).await?)?)
+                        }
+                        (mut c, _) => scan.query_async(&mut c).await,
+                    }
                 })
                 .await?;
             keys.extend(batch);
             if next == 0 {
-                return Ok(keys);
+                return Ok(());
             }
             cursor = next;
         }
@@ -431,8 +588,10 @@ impl FilterStore for RedisFilterStore {
             let (bits, ver) = segment_keys(&filter, meta.generation, index);
             let script = &self.create_segment;
             let len: u64 = self
-                .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    script.key(&bits).key(&ver).arg(size).invoke_async(&mut c).await
+                .run(self.write_timeout, Some(meta.incarnation), {
+                    let mut invocation = script.key(&bits);
+                    invocation.key(&ver).arg(size);
+                    invocation
                 })
                 .await?;
             if len != size {
@@ -447,15 +606,8 @@ impl FilterStore for RedisFilterStore {
         }
         // The journal starts with one entry, so it exists (appends never create it).
         let journal = journal_key(&filter, meta.generation);
-        self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-            let length: u64 = redis::cmd("XLEN").arg(&journal).query_async(&mut c).await?;
-            if length == 0 {
-                let _: String =
-                    redis::cmd("XADD").arg(&journal).arg("*").arg("init").arg(1).query_async(&mut c).await?;
-            }
-            Ok(())
-        })
-        .await
+        let _: i64 = self.run(self.write_timeout, Some(meta.incarnation), self.init_journal.key(journal)).await?;
+        Ok(())
     }
 
     async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
@@ -468,11 +620,17 @@ impl FilterStore for RedisFilterStore {
         self.read_state(&filter, self.write_timeout).await
     }
 
+    /// On a cluster, read now: a generation about to be created must name today's masters.
     async fn incarnation(&self) -> Result<u64, FilterUnavailable> {
-        let link = tokio::time::timeout(self.write_timeout, self.link.get())
-            .await
-            .map_err(|_| FilterUnavailable::Timeout)??;
-        Ok(link.incarnation)
+        let timed_out = |_| FilterUnavailable::Timeout;
+        match &self.backend {
+            Backend::Single(link) => {
+                Ok(tokio::time::timeout(self.write_timeout, link.get()).await.map_err(timed_out)??.incarnation)
+            }
+            Backend::Cluster(cluster) => {
+                Ok(tokio::time::timeout(self.write_timeout, cluster.refresh()).await.map_err(timed_out)??.incarnation)
+            }
+        }
     }
 
     async fn replace_state(
@@ -487,8 +645,10 @@ impl FilterStore for RedisFilterStore {
         let expected: i64 = expected.map_or(-1, |r| r as i64);
         let script = &self.replace_state;
         let replaced: i64 = self
-            .call(self.write_timeout, None, |mut c| async move {
-                script.key(&key).arg(expected).arg(json).invoke_async(&mut c).await
+            .run(self.write_timeout, None, {
+                let mut invocation = script.key(&key);
+                invocation.arg(expected).arg(json);
+                invocation
             })
             .await?;
         Ok(replaced == 1)
@@ -505,8 +665,10 @@ impl FilterStore for RedisFilterStore {
         let upload = upload_key(filter, meta.generation, index);
         let script = &self.merge;
         let version: i64 = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                script.key(&bits).key(&ver).key(&upload).arg(payload).invoke_async(&mut c).await
+            .run(self.write_timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&bits);
+                invocation.key(&ver).key(&upload).arg(payload);
+                invocation
             })
             .await?;
         if version < 0 {
@@ -552,16 +714,20 @@ impl FilterStore for RedisFilterStore {
             let script = &self.retire;
             // Any incarnation: retiring a stale generation's keys is what they are for.
             let _: i64 = self
-                .call(self.write_timeout, None, |mut c| async move {
-                    script.key(&bits).key(&ver).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
+                .run(self.write_timeout, None, {
+                    let mut invocation = script.key(&bits);
+                    invocation.key(&ver).arg(RETIRED_MARKER_MS);
+                    invocation
                 })
                 .await?;
         }
         let journal = journal_key(&filter, meta.generation);
         let script = &self.retire_journal;
         let _: i64 = self
-            .call(self.write_timeout, None, |mut c| async move {
-                script.key(&journal).arg(RETIRED_MARKER_MS).invoke_async(&mut c).await
+            .run(self.write_timeout, None, {
+                let mut invocation = script.key(&journal);
+                invocation.arg(RETIRED_MARKER_MS);
+                invocation
             })
             .await?;
         let deletes = deletes_key(&filter, meta.generation);
@@ -581,8 +747,7 @@ impl FilterStore for RedisFilterStore {
             }
             let script = &self.delete_unless_retired;
             let n: u64 = if key.ends_with(":ver") || key.contains(":jnl:") {
-                self.call(self.write_timeout, None, |mut c| async move { script.key(&key).invoke_async(&mut c).await })
-                    .await?
+                self.run(self.write_timeout, None, script.key(&key)).await?
             } else {
                 self.call(self.write_timeout, None, |mut c| async move { c.del(&key).await }).await?
             };
@@ -593,23 +758,37 @@ impl FilterStore for RedisFilterStore {
 
     async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let filter = filter.to_owned();
-        let mut pipe = redis::pipe();
-        for index in 0..meta.params.segment_count {
-            let (bits, ver) = segment_keys(&filter, meta.generation, index);
-            pipe.strlen(bits).get(ver);
-        }
-        let answers: Vec<(u64, Option<String>)> = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
-                flat.chunks(2)
-                    .map(|pair| {
-                        let len: u64 = redis::from_redis_value_ref(&pair[0])?;
-                        let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
-                        Ok((len, ver))
-                    })
-                    .collect()
-            })
-            .await?;
+        let keys = |index| segment_keys(&filter, meta.generation, index);
+        let answers: Vec<(u64, Option<String>)> = match self.backend {
+            Backend::Single(_) => {
+                let mut pipe = redis::pipe();
+                for index in 0..meta.params.segment_count {
+                    let (bits, ver) = keys(index);
+                    pipe.strlen(bits).get(ver);
+                }
+                self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                    flat.chunks(2)
+                        .map(|pair| {
+                            let len: u64 = redis::from_redis_value_ref(&pair[0])?;
+                            let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
+                            Ok((len, ver))
+                        })
+                        .collect()
+                })
+                .await?
+            }
+            // Each segment is in its own slot: one guarded read each, all at once.
+            Backend::Cluster(_) => {
+                let reads = (0..meta.params.segment_count).map(|index| {
+                    let (bits, ver) = keys(index);
+                    let mut call = self.segment_size.key(bits);
+                    call.key(ver);
+                    self.run(self.write_timeout, Some(meta.incarnation), call)
+                });
+                futures::future::try_join_all(reads).await?
+            }
+        };
         let size = meta.params.segment_bytes();
         if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
             return Err(FilterUnavailable::SegmentMissing(index as u32));
@@ -634,8 +813,10 @@ impl FilterStore for RedisFilterStore {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         let script = &self.lease;
         let held: i64 = self
-            .call(self.write_timeout, None, |mut c| async move {
-                script.key(&key).arg(&owner).arg(ttl.as_millis() as u64).invoke_async(&mut c).await
+            .run(self.write_timeout, None, {
+                let mut invocation = script.key(&key);
+                invocation.arg(&owner).arg(ttl.as_millis() as u64);
+                invocation
             })
             .await?;
         Ok(held == 1)
@@ -644,9 +825,11 @@ impl FilterStore for RedisFilterStore {
     async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable> {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         let script = &self.release;
-        let _: i64 =
-            self.call(self.write_timeout, None, |mut c| async move {
-                script.key(&key).arg(&owner).invoke_async(&mut c).await
+        let _: i64 = self
+            .run(self.write_timeout, None, {
+                let mut invocation = script.key(&key);
+                invocation.arg(&owner);
+                invocation
             })
             .await?;
         Ok(())
@@ -661,19 +844,33 @@ impl FilterStore for RedisFilterStore {
         let at = meta.params.locate(&hash);
         let (bits, _) = segment_keys(filter, meta.generation, at.segment);
         let start = at.byte_offset_in_segment() as isize;
-        let block: Vec<u8> = self
-            .call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                c.getrange(bits, start, start + BLOCK_BYTES as isize - 1).await
-            })
-            .await?;
+        let end = start + BLOCK_BYTES as isize - 1;
+        let block: Vec<u8> =
+            match self.backend {
+                Backend::Single(_) => {
+                    self.call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                        c.getrange(bits, start, end).await
+                    })
+                    .await?
+                }
+                Backend::Cluster(_) => {
+                    let mut invocation = self.read_block.key(bits);
+                    invocation.arg(start).arg(end);
+                    self.run(self.timeout, Some(meta.incarnation), invocation).await?
+                }
+            };
         // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
         // is a missing segment, never "not seen".
         let block: [u8; BLOCK_BYTES] = block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
         Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
     }
 
+    /// One script on a single Redis. On a cluster, where each segment is its own slot: one
+    /// script per touched segment, all answered before the journal entry is appended in the
+    /// filter's slot — an entry is still never seen without its bits, and an add whose bits or
+    /// entry failed is not acknowledged (bits set without an entry only add false positives;
+    /// the caller retries). Then, with replicas, `WAIT` until they have it all.
     async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
-        let filter = filter.to_owned();
         let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
         for hash in &hashes {
@@ -683,25 +880,29 @@ impl FilterStore for RedisFilterStore {
             by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
             entry.extend_from_slice(&encode_hash(hash));
         }
-        let mut invocation = self.add.prepare_invoke();
-        let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
-        invocation.arg(u8::from(meta.journal)).arg(self.journal.max_entries).arg(oldest_kept).arg(entry);
-        for (segment, offsets) in &by_segment {
-            let (bits, ver) = segment_keys(&filter, meta.generation, *segment);
-            invocation.key(bits).key(ver).arg(offsets.len());
-            for offset in offsets {
-                invocation.arg(*offset);
+        let journal = meta.journal.then_some(entry);
+        let added: i64 = match &self.backend {
+            Backend::Single(_) => {
+                let call = self.add_call(filter, meta, by_segment.iter(), journal);
+                self.run(self.write_timeout, Some(meta.incarnation), call).await?
             }
-        }
-        if meta.journal {
-            invocation.key(journal_key(&filter, meta.generation));
-        }
-        let invocation = &invocation;
-        let added: i64 =
-            self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                invocation.invoke_async(&mut c).await
-            })
-            .await?;
+            Backend::Cluster(cluster) => {
+                let bits = by_segment.iter().map(|segment| {
+                    let call = self.add_call(filter, meta, std::iter::once(segment), None);
+                    self.run::<i64>(self.write_timeout, Some(meta.incarnation), call)
+                });
+                futures::future::try_join_all(bits).await?;
+                let added = match journal {
+                    Some(entry) => {
+                        let call = self.add_call(filter, meta, std::iter::empty(), Some(entry));
+                        self.run(self.write_timeout, Some(meta.incarnation), call).await?
+                    }
+                    None => 1,
+                };
+                self.wait_for_replicas(cluster).await?;
+                added
+            }
+        };
         match added {
             1 | 2 => Ok(()),
             // The journal is gone (lost with its keys): the recovery check rebuilds.
@@ -713,8 +914,10 @@ impl FilterStore for RedisFilterStore {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let script = &self.read_segment;
         let (version, payload): (Option<String>, Option<Vec<u8>>) = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                script.key(&bits).key(&ver).invoke_async(&mut c).await
+            .run(self.write_timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&bits);
+                invocation.key(&ver);
+                invocation
             })
             .await?;
         match (parse_version(version), payload) {
@@ -726,14 +929,27 @@ impl FilterStore for RedisFilterStore {
     }
 
     async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
-        let filter = filter.to_owned();
-        let mut pipe = redis::pipe();
-        for index in 0..meta.params.segment_count {
-            pipe.get(segment_keys(&filter, meta.generation, index).1);
-        }
-        let versions: Vec<Option<String>> = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { pipe.query_async(&mut c).await })
-            .await?;
+        let ver = |index| segment_keys(filter, meta.generation, index).1;
+        let versions: Vec<Option<String>> =
+            match self.backend {
+                Backend::Single(_) => {
+                    let mut pipe = redis::pipe();
+                    for index in 0..meta.params.segment_count {
+                        pipe.get(ver(index));
+                    }
+                    self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                        pipe.query_async(&mut c).await
+                    })
+                    .await?
+                }
+                // Each version is in its own slot: one guarded read each, all at once.
+                Backend::Cluster(_) => {
+                    let reads = (0..meta.params.segment_count).map(|index| {
+                        self.run(self.write_timeout, Some(meta.incarnation), self.read_version.key(ver(index)))
+                    });
+                    futures::future::try_join_all(reads).await?
+                }
+            };
         versions
             .into_iter()
             .enumerate()
@@ -783,8 +999,10 @@ impl FilterStore for RedisFilterStore {
         let script = &self.read_journal;
         let after_id = after.stream_id();
         let reply: Vec<redis::Value> = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                script.key(&key).arg(after_id).arg(max_entries).invoke_async(&mut c).await
+            .run(self.write_timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&key);
+                invocation.arg(after_id).arg(max_entries);
+                invocation
             })
             .await?;
         parse_journal_read(&reply, after, max_entries)
@@ -857,11 +1075,7 @@ impl RedisFilterStore {
     async fn head_of(&self, filter: &str, meta: FilterMeta) -> Result<(JournalPosition, u64), FilterUnavailable> {
         let key = journal_key(filter, meta.generation);
         let script = &self.journal_head;
-        let reply: Vec<redis::Value> = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                script.key(&key).invoke_async(&mut c).await
-            })
-            .await?;
+        let reply: Vec<redis::Value> = self.run(self.write_timeout, Some(meta.incarnation), script.key(&key)).await?;
         let bad = || FilterUnavailable::Error("unexpected XINFO STREAM reply".into());
         match reply.as_slice() {
             [redis::Value::Int(1), added, last, length] => {
@@ -876,16 +1090,80 @@ impl RedisFilterStore {
     }
 
     async fn count_sampled(&self, filter: &str, meta: FilterMeta, max: u32) -> Result<(u64, u32), FilterUnavailable> {
-        let mut pipe = redis::pipe();
-        let mut counted = 0u32;
-        for index in sample_indices(meta.params.segment_count, max) {
-            pipe.cmd("BITCOUNT").arg(segment_keys(filter, meta.generation, index).0);
-            counted += 1;
+        let indices: Vec<u32> = sample_indices(meta.params.segment_count, max).collect();
+        let bits = |index| segment_keys(filter, meta.generation, index).0;
+        let counts: Vec<u64> =
+            match self.backend {
+                Backend::Single(_) => {
+                    let mut pipe = redis::pipe();
+                    for index in &indices {
+                        pipe.cmd("BITCOUNT").arg(bits(*index));
+                    }
+                    self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                        pipe.query_async(&mut c).await
+                    })
+                    .await?
+                }
+                // Each segment is in its own slot; counts are statistics, read without the guard.
+                Backend::Cluster(_) => {
+                    let counts = indices.iter().map(|index| {
+                        let key = bits(*index);
+                        self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                            redis::cmd("BITCOUNT").arg(key).query_async::<u64>(&mut c).await
+                        })
+                    });
+                    futures::future::try_join_all(counts).await?
+                }
+            };
+        Ok((counts.iter().sum(), indices.len() as u32))
+    }
+
+    /// An ADD_SCRIPT call setting the bits of `segments` (`segment → bit offsets`), then, with
+    /// `entry`, appending it to the generation's journal.
+    fn add_call<'a>(
+        &'a self,
+        filter: &str,
+        meta: FilterMeta,
+        segments: impl Iterator<Item = (&'a u32, &'a Vec<u64>)>,
+        entry: Option<Vec<u8>>,
+    ) -> ScriptInvocation<'a> {
+        let mut call = self.add.prepare_invoke();
+        let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
+        call.arg(u8::from(entry.is_some())).arg(self.journal.max_entries).arg(oldest_kept);
+        call.arg(entry.as_deref().unwrap_or_default());
+        for (segment, offsets) in segments {
+            let (bits, ver) = segment_keys(filter, meta.generation, *segment);
+            call.key(bits).key(ver).arg(offsets.len());
+            for offset in offsets {
+                call.arg(*offset);
+            }
         }
-        let counts: Vec<u64> = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move { pipe.query_async(&mut c).await })
+        if entry.is_some() {
+            call.key(journal_key(filter, meta.generation));
+        }
+        call
+    }
+
+    /// Waits until `min_replicas_acked` replicas of every master (at most as many as the
+    /// fewest a master has) have everything sent so far; fewer in time fails the add.
+    async fn wait_for_replicas(&self, cluster: &ClusterLink) -> Result<(), FilterUnavailable> {
+        let wanted = i64::from(self.min_replicas_acked.min(cluster.topology()?.fewest_replicas));
+        if wanted == 0 {
+            return Ok(());
+        }
+        let wait_ms = (self.write_timeout / 2).as_millis() as u64;
+        // Sent to every master; the answer is the fewest replicas any of them reached.
+        let acked: i64 = self
+            .call(self.write_timeout, None, |mut c| async move {
+                redis::cmd("WAIT").arg(wanted).arg(wait_ms).query_async(&mut c).await
+            })
             .await?;
-        Ok((counts.iter().sum(), counted))
+        if acked < wanted {
+            return Err(FilterUnavailable::Error(format!(
+                "only {acked} of {wanted} Redis replicas confirmed the add within {wait_ms} ms: not acknowledged, retry the write"
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -139,6 +139,10 @@ struct RunArgs {
     /// Cassandra `host:port`.
     #[arg(long, env = "BLOOMGATE_TEST_CASSANDRA", default_value = "127.0.0.1:9042")]
     cassandra: String,
+    /// Share a running Redis Cluster (`host:port,...`, e.g. from `scripts/services start
+    /// --topology cluster redis`) instead of a private Redis: its masters are killed in turn.
+    #[arg(long, value_delimiter = ',')]
+    redis_cluster: Vec<String>,
     /// Cassandra's pid file (for SIGSTOP); found by itself when `scripts/services` runs it.
     #[arg(long, env = "BLOOMGATE_CASSANDRA_PID_FILE")]
     cassandra_pid_file: Option<PathBuf>,
@@ -235,6 +239,7 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         keep_keyspace: a.keep_keyspace,
         history_path: a.history,
         tuning: OriginTuning::default(),
+        redis_cluster: a.redis_cluster,
     };
     let report = run(options).await?;
     let md = report::markdown(&report);

@@ -4,6 +4,7 @@
 //! pointed at origin 0 through a proxy that can cut it. Cassandra is the shared one, paused
 //! with SIGSTOP at most, and always continued (see [`CassandraPause`]).
 
+use super::schedule::RedisKind;
 use crate::edge::Wrangler;
 use crate::origin::{EDGE_SECRET, TOKEN};
 use crate::proxy::ChaosProxy;
@@ -61,12 +62,34 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Where an origin finds Redis.
+#[derive(Clone, Copy, Debug)]
+pub enum OriginRedis<'a> {
+    /// One Redis (the run's private one, through the origin's proxy) at `host:port`.
+    Single(&'a str),
+    /// A Redis Cluster, through any of these `host:port`s.
+    Cluster(&'a [String]),
+}
+
+impl OriginRedis<'_> {
+    fn toml(self) -> String {
+        match self {
+            OriginRedis::Single(addr) => format!("redis_url = \"redis://{addr}/\""),
+            OriginRedis::Cluster(nodes) => {
+                let urls: Vec<String> = nodes.iter().map(|n| format!("\"redis://{n}\"")).collect();
+                format!("redis_cluster_nodes = [{}]", urls.join(", "))
+            }
+        }
+    }
+}
+
 /// The TOML an origin reads. The metadata cache stays at its default (1 s): it is part of
 /// what is tested.
-pub fn origin_toml(port: u16, redis_addr: &str, cassandra: &str, keyspace: &str, t: &OriginTuning) -> String {
+pub fn origin_toml(port: u16, redis: OriginRedis<'_>, cassandra: &str, keyspace: &str, t: &OriginTuning) -> String {
+    let redis = redis.toml();
     format!(
         r#"listen = "127.0.0.1:{port}"
-redis_url = "redis://{redis_addr}/"
+{redis}
 redis_timeout_ms = {}
 redis_write_timeout_ms = {}
 cassandra_nodes = ["{cassandra}"]
@@ -94,6 +117,17 @@ auto_stale_delete_share = {}
     )
 }
 
+/// Empties a shared Redis Cluster, as a private Redis starts empty: a run's filter is
+/// created, never found left over from the run before.
+async fn flush_cluster(nodes: &[String]) -> anyhow::Result<()> {
+    let client = redis::cluster::ClusterClient::new(nodes.iter().map(|n| format!("redis://{n}")).collect::<Vec<_>>())?;
+    let mut conn = tokio::time::timeout(Duration::from_secs(10), client.get_async_connection())
+        .await
+        .context("connect to the Redis Cluster")??;
+    let flushed: redis::RedisResult<()> = redis::cmd("FLUSHALL").query_async(&mut conn).await;
+    flushed.with_context(|| format!("FLUSHALL on the Redis Cluster at {}", nodes.join(",")))
+}
+
 /// One origin process, restartable on the same port with the same config.
 pub struct Origin {
     /// Its number.
@@ -102,8 +136,8 @@ pub struct Origin {
     pub base: String,
     /// Its stderr (all its lives, appended).
     pub log: PathBuf,
-    /// Its own proxy to Redis.
-    pub redis_proxy: ChaosProxy,
+    /// Its own proxy to the private Redis (none on a cluster).
+    pub redis_proxy: Option<ChaosProxy>,
     config: PathBuf,
     exe: PathBuf,
     child: Mutex<Option<Child>>,
@@ -271,12 +305,21 @@ pub struct ClusterSettings {
     pub freshness_secs: u32,
     /// Origin settings.
     pub tuning: OriginTuning,
+    /// A Redis Cluster's nodes (`host:port`) to use instead of a private Redis.
+    pub redis_cluster: Vec<String>,
+}
+
+impl ClusterSettings {
+    /// Which Redis the run uses.
+    pub fn redis_kind(&self) -> RedisKind {
+        RedisKind::of(&self.redis_cluster)
+    }
 }
 
 /// Everything started for one run.
 pub struct Cluster {
-    /// The private Redis (blocking calls: kill, restart).
-    pub redis: Mutex<RedisServer>,
+    /// The private Redis (blocking calls: kill, restart); none on a Redis Cluster.
+    pub redis: Option<Mutex<RedisServer>>,
     /// The origins.
     pub origins: Vec<Origin>,
     /// The edge, if started.
@@ -291,13 +334,26 @@ impl Cluster {
     pub async fn start(settings: ClusterSettings, http: &reqwest::Client) -> anyhow::Result<Cluster> {
         anyhow::ensure!(settings.origins >= 2, "a chaos run needs at least 2 origins");
         std::fs::create_dir_all(&settings.dir)?;
-        let redis = tokio::task::spawn_blocking(RedisServer::start).await?;
+        let redis = match settings.redis_kind() {
+            RedisKind::Private => Some(tokio::task::spawn_blocking(RedisServer::start).await?),
+            RedisKind::Cluster => {
+                flush_cluster(&settings.redis_cluster).await?;
+                None
+            }
+        };
         let mut origins = Vec::new();
         for index in 0..settings.origins {
             let port = free_port()?;
-            let redis_proxy = ChaosProxy::start(&redis.addr()).await;
+            let redis_proxy = match &redis {
+                Some(redis) => Some(ChaosProxy::start(&redis.addr()).await),
+                None => None,
+            };
             let config = settings.dir.join(format!("origin-{index}.toml"));
-            let toml = origin_toml(port, &redis_proxy.addr, &settings.cassandra, &settings.keyspace, &settings.tuning);
+            let origin_redis = match &redis_proxy {
+                Some(proxy) => OriginRedis::Single(&proxy.addr),
+                None => OriginRedis::Cluster(&settings.redis_cluster),
+            };
+            let toml = origin_toml(port, origin_redis, &settings.cassandra, &settings.keyspace, &settings.tuning);
             std::fs::write(&config, toml)?;
             let origin = Origin {
                 index: index as u8,
@@ -321,17 +377,27 @@ impl Cluster {
         } else {
             None
         };
-        Ok(Cluster { redis: Mutex::new(redis), origins, edge, settings })
+        Ok(Cluster { redis: redis.map(Mutex::new), origins, edge, settings })
     }
 
-    /// The private Redis's address (not through a proxy).
+    /// The private Redis's address (not through a proxy); on a cluster, its first node's.
     pub fn redis_url(&self) -> String {
-        self.redis.lock().unwrap_or_else(|e| e.into_inner()).url()
+        match &self.redis {
+            Some(redis) => redis.lock().unwrap_or_else(|e| e.into_inner()).url(),
+            None => format!("redis://{}/", self.settings.redis_cluster[0]),
+        }
     }
 
-    /// Runs a blocking operation on the Redis server (kill, restart) off the async threads.
-    pub fn with_redis<T>(&self, f: impl FnOnce(&mut RedisServer) -> T) -> T {
-        tokio::task::block_in_place(|| f(&mut self.redis.lock().unwrap_or_else(|e| e.into_inner())))
+    /// Runs a blocking operation on the private Redis server (kill, restart) off the async
+    /// threads. Fails on a cluster.
+    pub fn with_redis<T>(&self, f: impl FnOnce(&mut RedisServer) -> T) -> anyhow::Result<T> {
+        let redis = self.redis.as_ref().context("this fault needs the run's private Redis, not a cluster")?;
+        Ok(tokio::task::block_in_place(|| f(&mut redis.lock().unwrap_or_else(|e| e.into_inner()))))
+    }
+
+    /// Every origin's Redis proxy (none on a cluster).
+    pub fn redis_proxies(&self) -> impl Iterator<Item = &ChaosProxy> {
+        self.origins.iter().filter_map(|o| o.redis_proxy.as_ref())
     }
 
     /// Stops every process (origins gracefully, then the edge and Redis by dropping).
@@ -405,7 +471,13 @@ mod tests {
 
     #[test]
     fn the_origin_config_parses_and_keeps_the_metadata_cache_default() {
-        let toml = origin_toml(8123, "127.0.0.1:7000", "127.0.0.1:9042", "chaos_x", &OriginTuning::default());
+        let toml = origin_toml(
+            8123,
+            OriginRedis::Single("127.0.0.1:7000"),
+            "127.0.0.1:9042",
+            "chaos_x",
+            &OriginTuning::default(),
+        );
         let path = std::env::temp_dir().join(format!("bloomgate-chaos-config-{}.toml", rand::random::<u64>()));
         std::fs::write(&path, toml).unwrap();
         let config = bloomgate_origin::config::Config::from_file(&path).unwrap();
@@ -416,6 +488,13 @@ mod tests {
         assert_eq!(config.cassandra_consistency, "local_quorum");
         assert!(config.rebuild_settle_ms >= config.request_timeout_ms, "the rebuild's argument needs it");
         assert!(config.rebuild_grace_ms > 3000 + config.meta_cache_ms);
+        let nodes = ["127.0.0.1:7001".to_owned(), "127.0.0.1:7002".to_owned()];
+        let toml =
+            origin_toml(8123, OriginRedis::Cluster(&nodes), "127.0.0.1:9042", "chaos_x", &OriginTuning::default());
+        std::fs::write(&path, toml).unwrap();
+        let config = bloomgate_origin::config::Config::from_file(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(config.redis_cluster_nodes, ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002"]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use super::cluster::{CassandraPause, Cluster};
 use super::history::{Fault, FaultKind, Micros, Recorder};
+use super::redis_nodes;
 use super::schedule::{background, sequential_round, Phase, Step, Timed, BACKGROUND_CYCLE};
 use super::workload::Workload;
 use crate::origin::TOKEN;
@@ -167,14 +168,61 @@ impl Faults {
         }
     }
 
+    /// Runs a command on the private Redis, or on a cluster routed as the cluster client
+    /// routes it (by key; FLUSHALL on every master).
     async fn redis_command(&self, cmd: &redis::Cmd) -> anyhow::Result<redis::Value> {
-        let client = redis::Client::open(self.cluster.redis_url())?;
-        let mut conn = tokio::time::timeout(Duration::from_secs(5), client.get_multiplexed_async_connection())
-            .await
-            .context("connect to Redis")??;
-        Ok(tokio::time::timeout(Duration::from_secs(30), cmd.query_async(&mut conn))
-            .await
-            .context("Redis command")??)
+        let connect = Duration::from_secs(5);
+        let answer = Duration::from_secs(30);
+        if self.cluster.redis.is_some() {
+            let client = redis::Client::open(self.cluster.redis_url())?;
+            let mut conn = tokio::time::timeout(connect, client.get_multiplexed_async_connection())
+                .await
+                .context("connect to Redis")??;
+            return Ok(tokio::time::timeout(answer, cmd.query_async(&mut conn)).await.context("Redis command")??);
+        }
+        let nodes = self.cluster.settings.redis_cluster.iter().map(|n| format!("redis://{n}"));
+        let client = redis::cluster::ClusterClient::new(nodes.collect::<Vec<_>>())?;
+        let mut conn =
+            tokio::time::timeout(connect, client.get_async_connection()).await.context("connect to the cluster")??;
+        Ok(tokio::time::timeout(answer, cmd.query_async(&mut conn)).await.context("Redis command")??)
+    }
+
+    /// `kill -9` of a random master while the workload writes; waits for its replica to be
+    /// promoted and for the origins to rebuild on the new masters (the promoted replica may
+    /// lack the last bits the master acknowledged), then restarts the killed node.
+    async fn kill_redis_master(&self) -> anyhow::Result<()> {
+        let nodes = tokio::task::spawn_blocking(redis_nodes::list).await??;
+        let masters: Vec<_> = nodes.iter().filter(|n| n.role == "master" && n.pid.is_some()).collect();
+        anyhow::ensure!(!masters.is_empty(), "no running Redis master to kill: {nodes:?}");
+        let victim = masters[self.random(masters.len())].clone();
+        let heir = nodes.iter().find(|n| n.master_port == Some(victim.port)).map(|n| n.port);
+        let before = self.generation().await;
+        let start = self.rec.now();
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &victim.pid.unwrap_or_default().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        anyhow::ensure!(killed, "kill -9 of Redis master {} (pid {:?}) failed", victim.port, victim.pid);
+        let promoted = Instant::now();
+        let mut promoted_after = None;
+        while promoted.elapsed() < self.settings.recovery_wait {
+            let now = tokio::task::spawn_blocking(redis_nodes::list).await??;
+            if now.iter().any(|n| Some(n.port) == heir && n.role == "master") {
+                promoted_after = Some(promoted.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let recovered = self.wait_switch(before, self.settings.recovery_wait).await;
+        tokio::task::spawn_blocking(redis_nodes::restart_dead_nodes).await??;
+        let note = format!(
+            "master {} (pid {:?}) killed; replica {heir:?} promoted after {}; the killed node restarted",
+            victim.port,
+            victim.pid,
+            promoted_after.map_or("- (not seen)".into(), |d| format!("{} ms", d.as_millis()))
+        );
+        self.record(FaultKind::RedisMasterKill, start, None, Some(recovered && promoted_after.is_some()), note);
+        Ok(())
     }
 
     /// Runs one sequential step.
@@ -220,10 +268,11 @@ impl Faults {
                 self.record(kind, start, Some(origin), Some(recovered), note);
             }
             Step::KillBuilder(phase) => self.kill_builder(phase).await?,
+            Step::RedisMasterKill => self.kill_redis_master().await?,
             Step::RedisRestartEmpty => {
                 let before = self.generation().await;
                 let start = self.rec.now();
-                self.cluster.with_redis(|r| r.restart());
+                self.cluster.with_redis(|r| r.restart())?;
                 let recovered = self.wait_switch(before, wait).await;
                 self.record(
                     FaultKind::RedisRestartEmpty,
@@ -277,7 +326,7 @@ impl Faults {
             Step::Snapshot => {
                 self.redis_command(&redis::cmd("SAVE")).await?;
                 let aside = self.cluster.settings.dir.join("snapshot.rdb");
-                let from = self.cluster.with_redis(|r| r.snapshot_path());
+                let from = self.cluster.with_redis(|r| r.snapshot_path())?;
                 std::fs::copy(&from, &aside).with_context(|| format!("copy {}", from.display()))?;
                 *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = Some((aside, self.rec.now()));
             }
@@ -285,7 +334,7 @@ impl Faults {
                 let (path, taken) =
                     self.snapshot.lock().unwrap_or_else(|e| e.into_inner()).clone().context("no snapshot taken")?;
                 let start = self.rec.now();
-                self.cluster.with_redis(|r| r.restart_from(&path));
+                self.cluster.with_redis(|r| r.restart_from(&path))?;
                 let restored = self.generation().await;
                 let recovered = self.wait_switch(restored, wait).await;
                 let note = format!(
@@ -311,10 +360,10 @@ impl Faults {
             let origin = &self.cluster.origins[builder as usize];
             let capacity = (phase == Phase::Uploading)
                 .then(|| stats["capacity"].as_u64().unwrap_or(0).max(self.settings.upload_capacity));
-            if phase == Phase::Uploading {
+            if let (Phase::Uploading, Some(proxy)) = (phase, &origin.redis_proxy) {
                 // Slow the builder's own Redis a little (below every timeout): its upload of
                 // many segments then takes long enough to be seen.
-                origin.redis_proxy.slow(Duration::from_millis(10));
+                proxy.slow(Duration::from_millis(10));
             }
             let posted = self.post_rebuild(builder, capacity).await;
             let asked = Instant::now();
@@ -337,7 +386,9 @@ impl Faults {
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            origin.redis_proxy.heal();
+            if let Some(proxy) = &origin.redis_proxy {
+                proxy.heal();
+            }
             posted?;
             let Some((at, after)) = killed else {
                 self.note(format!(
@@ -383,12 +434,13 @@ impl Faults {
                 self.record(t.fault, start, None, None, format!("SIGSTOP pid {pid} for {:?}, then SIGCONT", t.length));
             }
             FaultKind::SlowRedis => {
-                for origin in &self.cluster.origins {
-                    origin.redis_proxy.slow(self.settings.slow_redis_delay);
+                anyhow::ensure!(self.cluster.redis.is_some(), "slow Redis needs the private Redis's proxies");
+                for proxy in self.cluster.redis_proxies() {
+                    proxy.slow(self.settings.slow_redis_delay);
                 }
                 tokio::time::sleep(t.length).await;
-                for origin in &self.cluster.origins {
-                    origin.redis_proxy.heal();
+                for proxy in self.cluster.redis_proxies() {
+                    proxy.heal();
                 }
                 let note = format!("every Redis chunk delayed {:?} for {:?}", self.settings.slow_redis_delay, t.length);
                 self.record(t.fault, start, None, None, note);
@@ -409,7 +461,7 @@ impl Faults {
     /// always to its end.
     pub async fn sequential_track(self: Arc<Self>, until: Instant) {
         for round in 0.. {
-            for step in sequential_round(round == 0) {
+            for step in sequential_round(round == 0, self.cluster.settings.redis_kind()) {
                 if round > 0 && Instant::now() >= until {
                     return;
                 }
@@ -429,7 +481,7 @@ impl Faults {
         let edge = self.cluster.edge.is_some();
         for cycle in 0u32.. {
             let base = started + BACKGROUND_CYCLE * cycle;
-            for t in background(edge) {
+            for t in background(edge, self.cluster.settings.redis_kind()) {
                 let at = base + t.offset;
                 if cycle > 0 && at >= until {
                     return;

@@ -233,6 +233,10 @@ pub enum FaultKind {
     LookupBurst,
     /// Every Redis connection delayed beyond the origins' Redis timeout.
     SlowRedis,
+    /// Redis Cluster: `kill -9` of a master while writes go on; its replica is promoted
+    /// (asynchronous replication: it may lack the master's last bits), then the killed node
+    /// is restarted and rejoins as a replica.
+    RedisMasterKill,
     /// Not injected: the prober's direct query to Cassandra was slower than the threshold
     /// (Cassandra, or the whole machine, stalled on its own).
     ObservedCassandraStall,
@@ -243,7 +247,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every injected kind, in the order of the report's fault table.
-    pub const INJECTED: [FaultKind; 17] = [
+    pub const INJECTED: [FaultKind; 18] = [
         FaultKind::AutoResize,
         FaultKind::Rebuild,
         FaultKind::Resize,
@@ -261,6 +265,7 @@ impl FaultKind {
         FaultKind::EdgeCut,
         FaultKind::LookupBurst,
         FaultKind::SlowRedis,
+        FaultKind::RedisMasterKill,
     ];
 
     /// The kinds the prober records (listed apart in the report; never required).
@@ -286,6 +291,7 @@ impl FaultKind {
             FaultKind::EdgeCut => "edge_cut",
             FaultKind::LookupBurst => "lookup_burst",
             FaultKind::SlowRedis => "slow_redis",
+            FaultKind::RedisMasterKill => "redis_master_kill",
             FaultKind::ObservedCassandraStall => "observed_cassandra_stall",
             FaultKind::ObservedRedisStall => "observed_redis_stall",
         }
@@ -301,6 +307,7 @@ impl FaultKind {
             FaultKind::AutoResize
                 | FaultKind::RedisRestartEmpty
                 | FaultKind::RedisRollback
+                | FaultKind::RedisMasterKill
                 | FaultKind::DelSegmentBits
                 | FaultKind::DelSegmentVer
                 | FaultKind::DelMeta

@@ -13,7 +13,7 @@ use super::keys::{KeyClass, KeyId, KeySpace};
 use super::memory::sample_rss;
 use super::probe::{ProbeSettings, Prober};
 use super::report::{self, Report, RunFacts, RunSettings};
-use super::schedule::required_faults;
+use super::schedule::{required_faults, RedisKind};
 use super::workload::{Endpoints, Workload, WorkloadSettings};
 use crate::origin::TOKEN;
 use anyhow::Context as _;
@@ -63,6 +63,8 @@ pub struct RunOptions {
     pub history_path: Option<PathBuf>,
     /// The origins' configuration.
     pub tuning: OriginTuning,
+    /// A Redis Cluster's nodes (`host:port`) the origins share instead of a private Redis.
+    pub redis_cluster: Vec<String>,
 }
 
 /// The filter every run uses (in a keyspace and a Redis of its own).
@@ -135,6 +137,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         edge: options.edge,
         freshness_secs: options.freshness_secs,
         tuning: options.tuning.clone(),
+        redis_cluster: options.redis_cluster.clone(),
     };
     eprintln!(
         "chaos: starting Redis, {} origins{} in {}",
@@ -203,7 +206,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
     let facts = RunFacts {
         settings,
         skipped_ops: skipped,
-        required_faults: required_faults(options.edge),
+        required_faults: required_faults(options.edge, RedisKind::of(&options.redis_cluster)),
         automatic_rebuilds: reasons,
         notes,
         logs: logs.iter().map(|(_, p)| p.display().to_string()).collect(),
@@ -301,8 +304,8 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     if let Some(edge) = &cluster.edge {
         edge.proxy.heal();
     }
-    for origin in &cluster.origins {
-        origin.redis_proxy.heal();
+    for proxy in cluster.redis_proxies() {
+        proxy.heal();
     }
     tokio::time::sleep(options.workload.freshness + Duration::from_secs(2)).await;
     workload.stop(Duration::from_secs(40)).await;

@@ -67,6 +67,9 @@ pub enum Step {
     Snapshot,
     /// `kill -9` Redis and restart it from the last snapshot; wait for a rebuild.
     Rollback,
+    /// Redis Cluster: `kill -9` a master, wait for its replica's promotion and a rebuild,
+    /// restart the node.
+    RedisMasterKill,
     /// Let the workload run undisturbed.
     Pause(Duration),
 }
@@ -86,8 +89,31 @@ impl Step {
             Step::FlushAll => FaultKind::FlushAll,
             Step::StaleDeletes => FaultKind::StaleDeletes,
             Step::Rollback => FaultKind::RedisRollback,
+            Step::RedisMasterKill => FaultKind::RedisMasterKill,
             Step::Snapshot | Step::Pause(_) => return None,
         })
+    }
+}
+
+/// Which Redis the origins share: the run's private one (behind a fault proxy per origin), or
+/// a Redis Cluster of masters with replicas (no proxies: the cluster client learns the nodes'
+/// own addresses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedisKind {
+    /// One `redis-server` of the run's own.
+    Private,
+    /// A Redis Cluster started by `scripts/services start --topology cluster redis`.
+    Cluster,
+}
+
+impl RedisKind {
+    /// A cluster if its nodes are named, else the private Redis.
+    pub fn of(cluster_nodes: &[String]) -> RedisKind {
+        match cluster_nodes.is_empty() {
+            true => RedisKind::Private,
+            false => RedisKind::Cluster,
+        }
     }
 }
 
@@ -96,28 +122,49 @@ impl Step {
 /// Redis's state, lease included; the kill while uploading happens after the snapshot, so
 /// the rollback also takes Redis back to before that rebuild. The automatic resize runs in
 /// the first round only (it needs the small starting capacity).
-pub fn sequential_round(first: bool) -> Vec<Step> {
+///
+/// On a cluster, the faults of the one process (restart, snapshot and rollback, the upload
+/// slowed through its proxy) give way to the cluster's own: a master killed while writes go
+/// on, its replica promoted.
+pub fn sequential_round(first: bool, redis: RedisKind) -> Vec<Step> {
     let mut steps = Vec::new();
     if first {
         steps.push(Step::AutoResize);
     }
-    steps.extend([
-        Step::Rebuild,
-        Step::Resize,
-        Step::KillBuilder(Phase::Settling),
-        Step::RedisRestartEmpty,
-        Step::DelSegmentBits,
-        Step::KillBuilder(Phase::Scanning),
-        Step::FlushAll,
-        Step::DelSegmentVer,
-        Step::Snapshot,
-        Step::Pause(Duration::from_secs(3)),
-        Step::KillBuilder(Phase::Uploading),
-        Step::Rollback,
-        Step::DelMeta,
-        Step::StaleDeletes,
-        Step::Pause(Duration::from_secs(2)),
-    ]);
+    match redis {
+        RedisKind::Private => steps.extend([
+            Step::Rebuild,
+            Step::Resize,
+            Step::KillBuilder(Phase::Settling),
+            Step::RedisRestartEmpty,
+            Step::DelSegmentBits,
+            Step::KillBuilder(Phase::Scanning),
+            Step::FlushAll,
+            Step::DelSegmentVer,
+            Step::Snapshot,
+            Step::Pause(Duration::from_secs(3)),
+            Step::KillBuilder(Phase::Uploading),
+            Step::Rollback,
+            Step::DelMeta,
+            Step::StaleDeletes,
+            Step::Pause(Duration::from_secs(2)),
+        ]),
+        RedisKind::Cluster => steps.extend([
+            Step::Rebuild,
+            Step::Resize,
+            Step::RedisMasterKill,
+            Step::KillBuilder(Phase::Settling),
+            Step::FlushAll,
+            Step::DelSegmentBits,
+            Step::KillBuilder(Phase::Scanning),
+            Step::FlushAll,
+            Step::DelSegmentVer,
+            Step::RedisMasterKill,
+            Step::DelMeta,
+            Step::StaleDeletes,
+            Step::Pause(Duration::from_secs(2)),
+        ]),
+    }
     steps
 }
 
@@ -135,11 +182,15 @@ pub struct Timed {
 /// How long one cycle of the background track is.
 pub const BACKGROUND_CYCLE: Duration = Duration::from_secs(100);
 
-/// The background track: spread over a cycle, each short.
-pub fn background(edge: bool) -> Vec<Timed> {
+/// The background track: spread over a cycle, each short. (Slow Redis needs the private
+/// Redis's proxies.)
+pub fn background(edge: bool, redis: RedisKind) -> Vec<Timed> {
     let at = |s, fault, len| Timed { offset: Duration::from_secs(s), fault, length: Duration::from_secs(len) };
-    let mut track =
-        vec![at(35, FaultKind::CassandraPause, 4), at(55, FaultKind::SlowRedis, 5), at(75, FaultKind::LookupBurst, 4)];
+    let mut track = vec![at(35, FaultKind::CassandraPause, 4)];
+    if redis == RedisKind::Private {
+        track.push(at(55, FaultKind::SlowRedis, 5));
+    }
+    track.push(at(75, FaultKind::LookupBurst, 4));
     if edge {
         track.insert(0, at(15, FaultKind::EdgeCut, 6));
     }
@@ -147,9 +198,9 @@ pub fn background(edge: bool) -> Vec<Timed> {
 }
 
 /// Every fault a run must inject at least once.
-pub fn required_faults(edge: bool) -> BTreeSet<FaultKind> {
-    let mut all: BTreeSet<FaultKind> = sequential_round(true).into_iter().filter_map(Step::fault).collect();
-    all.extend(background(edge).into_iter().map(|t| t.fault));
+pub fn required_faults(edge: bool, redis: RedisKind) -> BTreeSet<FaultKind> {
+    let mut all: BTreeSet<FaultKind> = sequential_round(true, redis).into_iter().filter_map(Step::fault).collect();
+    all.extend(background(edge, redis).into_iter().map(|t| t.fault));
     all
 }
 
@@ -172,38 +223,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_round_of_both_tracks_injects_every_fault() {
-        let required = required_faults(true);
+    fn the_rounds_of_both_redis_kinds_together_inject_every_fault() {
+        let mut required = required_faults(true, RedisKind::Private);
+        required.extend(required_faults(true, RedisKind::Cluster));
         assert_eq!(
             required.len(),
             FaultKind::INJECTED.len(),
             "missing: {:?}",
             FaultKind::INJECTED.iter().filter(|f| !required.contains(f)).collect::<Vec<_>>()
         );
-        assert!(!required_faults(false).contains(&FaultKind::EdgeCut));
+        assert!(!required_faults(false, RedisKind::Private).contains(&FaultKind::EdgeCut));
+        assert!(required_faults(false, RedisKind::Cluster).contains(&FaultKind::RedisMasterKill));
+        assert!(!required_faults(true, RedisKind::Cluster).contains(&FaultKind::SlowRedis), "needs the proxies");
     }
 
     #[test]
     fn every_builder_kill_is_followed_by_a_fault_that_clears_the_lease() {
-        let round = sequential_round(true);
-        for (i, step) in round.iter().enumerate() {
-            if let Step::KillBuilder(_) = step {
-                let next = round[i + 1..].iter().find(|s| !matches!(s, Step::Pause(_))).unwrap();
-                assert!(
-                    matches!(next, Step::RedisRestartEmpty | Step::FlushAll | Step::Rollback),
-                    "{step:?} then {next:?}"
-                );
+        for redis in [RedisKind::Private, RedisKind::Cluster] {
+            let round = sequential_round(true, redis);
+            for (i, step) in round.iter().enumerate() {
+                if let Step::KillBuilder(_) = step {
+                    let next = round[i + 1..].iter().find(|s| !matches!(s, Step::Pause(_))).unwrap();
+                    assert!(
+                        matches!(next, Step::RedisRestartEmpty | Step::FlushAll | Step::Rollback),
+                        "{step:?} then {next:?}"
+                    );
+                }
             }
         }
     }
 
     #[test]
     fn background_faults_fit_in_a_cycle_and_do_not_overlap_each_other() {
-        let track = background(true);
-        for pair in track.windows(2) {
-            assert!(pair[0].offset + pair[0].length < pair[1].offset);
+        for redis in [RedisKind::Private, RedisKind::Cluster] {
+            let track = background(true, redis);
+            for pair in track.windows(2) {
+                assert!(pair[0].offset + pair[0].length < pair[1].offset);
+            }
+            let last = track.last().unwrap();
+            assert!(last.offset + last.length < BACKGROUND_CYCLE);
         }
-        let last = track.last().unwrap();
-        assert!(last.offset + last.length < BACKGROUND_CYCLE);
     }
 }

@@ -1,0 +1,244 @@
+//! The origin's connection to a Redis *Cluster*, and which Redis processes hold its slots.
+//!
+//! On one Redis, a new process means a new connection, so [`super::redis_link`] learns the
+//! incarnation once per connection. A cluster client reconnects, follows `MOVED` and learns a
+//! promoted replica on its own, so no connection can vouch for the process a command reaches.
+//! The check moves into Redis instead: every script the store sends in cluster mode carries the
+//! `run_id`s of the masters its generation was created on and, atomically with its work,
+//! refuses to run on any other process ([`GUARD_PRELUDE`]). A replica promoted after its master
+//! died, or a master restarted from an older snapshot, has another `run_id`: the filter's bits
+//! there are never read or written again, and the recovery check rebuilds on the new masters.
+//!
+//! The cluster's *incarnation* is a fingerprint of its masters' `run_id`s, read every
+//! [`TOPOLOGY_REFRESH`] (and at once after a script refused): it is what a generation records,
+//! so a generation created before a failover reads as "of another incarnation", exactly as a
+//! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
+//! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
+
+use super::redis_link::incarnation_from_info;
+use super::FilterUnavailable;
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
+use redis::Value;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// How often the masters' `run_id`s are read again.
+const TOPOLOGY_REFRESH: Duration = Duration::from_secs(1);
+
+/// The error code a guarded script answers with on a process the generation does not know.
+pub const REFUSED_CODE: &str = "BGINCARNATION";
+
+/// Prepended to every script in cluster mode. Its arguments come last: the `run_id`s the
+/// caller accepts, then their count (0 = any process: calls that name no generation).
+/// `INFO server` is read inside the script, so the check and the work are one atomic step.
+pub const GUARD_PRELUDE: &str = r"
+local guard_n = tonumber(ARGV[#ARGV])
+if guard_n > 0 then
+  local me = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  local known = false
+  for i = #ARGV - guard_n, #ARGV - 1 do
+    if ARGV[i] == me then known = true end
+  end
+  if not known then return redis.error_reply('BGINCARNATION this Redis process did not hold the generation') end
+end
+";
+
+/// The masters that hold the cluster's slots, as one incarnation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// Fingerprint of the masters' `run_id`s (order-independent, never 0).
+    pub incarnation: u64,
+    /// Each master's full `run_id`, sorted.
+    pub run_ids: Vec<String>,
+    /// The fewest replicas any master has connected.
+    pub fewest_replicas: u32,
+    /// Each master's address (`host:port`), for commands every master must run (SCAN).
+    pub masters: Vec<String>,
+}
+
+impl Topology {
+    /// The topology described by each master's address and `INFO server replication` text.
+    pub fn from_infos<'a>(infos: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Topology, String> {
+        let mut run_ids = Vec::new();
+        let mut masters = Vec::new();
+        let mut fewest_replicas = u32::MAX;
+        for (address, info) in infos {
+            masters.push(address.to_owned());
+            incarnation_from_info(info).ok_or("a master's INFO has no run_id")?;
+            let field = |name: &str| info.lines().find_map(|l| l.trim().strip_prefix(name)).map(str::trim);
+            run_ids.push(field("run_id:").unwrap_or_default().to_owned());
+            let replicas = field("connected_slaves:").and_then(|n| n.parse().ok()).unwrap_or(0);
+            fewest_replicas = fewest_replicas.min(replicas);
+        }
+        if run_ids.is_empty() {
+            return Err("the cluster has no master".into());
+        }
+        run_ids.sort();
+        run_ids.dedup();
+        masters.sort();
+        Ok(Topology { incarnation: fingerprint(&run_ids), run_ids, fewest_replicas, masters })
+    }
+}
+
+/// FNV-1a over the sorted `run_id`s: stable across processes and builds (a generation records
+/// it, and every origin must compute the same number). 0 is reserved for "no incarnation".
+fn fingerprint(sorted_run_ids: &[String]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sorted_run_ids.iter().flat_map(|id| id.bytes().chain([b','])) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash.max(1)
+}
+
+/// A cluster connection (reconnecting and re-routing on its own) and the last topology read.
+#[derive(Clone)]
+pub struct ClusterLink {
+    /// The connection: cheap to clone, routes each command by its first key's slot.
+    pub conn: ClusterConnection,
+    topology: Arc<Mutex<Option<Arc<Topology>>>>,
+    refresh_now: Arc<Notify>,
+}
+
+impl ClusterLink {
+    /// Connects to the cluster through any of `nodes` and reads its topology; then keeps the
+    /// topology current in the background.
+    pub async fn connect(
+        nodes: &[String],
+        response_timeout: Duration,
+        connect_timeout: Duration,
+    ) -> Result<ClusterLink, FilterUnavailable> {
+        let unavailable = |e: redis::RedisError| {
+            FilterUnavailable::Error(format!("cannot connect to the Redis Cluster at {}: {e}", nodes.join(",")))
+        };
+        let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+            .response_timeout(response_timeout)
+            .connection_timeout(connect_timeout)
+            .retries(2)
+            .build()
+            .map_err(unavailable)?;
+        let conn = client.get_async_connection().await.map_err(unavailable)?;
+        let link = ClusterLink { conn, topology: Arc::default(), refresh_now: Arc::default() };
+        if let Err(err) = link.refresh().await {
+            tracing::warn!(cause = %err, "cannot read the Redis Cluster's masters yet; retrying");
+        }
+        let background = link.clone();
+        tokio::spawn(async move { background.keep_topology_current().await });
+        Ok(link)
+    }
+
+    /// The topology last read, if any has been.
+    pub fn topology(&self) -> Result<Arc<Topology>, FilterUnavailable> {
+        lock(&self.topology)
+            .clone()
+            .ok_or_else(|| FilterUnavailable::Error("the Redis Cluster's masters are not known yet".into()))
+    }
+
+    /// Reads the topology now (a generation about to be created must name the current masters).
+    pub async fn refresh(&self) -> Result<Arc<Topology>, FilterUnavailable> {
+        let mut conn = self.conn.clone();
+        let mut info = redis::cmd("INFO");
+        info.arg("server").arg("replication");
+        let reply = conn
+            .route_command(info, RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)))
+            .await
+            .map_err(|e| FilterUnavailable::Error(format!("reading the Redis Cluster's masters: {e}")))?;
+        let topology = Arc::new(topology_of_reply(&reply).map_err(FilterUnavailable::Error)?);
+        let previous = lock(&self.topology).replace(topology.clone());
+        if previous.as_ref().is_some_and(|p| p.incarnation != topology.incarnation) {
+            tracing::warn!(
+                masters = topology.run_ids.len(),
+                "the Redis Cluster's masters changed (failover or restart): filters on the old ones are rebuilt"
+            );
+        }
+        Ok(topology)
+    }
+
+    /// Asks for a topology read soon: a script found a process it did not expect.
+    pub fn refresh_soon(&self) {
+        self.refresh_now.notify_one();
+    }
+
+    async fn keep_topology_current(&self) {
+        loop {
+            let _ = tokio::time::timeout(TOPOLOGY_REFRESH, self.refresh_now.notified()).await;
+            if let Err(err) = self.refresh().await {
+                tracing::debug!(cause = %err, "Redis Cluster topology read failed; keeping the last one");
+            }
+        }
+    }
+}
+
+/// The topology in the reply of `INFO` routed to all masters: a map of address → text.
+fn topology_of_reply(reply: &Value) -> Result<Topology, String> {
+    let Value::Map(by_node) = reply else { return Err(format!("unexpected INFO reply from the masters: {reply:?}")) };
+    let mut texts = Vec::with_capacity(by_node.len());
+    for (node, info) in by_node {
+        let address: String = redis::from_redis_value_ref(node).map_err(|e| format!("a master's address: {e}"))?;
+        let text: String = redis::from_redis_value_ref(info).map_err(|e| format!("INFO of master {address}: {e}"))?;
+        texts.push((address, text));
+    }
+    Topology::from_infos(texts.iter().map(|(a, t)| (a.as_str(), t.as_str())))
+}
+
+/// The route of a command that must run on the master at `address` (`host:port`).
+pub fn route_to(address: &str) -> Result<RoutingInfo, FilterUnavailable> {
+    let bad = || FilterUnavailable::Error(format!("a Redis Cluster master's address {address:?} is not host:port"));
+    let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
+    let port = port.parse().map_err(|_| bad())?;
+    Ok(RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.to_owned(), port }))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(run_id: &str, replicas: u32) -> String {
+        format!("# Server\r\nrun_id:{run_id}\r\n# Replication\r\nrole:master\r\nconnected_slaves:{replicas}\r\n")
+    }
+
+    fn topology(masters: &[(&str, String)]) -> Result<Topology, String> {
+        Topology::from_infos(masters.iter().map(|(address, info)| (*address, info.as_str())))
+    }
+
+    #[test]
+    fn the_fingerprint_names_the_set_of_masters() {
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        let one = topology(&[("h:1", info(&a, 1)), ("h:2", info(&b, 1))]).unwrap();
+        let same = topology(&[("h:2", info(&b, 2)), ("h:1", info(&a, 1))]).unwrap();
+        assert_eq!(one.incarnation, same.incarnation, "order does not matter");
+        assert_eq!(same.fewest_replicas, 1);
+        assert_eq!(same.masters, ["h:1", "h:2"]);
+        let promoted = topology(&[("h:1", info(&a, 1)), ("h:3", info(&c, 0))]).unwrap();
+        assert_ne!(one.incarnation, promoted.incarnation, "a replica promoted in b's place");
+        assert_eq!(promoted.fewest_replicas, 0);
+        assert_eq!(one.run_ids, [a.clone(), b]);
+    }
+
+    #[test]
+    fn a_master_without_run_id_or_no_master_is_an_error() {
+        assert!(topology(&[("h:1", "# Server\r\nredis_version:7\r\n".into())]).is_err());
+        assert!(topology(&[]).is_err());
+    }
+
+    #[test]
+    fn masters_are_routed_to_by_address() {
+        let route = route_to("127.0.0.1:7001").unwrap();
+        let expected = SingleNodeRoutingInfo::ByAddress { host: "127.0.0.1".into(), port: 7001 };
+        assert_eq!(route, RoutingInfo::SingleNode(expected));
+        assert!(route_to("127.0.0.1").is_err());
+    }
+
+    #[test]
+    fn the_fingerprint_is_stable_across_builds() {
+        // Recorded in generations and compared by every origin: it must never change.
+        assert_eq!(fingerprint(&["ab".into()]), 0xe71f_df19_0541_bef2);
+    }
+}
