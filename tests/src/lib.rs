@@ -17,6 +17,7 @@ pub mod procs;
 pub mod proxy;
 pub mod race;
 pub mod raw_http;
+pub mod redis_cluster;
 pub mod redis_server;
 
 use std::time::Duration;

@@ -55,6 +55,17 @@ impl TestOrigin {
         TestOrigin::start(cfg).await
     }
 
+    /// An origin on the test Redis Cluster (which must be reachable) and the test Cassandra,
+    /// with `tune` applied to its config.
+    pub async fn on_cluster(tune: impl FnOnce(&mut Config)) -> TestOrigin {
+        let masters = crate::redis_cluster::require().await;
+        crate::require("Cassandra", &crate::cassandra_addr()).await;
+        let mut cfg = config(None, &crate::cassandra_addr());
+        cfg.redis_cluster_nodes = masters.iter().map(|m| format!("redis://{m}")).collect();
+        tune(&mut cfg);
+        TestOrigin::start(cfg).await
+    }
+
     /// Builds the state (connecting the stores) and serves.
     pub async fn start(config: Config) -> TestOrigin {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();

@@ -1,11 +1,15 @@
 //! Issue 9's history check in CI: `bloomgate-chaos run` for its 2-minute schedule (two origin
 //! processes and the edge on a private Redis, the shared Cassandra and `wrangler dev`; every
-//! fault of the schedule at least once), and zero violations in the checked history.
+//! fault of the schedule at least once), and zero violations in the checked history. Then the
+//! same on a Redis Cluster of 3 masters with a replica each, whose masters are killed in turn
+//! (issue 11).
 //!
 //! # Running
-//! `scripts/services start` and `scripts/edge-build` (builds the worker, installs wrangler),
-//! then `cargo test -p bloomgate-tests --test chaos -- --test-threads 1` (about 3 minutes
-//! here, wrangler's start included). The run pauses the shared Cassandra with SIGSTOP for a
+//! `scripts/services start`, `scripts/services start --topology cluster redis` and
+//! `scripts/edge-build` (builds the worker, installs wrangler), then
+//! `cargo test -p bloomgate-tests --test chaos -- --test-threads 1` (about 6 minutes here,
+//! wrangler's starts included). `BLOOMGATE_TEST_REDIS_CLUSTER` names the cluster's masters
+//! (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`); the run empties it first. The run pauses the shared Cassandra with SIGSTOP for a
 //! few seconds (and always continues it): run it alone. `BLOOMGATE_TEST_CASSANDRA` names
 //! Cassandra's address, `BLOOMGATE_CASSANDRA_PID_FILE` its pid file if `scripts/services` did
 //! not start it. The JSON report and the history are written to the temp directory; the
@@ -16,9 +20,28 @@ use std::process::Command;
 
 #[test]
 fn two_minutes_of_faults_leave_no_violation_in_the_history() {
+    run_and_check("ci", &[]);
+}
+
+#[test]
+fn two_minutes_of_faults_on_a_redis_cluster_with_failovers_leave_no_violation() {
+    let nodes = std::env::var("BLOOMGATE_TEST_REDIS_CLUSTER")
+        .unwrap_or_else(|_| "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into());
+    for node in nodes.split(',') {
+        assert!(
+            std::net::TcpStream::connect(node).is_ok(),
+            "the Redis Cluster node {node} is not reachable: start it with `scripts/services start --topology cluster redis` (or name the cluster in BLOOMGATE_TEST_REDIS_CLUSTER)"
+        );
+    }
+    run_and_check("ci-cluster", &["--redis-cluster", &nodes]);
+}
+
+/// Runs `bloomgate-chaos run` for two minutes with `extra` arguments and checks its report:
+/// every fault injected, no violation, enough checked.
+fn run_and_check(name: &str, extra: &[&str]) {
     let dir = std::env::temp_dir().join("bloomgate-chaos");
     std::fs::create_dir_all(&dir).unwrap();
-    let id = format!("ci-{}", std::process::id());
+    let id = format!("{name}-{}", std::process::id());
     let report = dir.join(format!("{id}.json"));
     let history = dir.join(format!("{id}.history.jsonl"));
     let status = Command::new(env!("CARGO_BIN_EXE_bloomgate-chaos"))
@@ -29,6 +52,7 @@ fn two_minutes_of_faults_leave_no_violation_in_the_history() {
         .arg(&history)
         .arg("--work-dir")
         .arg(&dir)
+        .args(extra)
         .status()
         .expect("start bloomgate-chaos");
     let text = std::fs::read_to_string(&report).unwrap_or_else(|_| {

@@ -5,10 +5,10 @@
 
 use super::cluster::{CassandraPause, Cluster};
 use super::history::{Fault, FaultKind, Micros, Recorder};
-use super::redis_nodes;
 use super::schedule::{background, sequential_round, Phase, Step, Timed, BACKGROUND_CYCLE};
 use super::workload::Workload;
 use crate::origin::TOKEN;
+use crate::redis_cluster as redis_nodes;
 use anyhow::Context as _;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -24,7 +24,6 @@ pub mod history;
 pub mod keys;
 pub mod memory;
 pub mod probe;
-pub mod redis_nodes;
 pub mod report;
 pub mod run;
 pub mod schedule;

@@ -1,6 +1,8 @@
-//! The Redis Cluster's nodes as `scripts/services cluster-nodes redis` lists them, for the
-//! fault that kills a master: which process to kill, which replica should take over, and
-//! the call that brings the killed node back (it rejoins as a replica).
+//! The Redis Cluster that `scripts/services start --topology cluster redis` runs (3 masters,
+//! a replica each), for tests that kill its masters: its nodes as `scripts/services
+//! cluster-nodes redis` lists them (which process to kill, which replica should take over),
+//! the call that brings a killed node back (it rejoins as a replica), and direct connections
+//! to single nodes.
 
 use anyhow::Context as _;
 use std::path::PathBuf;
@@ -64,6 +66,43 @@ pub fn restart_dead_nodes() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The cluster's masters (`host:port`): `BLOOMGATE_TEST_REDIS_CLUSTER`, else the ports
+/// `scripts/services` uses.
+pub fn masters() -> Vec<String> {
+    std::env::var("BLOOMGATE_TEST_REDIS_CLUSTER")
+        .unwrap_or_else(|_| "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into())
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Panics with the command that starts the cluster unless every master in [`masters`]
+/// accepts connections.
+pub async fn require() -> Vec<String> {
+    let masters = masters();
+    for node in &masters {
+        let reachable =
+            tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(node)).await;
+        assert!(
+            matches!(reachable, Ok(Ok(_))),
+            "the Redis Cluster node {node} is not reachable: start the cluster with `scripts/services start --topology cluster redis` (or name its masters in BLOOMGATE_TEST_REDIS_CLUSTER)"
+        );
+    }
+    masters
+}
+
+/// A connection to the one node on `port` (not the cluster client): for its own INFO,
+/// CONFIG SET and keys.
+pub async fn node(port: u16) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap_or_else(|e| panic!("connect to Redis node {port}: {e}"))
+}
+
+/// A field of a node's `INFO` text.
+pub fn info_field(info: &str, name: &str) -> Option<String> {
+    info.lines().find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':').map(str::to_owned))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +114,13 @@ mod tests {
         assert_eq!(nodes[0], RedisNode { port: 7001, role: "master".into(), master_port: None, pid: Some(100) });
         assert_eq!(nodes[1].master_port, Some(7001));
         assert_eq!(nodes[2].pid, None);
+    }
+
+    #[test]
+    fn info_fields_are_found_by_exact_name() {
+        let info = "# Replication\r\nrole:master\r\nmaster_repl_offset:1234\r\nmaster_repl_offset2:9\r\n";
+        assert_eq!(info_field(info, "master_repl_offset").as_deref(), Some("1234"));
+        assert_eq!(info_field(info, "role").as_deref(), Some("master"));
+        assert_eq!(info_field(info, "connected_slaves"), None);
     }
 }

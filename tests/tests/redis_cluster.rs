@@ -1,0 +1,275 @@
+//! The filter on a real Redis Cluster (3 masters with a replica each, started by
+//! `scripts/services start --topology cluster redis`): keys spread over every shard, the
+//! edge's manifest and segments served from it, a rebuild on it, and a master killed while
+//! its replica is behind — the failover that loses acknowledged bits, which no lookup may
+//! answer "not seen".
+//!
+//! # Running
+//! `scripts/services start` (Cassandra) and `scripts/services start --topology cluster redis`,
+//! then `cargo test -p bloomgate-tests --test redis_cluster -- --test-threads 1`. The tests
+//! kill and restart the cluster's masters: run them alone. `BLOOMGATE_TEST_REDIS_CLUSTER`
+//! names the masters (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`).
+
+use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::redis_cluster::{self, info_field, RedisNode};
+use bloomgate_tests::{random_keys, unique_filter};
+use reqwest::StatusCode;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// Writes of the failover test, one at a time, at most this many per second: the same run on
+/// a quiet machine and a busy one.
+const WRITES_PER_SEC: u64 = 50;
+
+/// Lookups that fell through because the filter's bits were on another Redis process.
+const INCARNATION_FALLTHROUGHS: &str = r#"bloomgate_filter_fallthroughs_total{reason="incarnation_changed"}"#;
+
+/// Creates a filter of many small segments, so every master holds some.
+async fn create(origin: &TestOrigin, filter: &str) {
+    let r = origin
+        .http
+        .put(format!("{}/v1/filters/{filter}", origin.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({ "capacity": 50_000, "fp_rate": 0.01, "segment_bytes": 4096 }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+}
+
+/// Each master's number of keys, straight from the node.
+async fn keys_per_master() -> Vec<(u16, u64)> {
+    let nodes = tokio::task::spawn_blocking(redis_cluster::list).await.unwrap().unwrap();
+    let mut out = Vec::new();
+    for master in nodes.iter().filter(|n| n.role == "master") {
+        let n: u64 = redis::cmd("DBSIZE").query_async(&mut redis_cluster::node(master.port).await).await.unwrap();
+        out.push((master.port, n));
+    }
+    out
+}
+
+fn not_seen(answers: &[(bool, String)], keys: &[String]) -> Vec<String> {
+    answers.iter().zip(keys).filter(|((seen, _), _)| !seen).map(|(_, k)| k.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_spread_over_every_shard_are_seen_through_another_origin_and_after_a_rebuild() {
+    let a = TestOrigin::on_cluster(|c| c.cassandra_keyspace = "bloomgate_cluster_test".into()).await;
+    let b = TestOrigin::on_cluster(|c| c.cassandra_keyspace = "bloomgate_cluster_test".into()).await;
+    let filter = unique_filter("cluster");
+    create(&a, &filter).await;
+    let keys = random_keys(3_000);
+    a.insert_all(&filter, &keys[..2_900]).await;
+    for key in &keys[2_900..] {
+        assert_eq!(a.put(&filter, key).await.status(), StatusCode::CREATED);
+    }
+    let per_master = keys_per_master().await;
+    assert_eq!(per_master.len(), 3, "{per_master:?}");
+    assert!(per_master.iter().all(|(_, n)| *n > 0), "every master holds segments: {per_master:?}");
+
+    // Written through one origin, read at once through the other: all seen (the filter says
+    // "maybe", the database confirms); never-written keys answered "no" by the filter.
+    let answers = b.lookup_all(&filter, &keys).await;
+    assert_eq!(not_seen(&answers, &keys), Vec::<String>::new(), "acknowledged keys answered not seen");
+    let absent = random_keys(2_000);
+    let answers = b.lookup_all(&filter, &absent).await;
+    let maybes = answers.iter().filter(|(seen, _)| *seen).count();
+    assert!(maybes == 0, "{maybes} never-written keys seen");
+    let by_filter = answers.iter().filter(|(_, by)| by == "filter").count();
+    assert!(by_filter > 1_900, "only {by_filter} of 2000 absent keys answered by the filter");
+
+    // The edge's view: the manifest and every segment, from the cluster.
+    let manifest: serde_json::Value = b
+        .http
+        .get(format!("{}/v1/filters/{filter}/manifest", b.base))
+        .header("x-bloomgate-edge-secret", EDGE_SECRET)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let generation = manifest["generation"].as_u64().expect("manifest names its generation");
+    let segments = manifest["params"]["segment_count"].as_u64().expect("manifest names its segment count");
+    assert!(segments >= 12, "{segments} segments");
+    for index in 0..segments {
+        let r = b
+            .http
+            .get(format!("{}/v1/filters/{filter}/segments/{generation}/{index}", b.base))
+            .header("x-bloomgate-edge-secret", EDGE_SECRET)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "segment {index}: {}", r.text().await.unwrap());
+    }
+
+    // A rebuild on the cluster, through the other origin; then the same answers.
+    let report = b.rebuild_now(&filter).await.expect("rebuild on the cluster");
+    assert!(report.keys >= 3_000, "{report:?}");
+    assert_ne!(b.stats(&filter).await["generation"].as_u64(), Some(generation), "a new generation");
+    let answers = a.lookup_all(&filter, &keys).await;
+    assert_eq!(not_seen(&answers, &keys), Vec::<String>::new(), "after the rebuild");
+    let answers = a.lookup_all(&filter, &absent).await;
+    assert!(answers.iter().filter(|(_, by)| by == "filter").count() > 1_900, "the rebuilt filter answers");
+}
+
+/// The master holding the filter's metadata and journal (every add writes there) and the
+/// replica that will take its place.
+async fn journal_master_and_heir(nodes: &[RedisNode], filter: &str) -> (RedisNode, u16) {
+    let meta = format!("bg:{{{filter}}}:meta");
+    let mut owner = None;
+    for master in nodes.iter().filter(|n| n.role == "master" && n.pid.is_some()) {
+        // Any other master answers MOVED.
+        let held: redis::RedisResult<i64> =
+            redis::cmd("EXISTS").arg(&meta).query_async(&mut redis_cluster::node(master.port).await).await;
+        if held == Ok(1) {
+            owner = Some(master.clone());
+        }
+    }
+    let master = owner.unwrap_or_else(|| panic!("no master holds {meta}: {nodes:?}"));
+    let heir = nodes.iter().find(|n| n.master_port == Some(master.port)).expect("the master's replica").port;
+    (master, heir)
+}
+
+/// A field of `INFO replication` of the node on `port`, as a number.
+async fn replication_offset(port: u16, field: &str) -> i64 {
+    let info: String =
+        redis::cmd("INFO").arg("replication").query_async(&mut redis_cluster::node(port).await).await.unwrap();
+    let value = info_field(&info, field).unwrap_or_else(|| panic!("node {port} has no {field}: {info}"));
+    value.parse().unwrap()
+}
+
+/// SIGSTOP / SIGCONT of a process.
+fn signal(pid: u32, name: &str) {
+    let sent = std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().unwrap();
+    assert!(sent.success(), "kill -{name} {pid}");
+}
+
+/// Writes `keys` one at a time at [`WRITES_PER_SEC`]; returns those acknowledged (201).
+async fn write_paced(origin: &TestOrigin, filter: &str, keys: &[String]) -> Vec<String> {
+    let mut acked = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(1000 / WRITES_PER_SEC));
+    for key in keys {
+        tick.tick().await;
+        if origin.put(filter, key).await.status() == StatusCode::CREATED {
+            acked.push(key.clone());
+        }
+    }
+    acked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowledged_key() {
+    // The replica wait off: the run_id guard alone must hold (the wait is checked on its own,
+    // through `waiting`).
+    let tune = |c: &mut bloomgate_origin::config::Config| {
+        c.cassandra_keyspace = "bloomgate_failover_test".into();
+        c.recovery_interval_ms = 500;
+        c.redis_min_replicas_acked = 0;
+    };
+    let a = TestOrigin::on_cluster(tune).await;
+    let b = TestOrigin::on_cluster(tune).await;
+    let waiting = TestOrigin::on_cluster(|c| {
+        c.cassandra_keyspace = "bloomgate_failover_test".into();
+        c.redis_min_replicas_acked = 1;
+    })
+    .await;
+    let filter = unique_filter("failover");
+    create(&a, &filter).await;
+    let before = random_keys(1_000);
+    a.insert_all(&filter, &before).await;
+    let generation = a.stats(&filter).await["generation"].as_u64();
+
+    let nodes = tokio::task::spawn_blocking(redis_cluster::list).await.unwrap().unwrap();
+    let (master, heir) = journal_master_and_heir(&nodes, &filter).await;
+    let heir_pid = nodes.iter().find(|n| n.port == heir).and_then(|n| n.pid).expect("the replica runs");
+
+    // The replica of the master every add writes to (the journal's) stops confirming (stopped,
+    // its link still up): with the wait on, no write is acknowledged.
+    signal(heir_pid, "STOP");
+    let unconfirmed = write_paced(&waiting, &filter, &random_keys(2)).await;
+    signal(heir_pid, "CONT");
+    assert_eq!(unconfirmed, Vec::<String>::new(), "writes acknowledged that a master's replica never confirmed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // The replica cut off (stopped, and its link closed by the master, so it cannot catch
+    // up), writes acknowledged without the wait, then the master killed: the replica that
+    // takes over lacks them. The run_id guard alone must keep every one of them "seen".
+    signal(heir_pid, "STOP");
+    let mut m = redis_cluster::node(master.port).await;
+    let cut: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query_async(&mut m).await.unwrap();
+    assert_eq!(cut, 1, "the master's link to its replica");
+    let offset_at_cut = replication_offset(master.port, "master_repl_offset").await;
+    let acked = write_paced(&a, &filter, &random_keys(30)).await;
+    assert!(acked.len() >= 28, "only {} of 30 writes acknowledged", acked.len());
+    let offset_at_kill = replication_offset(master.port, "master_repl_offset").await;
+    let killed_at = Instant::now();
+    signal(master.pid.unwrap(), "KILL");
+    signal(heir_pid, "CONT");
+    loop {
+        let nodes = tokio::task::spawn_blocking(redis_cluster::list).await.unwrap().unwrap();
+        if nodes.iter().any(|n| n.port == heir && n.role == "master") {
+            break;
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(30), "replica {heir} not promoted in 30 s: {nodes:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let promoted_after = killed_at.elapsed();
+    // Where the promoted replica's history left the master's: everything after it is lost.
+    let kept = replication_offset(heir, "second_repl_offset").await - 1;
+    assert!(
+        kept < offset_at_kill && kept <= offset_at_cut,
+        "the promoted replica has the master's writes up to {kept}, the master had {offset_at_kill} (cut at {offset_at_cut}): nothing was lost, the test would prove nothing"
+    );
+
+    // From the promotion until the origins have rebuilt on the new masters: every acknowledged
+    // key is seen through both origins, whatever the promoted replica lacks.
+    let all: Vec<String> = before.iter().chain(&acked).cloned().collect();
+    let mut rounds = 0;
+    loop {
+        for origin in [&a, &b] {
+            let answers = origin.lookup_all(&filter, &all).await;
+            assert_eq!(not_seen(&answers, &all), Vec::<String>::new(), "acknowledged keys answered not seen");
+        }
+        rounds += 1;
+        // Stats answer 503 while no generation is readable.
+        let stats =
+            b.http.get(format!("{}/v1/filters/{filter}/stats", b.base)).bearer_auth(TOKEN).send().await.unwrap();
+        let stats: serde_json::Value = match stats.status() {
+            StatusCode::OK => stats.json().await.unwrap(),
+            _ => json!({ "unavailable": stats.text().await.unwrap() }),
+        };
+        if stats["generation"].as_u64().is_some_and(|g| Some(g) != generation) && stats["building_generation"].is_null()
+        {
+            break;
+        }
+        assert!(killed_at.elapsed() < Duration::from_secs(90), "no rebuild on the new masters within 90 s: {stats}");
+    }
+    let refused = a.metric(INCARNATION_FALLTHROUGHS).await + b.metric(INCARNATION_FALLTHROUGHS).await;
+    assert!(refused > 0.0, "no lookup was refused by the promoted replica: the lost bits were never noticed");
+    eprintln!(
+        "replica {heir} lacked {} bytes of the master's writes ({} acknowledged adds); promoted {} ms after the kill; \
+         rebuilt after {} ms; {rounds} rounds of lookups of every acknowledged key, all seen; {refused} lookups \
+         refused by the guard",
+        offset_at_kill - kept,
+        acked.len(),
+        promoted_after.as_millis(),
+        killed_at.elapsed().as_millis()
+    );
+
+    // Writes go on, through either origin, and are seen through the other.
+    let after = random_keys(50);
+    assert_eq!(write_paced(&b, &filter, &after).await.len(), 50, "writes after the failover");
+    let answers = a.lookup_all(&filter, &after).await;
+    assert_eq!(not_seen(&answers, &after), Vec::<String>::new());
+    // Past the metadata cache, the rebuilt filter answers again, and holds every key.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let all_after: Vec<String> = all.iter().chain(&after).cloned().collect();
+    assert_eq!(not_seen(&a.lookup_all(&filter, &all_after).await, &all_after), Vec::<String>::new());
+    let absent = random_keys(500);
+    let answers = a.lookup_all(&filter, &absent).await;
+    assert!(answers.iter().filter(|(_, by)| by == "filter").count() > 450, "the rebuilt filter answers");
+
+    // The killed master comes back as a replica; the cluster is whole for the next test.
+    tokio::task::spawn_blocking(redis_cluster::restart_dead_nodes).await.unwrap().unwrap();
+}
