@@ -58,10 +58,10 @@ impl TestOrigin {
     /// An origin on the test Redis Cluster (which must be reachable) and the test Cassandra,
     /// with `tune` applied to its config.
     pub async fn on_cluster(tune: impl FnOnce(&mut Config)) -> TestOrigin {
-        let masters = crate::redis_cluster::require().await;
+        let seeds = crate::redis_cluster::require().await;
         crate::require("Cassandra", &crate::cassandra_addr()).await;
         let mut cfg = config(None, &crate::cassandra_addr());
-        cfg.redis_cluster_nodes = masters.iter().map(|m| format!("redis://{m}")).collect();
+        cfg.redis_cluster_nodes = seeds.iter().map(|n| format!("redis://{n}")).collect();
         tune(&mut cfg);
         TestOrigin::start(cfg).await
     }

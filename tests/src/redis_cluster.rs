@@ -66,9 +66,9 @@ pub fn restart_dead_nodes() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The cluster's masters (`host:port`): `BLOOMGATE_TEST_REDIS_CLUSTER`, else the ports
-/// `scripts/services` uses.
-pub fn masters() -> Vec<String> {
+/// Nodes to reach the cluster through (`host:port`; after failovers, masters or replicas):
+/// `BLOOMGATE_TEST_REDIS_CLUSTER`, else the first three ports `scripts/services` uses.
+pub fn seed_nodes() -> Vec<String> {
     std::env::var("BLOOMGATE_TEST_REDIS_CLUSTER")
         .unwrap_or_else(|_| "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into())
         .split(',')
@@ -76,19 +76,19 @@ pub fn masters() -> Vec<String> {
         .collect()
 }
 
-/// Panics with the command that starts the cluster unless every master in [`masters`]
+/// Panics with the command that starts the cluster unless every node in [`seed_nodes`]
 /// accepts connections.
 pub async fn require() -> Vec<String> {
-    let masters = masters();
-    for node in &masters {
+    let seeds = seed_nodes();
+    for node in &seeds {
         let reachable =
             tokio::time::timeout(std::time::Duration::from_secs(3), tokio::net::TcpStream::connect(node)).await;
         assert!(
             matches!(reachable, Ok(Ok(_))),
-            "the Redis Cluster node {node} is not reachable: start the cluster with `scripts/services start --topology cluster redis` (or name its masters in BLOOMGATE_TEST_REDIS_CLUSTER)"
+            "the Redis Cluster node {node} is not reachable: start the cluster with `scripts/services start --topology cluster redis` (or name its nodes in BLOOMGATE_TEST_REDIS_CLUSTER)"
         );
     }
-    masters
+    seeds
 }
 
 /// A connection to the one node on `port` (not the cluster client): for its own INFO,

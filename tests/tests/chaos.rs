@@ -8,9 +8,10 @@
 //! `scripts/services start`, `scripts/services start --topology cluster redis` and
 //! `scripts/edge-build` (builds the worker, installs wrangler), then
 //! `cargo test -p bloomgate-tests --test chaos -- --test-threads 1` (about 6 minutes here,
-//! wrangler's starts included). `BLOOMGATE_TEST_REDIS_CLUSTER` names the cluster's masters
-//! (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`); the run empties it first. The run pauses the shared Cassandra with SIGSTOP for a
-//! few seconds (and always continues it): run it alone. `BLOOMGATE_TEST_CASSANDRA` names
+//! wrangler's starts included). `BLOOMGATE_TEST_REDIS_CLUSTER` names nodes to reach the
+//! cluster through (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`); the run empties
+//! it first. The runs pause the shared Cassandra with SIGSTOP for a few seconds (and always
+//! continue it) and kill the cluster's masters: run them alone. `BLOOMGATE_TEST_CASSANDRA` names
 //! Cassandra's address, `BLOOMGATE_CASSANDRA_PID_FILE` its pid file if `scripts/services` did
 //! not start it. The JSON report and the history are written to the temp directory; the
 //! Markdown summary is printed.
@@ -25,15 +26,14 @@ fn two_minutes_of_faults_leave_no_violation_in_the_history() {
 
 #[test]
 fn two_minutes_of_faults_on_a_redis_cluster_with_failovers_leave_no_violation() {
-    let nodes = std::env::var("BLOOMGATE_TEST_REDIS_CLUSTER")
-        .unwrap_or_else(|_| "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into());
-    for node in nodes.split(',') {
+    let seeds = bloomgate_tests::redis_cluster::seed_nodes();
+    for node in &seeds {
         assert!(
             std::net::TcpStream::connect(node).is_ok(),
             "the Redis Cluster node {node} is not reachable: start it with `scripts/services start --topology cluster redis` (or name the cluster in BLOOMGATE_TEST_REDIS_CLUSTER)"
         );
     }
-    run_and_check("ci-cluster", &["--redis-cluster", &nodes]);
+    run_and_check("ci-cluster", &["--redis-cluster", &seeds.join(",")]);
 }
 
 /// Runs `bloomgate-chaos run` for two minutes with `extra` arguments and checks its report:

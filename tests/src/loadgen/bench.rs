@@ -452,6 +452,7 @@ struct Servers {
 async fn start_servers(cfg: &BenchConfig, env: &mut Env) -> anyhow::Result<Servers> {
     let settings_for = |filter_enabled| OriginSettings {
         redis_url: cfg.redis_url.clone(),
+        redis_cluster_nodes: Vec::new(),
         cassandra: cfg.cassandra.clone(),
         keyspace: cfg.keyspace.clone(),
         filter_enabled,

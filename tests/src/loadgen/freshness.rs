@@ -279,6 +279,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
     let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
     let settings = |journal_enabled| OriginSettings {
         redis_url: cfg.redis_url.clone(),
+        redis_cluster_nodes: Vec::new(),
         cassandra: cfg.cassandra.clone(),
         keyspace: cfg.keyspace.clone(),
         filter_enabled: true,

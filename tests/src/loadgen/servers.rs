@@ -29,6 +29,8 @@ pub enum Launch {
 pub struct OriginSettings {
     /// `redis://host:port/`.
     pub redis_url: String,
+    /// A Redis Cluster's nodes (`redis://host:port`) to use instead of `redis_url`.
+    pub redis_cluster_nodes: Vec<String>,
     /// Cassandra `host:port`.
     pub cassandra: String,
     /// Keyspace (created if missing).
@@ -136,6 +138,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 .arg("serve")
                 .env("BLOOMGATE_LISTEN", format!("127.0.0.1:{port}"))
                 .env("BLOOMGATE_REDIS_URL", &settings.redis_url)
+                .env("BLOOMGATE_REDIS_CLUSTER_NODES", settings.redis_cluster_nodes.join(","))
                 .env("BLOOMGATE_CASSANDRA_NODES", &settings.cassandra)
                 .env("BLOOMGATE_CASSANDRA_KEYSPACE", &settings.keyspace)
                 .env("BLOOMGATE_WRITER_TOKENS", TOKEN)
@@ -160,6 +163,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
             let config = Config {
                 listen: ([127, 0, 0, 1], port).into(),
                 redis_url: Some(settings.redis_url.clone()),
+                redis_cluster_nodes: settings.redis_cluster_nodes.clone(),
                 cassandra_nodes: vec![settings.cassandra.clone()],
                 cassandra_keyspace: settings.keyspace.clone(),
                 writer_tokens: vec![TOKEN.into()],
