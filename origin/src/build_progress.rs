@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// What a rebuild is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What a rebuild is doing: as published, in stats, in the status page's samples and as the
+/// `phase` label of `bloomgate_rebuild_phase`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BuildPhase {
     /// The new generation is named and takes every add; waiting out writes that started
@@ -15,6 +16,26 @@ pub enum BuildPhase {
     Scanning,
     /// Merging the built segments into the filter store.
     Uploading,
+}
+
+impl BuildPhase {
+    /// Every phase, in order.
+    pub const ALL: [BuildPhase; 3] = [BuildPhase::Settling, BuildPhase::Scanning, BuildPhase::Uploading];
+
+    /// Its name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildPhase::Settling => "settling",
+            BuildPhase::Scanning => "scanning",
+            BuildPhase::Uploading => "uploading",
+        }
+    }
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for BuildPhase {
+    fn encode(&self, encoder: &mut prometheus_client::encoding::LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        std::fmt::Write::write_str(encoder, self.as_str())
+    }
 }
 
 /// A snapshot of a rebuild, as published.

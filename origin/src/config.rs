@@ -278,12 +278,11 @@ impl Config {
 
     /// Reads a TOML file over the defaults (all fields optional), without the environment.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        std::fs::metadata(path).map_err(|cause| ConfigError::Read { path: path.into(), cause })?;
-        let config: Config = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::file_exact(path))
-            .extract()
-            .map_err(|e| ConfigError::Parse { path: path.into(), cause: e.to_string() })?;
-        Ok(config.normalized())
+        let no_flags = serde_json::Map::new();
+        Config::load_from(Some(path), std::iter::empty(), &no_flags).map_err(|e| match e {
+            ConfigError::Invalid(cause) => ConfigError::Parse { path: path.into(), cause },
+            other => other,
+        })
     }
 
     /// An empty `redis_url` (e.g. `BLOOMGATE_REDIS_URL=`) means unset, as leaving it out does.

@@ -8,6 +8,7 @@
 //! check); `build_info`. `deploy/prometheus/` has the alert rules and `deploy/grafana/` the
 //! dashboard built on these names.
 
+use crate::build_progress::BuildPhase;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -105,18 +106,6 @@ label_enum!(
     }
 );
 
-label_enum!(
-    /// A rebuild's phase, as its builder publishes it.
-    RebuildPhase {
-        /// Waiting `rebuild_settle_ms` before the scan.
-        Settling => "settling",
-        /// Reading every key of the filter from the database.
-        Scanning => "scanning",
-        /// Writing the new bits to Redis.
-        Uploading => "uploading",
-    }
-);
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnsweredByLabels {
     answered_by: AnsweredBy,
@@ -146,7 +135,7 @@ struct FilterLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PhaseLabels {
     filter: String,
-    phase: RebuildPhase,
+    phase: BuildPhase,
 }
 
 /// An HTTP request's route (the router's pattern, never the raw path: bounded cardinality)
@@ -243,7 +232,7 @@ pub struct FilterGauges {
 #[derive(Clone, Copy, Debug)]
 pub struct RebuildGauges {
     /// Its phase.
-    pub phase: RebuildPhase,
+    pub phase: BuildPhase,
     /// Keys read so far.
     pub keys_scanned: u64,
     /// Keys expected (from the old generation's fill), if known.
@@ -515,11 +504,9 @@ impl Metrics {
     pub fn set_rebuild(&self, name: &str, rebuild: Option<RebuildGauges>) {
         let l = FilterLabels { filter: name.to_owned() };
         self.rebuild_running.get_or_create(&l).set(i64::from(rebuild.is_some()));
-        for phase in RebuildPhase::ALL {
-            let running = rebuild.is_some_and(|r| r.phase == *phase);
-            self.rebuild_phase
-                .get_or_create(&PhaseLabels { filter: name.to_owned(), phase: *phase })
-                .set(i64::from(running));
+        for phase in BuildPhase::ALL {
+            let running = rebuild.is_some_and(|r| r.phase == phase);
+            self.rebuild_phase.get_or_create(&PhaseLabels { filter: name.to_owned(), phase }).set(i64::from(running));
         }
         let scanned = rebuild.map_or(0, |r| r.keys_scanned);
         self.rebuild_keys_scanned.get_or_create(&l).set(i64::try_from(scanned).unwrap_or(i64::MAX));
@@ -596,7 +583,7 @@ mod tests {
             observed_fp_rate: Some(0.003),
         };
         m.set_filter_gauges("f", &g);
-        let rebuild = RebuildGauges { phase: RebuildPhase::Scanning, keys_scanned: 10, keys_expected: Some(99) };
+        let rebuild = RebuildGauges { phase: BuildPhase::Scanning, keys_scanned: 10, keys_expected: Some(99) };
         m.set_rebuild("f", Some(rebuild));
         let text = m.render();
         for line in [

@@ -5,9 +5,8 @@
 //! [`rebuild_reason`], pure; the loop around it only gathers facts and starts rebuilds, under
 //! the lease (so many origins start one rebuild) and with backoff after failures.
 
-use crate::build_progress::BuildPhase;
 use crate::gate::Gate;
-use crate::metrics::{FilterGauges, RebuildGauges, RebuildPhase};
+use crate::metrics::{FilterGauges, RebuildGauges};
 use crate::rebuild::{self, RebuildOptions};
 use crate::status_history::{RebuildSample, Sample};
 use crate::store::{FilterDef, FilterUnavailable};
@@ -195,7 +194,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
             filter_maybes: c.filter_maybes.get(),
             false_positives: c.false_positives.get(),
             rebuild: rebuild.map(|r| RebuildSample {
-                phase: r.phase.as_str(),
+                phase: r.phase,
                 keys_scanned: r.keys_scanned,
                 keys_expected: r.keys_expected.unwrap_or(0),
             }),
@@ -217,11 +216,7 @@ async fn export_rebuild(gate: &Gate, name: &str, building: bool) -> Option<Rebui
         false => None,
     };
     let rebuild = progress.map(|p| RebuildGauges {
-        phase: match p.phase {
-            BuildPhase::Settling => RebuildPhase::Settling,
-            BuildPhase::Scanning => RebuildPhase::Scanning,
-            BuildPhase::Uploading => RebuildPhase::Uploading,
-        },
+        phase: p.phase,
         keys_scanned: p.keys_scanned,
         keys_expected: p.keys_expected,
     });

@@ -31,8 +31,8 @@ pub struct Sample {
 /// A running rebuild's progress in a sample.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct RebuildSample {
-    /// `settling`, `scanning` or `uploading`.
-    pub phase: &'static str,
+    /// What it is doing.
+    pub phase: crate::build_progress::BuildPhase,
     /// Keys read so far.
     pub keys_scanned: u64,
     /// Keys expected; 0 when unknown.
