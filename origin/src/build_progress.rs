@@ -79,17 +79,17 @@ impl BuildProgress {
     }
 
     /// The stats view: the snapshot plus its rate and ETA.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "generation": self.generation,
-            "phase": self.phase,
-            "keys_scanned": self.keys_scanned,
-            "keys_expected": self.keys_expected,
-            "keys_per_sec": self.keys_per_sec().round(),
-            "eta_secs": self.eta_secs().map(f64::ceil),
-            "started_ms": self.started_ms,
-            "updated_ms": self.updated_ms,
-        })
+    pub fn to_api(&self) -> bloomgate_client::api::RebuildProgress {
+        bloomgate_client::api::RebuildProgress {
+            generation: self.generation,
+            phase: self.phase.as_str().to_owned(),
+            keys_scanned: self.keys_scanned,
+            keys_expected: self.keys_expected,
+            keys_per_sec: self.keys_per_sec().round(),
+            eta_secs: self.eta_secs().map(f64::ceil),
+            started_ms: self.started_ms,
+            updated_ms: self.updated_ms,
+        }
     }
 }
 
@@ -113,7 +113,7 @@ mod tests {
         let p = at(50_000, Some(200_000), 5);
         assert_eq!(p.keys_per_sec(), 10_000.0);
         assert_eq!(p.eta_secs(), Some(15.0));
-        assert_eq!(p.to_json()["eta_secs"], 15.0);
+        assert_eq!(p.to_api().eta_secs, Some(15.0));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::error::AppError;
 use crate::metrics::{self, Fallthrough, Metrics, Store};
 use crate::sizing::check_size;
 use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, KeyStore};
+use bloomgate_client::api::FilterStats;
 use bloomgate_filter::{
     encode_journal, encode_segment, encode_segment_at, hash_key, validate_filter_name, JournalPosition, KeyHash,
     Manifest, Params, SizingOptions,
@@ -125,29 +126,8 @@ pub struct GateSettings {
     pub journal_enabled: bool,
 }
 
-/// Definition of a filter to create, as sent by a writer.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateFilter {
-    /// Keys the filter is sized for.
-    pub capacity: u64,
-    /// Target false-positive rate at capacity.
-    pub fp_rate: f64,
-    /// Key format (default `hex:64`).
-    #[serde(default = "default_key_format")]
-    pub key_format: bloomgate_filter::KeyFormat,
-    /// Segment size in bytes (default 64 KiB).
-    #[serde(default = "default_segment_bytes")]
-    pub segment_bytes: u64,
-}
-
-fn default_key_format() -> bloomgate_filter::KeyFormat {
-    bloomgate_filter::KeyFormat::SHA256_HEX
-}
-
-fn default_segment_bytes() -> u64 {
-    bloomgate_filter::params::DEFAULT_SEGMENT_BYTES
-}
+/// Definition of a filter to create, as sent by a writer (the API's type).
+pub use bloomgate_client::api::CreateFilter;
 
 /// Result of creating a filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -570,7 +550,7 @@ impl Gate {
     }
 
     /// The `nodetool tablestats` of a filter.
-    pub async fn stats(&self, name: &str) -> Result<serde_json::Value, AppError> {
+    pub async fn stats(&self, name: &str) -> Result<FilterStats, AppError> {
         let def = self.def(name).await?;
         // Under the write timeout: stats may wait, and are most wanted when Redis is busiest
         // (a rebuild under write load), where the lookup timeout would turn them into 503s.
@@ -578,19 +558,19 @@ impl Gate {
         let rebuild = match state.building {
             Some(building) => {
                 let published = self.filters.progress(name).await.ok().flatten();
-                published.filter(|p| p.generation == building.generation).map(|p| p.to_json())
+                published.filter(|p| p.generation == building.generation).map(|p| p.to_api())
             }
             None => None,
         };
         let Some(meta) = state.readable() else {
             // Bits lost and a rebuild under way: what there is to see is its progress.
             return match state.building {
-                Some(building) => Ok(serde_json::json!({
-                    "filter": name,
-                    "generation": null,
-                    "building_generation": building.generation,
-                    "rebuild": rebuild,
-                })),
+                Some(building) => Ok(FilterStats {
+                    filter: name.to_owned(),
+                    building_generation: Some(building.generation),
+                    rebuild,
+                    ..FilterStats::default()
+                }),
                 None if state.active_is_stale() => Err(AppError::FilterRead(FilterUnavailable::Incarnation)),
                 None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
             };
@@ -605,35 +585,35 @@ impl Gate {
         let c = self.metrics.filter(name);
         let (maybes, fps) = (c.filter_maybes.get(), c.false_positives.get());
         let estimated = meta.params.estimated_len(ones);
+        let estimated = estimated.is_finite().then_some(estimated);
         let absent_lookups = c.filter_negatives.get() + fps;
-        let observed_fp_rate = (absent_lookups > 0).then(|| fps as f64 / absent_lookups as f64);
-        Ok(serde_json::json!({
-            "filter": name,
-            "key_format": def.key_format,
-            "capacity": def.capacity,
-            "target_fp_rate": def.fp_rate,
-            "generation": meta.generation,
-            "building_generation": state.building.map(|m| m.generation),
-            "rebuild": rebuild,
-            "previous_generation": state.previous.map(|m| m.generation),
-            "k": meta.params.k,
-            "segment_count": meta.params.segment_count,
-            "segment_bytes": meta.params.segment_bytes(),
-            "memory_bytes": memory,
-            "bits_set": ones,
-            "fill_ratio": ones as f64 / meta.params.total_bits() as f64,
-            "estimated_keys": if estimated.is_finite() { Some(estimated.round() as u64) } else { None },
-            "expected_fp_rate_at_capacity": meta.params.expected_fp_rate(def.capacity),
-            "expected_fp_rate_now": if estimated.is_finite() { Some(meta.params.expected_fp_rate(estimated as u64)) } else { None },
-            "lookups_answered_by_filter": c.filter_negatives.get(),
-            "filter_maybes": maybes,
-            "observed_false_positives": fps,
-            "false_positive_share_of_maybes": if maybes > 0 { Some(fps as f64 / maybes as f64) } else { None },
-            "deletes_since_build": deletes,
-            "journal_entries": journal.map(|j| j.entries),
-            "journal_bytes": journal.and_then(|j| j.bytes),
-            "observed_fp_rate": observed_fp_rate,
-        }))
+        Ok(FilterStats {
+            filter: name.to_owned(),
+            key_format: Some(def.key_format.to_string()),
+            capacity: Some(def.capacity),
+            target_fp_rate: Some(def.fp_rate),
+            generation: Some(meta.generation),
+            building_generation: state.building.map(|m| m.generation),
+            rebuild,
+            previous_generation: state.previous.map(|m| m.generation),
+            k: Some(u32::from(meta.params.k)),
+            segment_count: Some(meta.params.segment_count),
+            segment_bytes: Some(meta.params.segment_bytes()),
+            memory_bytes: memory,
+            bits_set: Some(ones),
+            fill_ratio: Some(ones as f64 / meta.params.total_bits() as f64),
+            estimated_keys: estimated.map(|e| e.round() as u64),
+            expected_fp_rate_at_capacity: Some(meta.params.expected_fp_rate(def.capacity)),
+            expected_fp_rate_now: estimated.map(|e| meta.params.expected_fp_rate(e as u64)),
+            lookups_answered_by_filter: Some(c.filter_negatives.get()),
+            filter_maybes: Some(maybes),
+            observed_false_positives: Some(fps),
+            false_positive_share_of_maybes: (maybes > 0).then(|| fps as f64 / maybes as f64),
+            deletes_since_build: Some(deletes),
+            journal_entries: journal.map(|j| j.entries),
+            journal_bytes: journal.and_then(|j| j.bytes),
+            observed_fp_rate: (absent_lookups > 0).then(|| fps as f64 / absent_lookups as f64),
+        })
     }
 }
 

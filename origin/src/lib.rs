@@ -197,6 +197,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .merge(routes::ops::router().with_state(state.clone()))
+        .merge(routes::openapi::router().with_state(state.clone()))
         .merge(routes::status::router().with_state(state))
         .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
         .layer(axum::middleware::from_fn_with_state(tracked, request_metrics::track))

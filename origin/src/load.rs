@@ -7,6 +7,7 @@
 //! transport errors with jittered exponential backoff (`backon`) that waits at least what the
 //! origin's `Retry-After` asks. Progress is over the file's bytes, with an ETA.
 
+use bloomgate_client::Client;
 use bloomgate_filter::KeyFormat;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt;
@@ -157,18 +158,13 @@ fn progress_bar(size: Option<u64>) -> anyhow::Result<ProgressBar> {
 /// Loads `file` (`-` = stdin) into the filter.
 pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadReport> {
     let started = Instant::now();
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
-    let base = options.origin.trim_end_matches('/');
-    let stats: serde_json::Value = client
-        .get(format!("{base}/v1/filters/{}/stats", options.filter))
-        .bearer_auth(&options.token)
-        .send()
-        .await?
-        .error_for_status()
-        .map_err(|e| anyhow::anyhow!("cannot read filter {:?} from {base}: {e}", options.filter))?
-        .json()
-        .await?;
-    let format: KeyFormat = stats["key_format"].as_str().unwrap_or("bytes").parse()?;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+    let client = Client::with_http(&options.origin, http).with_token(&options.token);
+    let stats = client
+        .stats(&options.filter)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot read filter {:?} from {}: {e}", options.filter, client.base()))?;
+    let format: KeyFormat = stats.key_format.as_deref().unwrap_or("bytes").parse()?;
     let size = match file.as_os_str() == "-" {
         true => None,
         false => {
@@ -234,7 +230,7 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
             Some(result) = in_flight.next(), if !in_flight.is_empty() => settle(&mut report, result),
             next = rx.recv(), if in_flight.len() < options.concurrency.max(1) => {
                 match next {
-                    Some(batch) => in_flight.push(send_batch(&client, base, options, batch)),
+                    Some(batch) => in_flight.push(send_batch(&client, options, batch)),
                     None => {
                         while let Some(result) = in_flight.next().await {
                             settle(&mut report, result);
@@ -279,12 +275,6 @@ impl fmt::Display for SendError {
     }
 }
 
-/// The wait a `Retry-After` header asks for, in its seconds form (the origin's).
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
-}
-
 /// The wait before the next attempt: the backoff's, or longer if the origin asked for more
 /// (`None`: no attempts left).
 fn next_wait(error: &SendError, backoff: Option<Duration>) -> Option<Duration> {
@@ -296,33 +286,16 @@ fn next_wait(error: &SendError, backoff: Option<Duration>) -> Option<Duration> {
 
 /// Sends one batch, retrying 429, 5xx and transport errors with jittered exponential backoff
 /// that honours `Retry-After`; the keys stored and the input bytes they account for.
-async fn send_batch(
-    client: &reqwest::Client,
-    base: &str,
-    options: &LoadOptions,
-    batch: Batch,
-) -> anyhow::Result<(u64, u64)> {
+async fn send_batch(client: &Client, options: &LoadOptions, batch: Batch) -> anyhow::Result<(u64, u64)> {
     use backon::{ExponentialBuilder, Retryable};
     if batch.keys.is_empty() {
         return Ok((0, batch.input_bytes));
     }
-    let url = format!("{base}/v1/filters/{}/keys", options.filter);
-    let body = serde_json::json!({ "keys": batch.keys });
     let attempt = || async {
-        let response = client.post(&url).bearer_auth(&options.token).json(&body).send().await;
-        match response {
-            Ok(r) if r.status().is_success() => Ok(()),
-            Ok(r) if r.status().as_u16() == 429 || r.status().is_server_error() => Err(SendError::Again {
-                after: retry_after(r.headers()),
-                why: format!("origin answered {}", r.status()),
-            }),
-            Ok(r) => {
-                let status = r.status();
-                let text = r.text().await.unwrap_or_default();
-                Err(SendError::Refused(format!("origin refused the batch ({status}): {text}")))
-            }
-            Err(e) => Err(SendError::Again { after: None, why: format!("no answer from the origin: {e}") }),
-        }
+        client.insert_batch(&options.filter, &batch.keys).await.map(|_| ()).map_err(|e| match e.is_retryable() {
+            true => SendError::Again { after: e.retry_after(), why: e.to_string() },
+            false => SendError::Refused(format!("origin refused the batch: {e}")),
+        })
     };
     let backoff = ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(100))
@@ -370,12 +343,7 @@ mod tests {
 
     #[test]
     fn the_origin_s_retry_after_lengthens_the_wait_but_never_adds_attempts() {
-        let mut h = reqwest::header::HeaderMap::new();
-        assert_eq!(retry_after(&h), None);
-        h.insert(reqwest::header::RETRY_AFTER, "3".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
-        h.insert(reqwest::header::RETRY_AFTER, "Wed, 21 Oct 2026 07:28:00 GMT".parse().unwrap());
-        assert_eq!(retry_after(&h), None, "the date form is not the origin's: the backoff decides");
+        // (Reading the header is the client's: bloomgate_client::retry_after.)
         let busy = SendError::Again { after: Some(Duration::from_secs(3)), why: "503".into() };
         assert_eq!(next_wait(&busy, Some(Duration::from_millis(100))), Some(Duration::from_secs(3)));
         assert_eq!(next_wait(&busy, Some(Duration::from_secs(5))), Some(Duration::from_secs(5)));

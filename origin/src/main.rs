@@ -174,19 +174,14 @@ async fn main() -> anyhow::Result<()> {
             }
         }
         Command::Stats(args) => {
-            let url = format!("{}/v1/filters/{}/stats", args.origin.trim_end_matches('/'), args.filter);
-            let response = reqwest::Client::new()
-                .get(&url)
-                .bearer_auth(&args.token)
-                .send()
-                .await
-                .with_context(|| format!("cannot reach the origin at {}: is it running?", args.origin))?;
-            let status = response.status();
-            let body = response.text().await?;
-            if !status.is_success() {
-                anyhow::bail!("{url} answered {status}: {body}");
-            }
-            let stats: serde_json::Value = serde_json::from_str(&body).context("the origin's stats are not JSON")?;
+            let client = bloomgate_client::Client::new(&args.origin).with_token(&args.token);
+            let stats = client.stats(&args.filter).await.map_err(|e| match e {
+                bloomgate_client::Error::Transport(e) => {
+                    anyhow::anyhow!("cannot reach the origin at {}: is it running? ({e})", args.origin)
+                }
+                e => anyhow::anyhow!("stats of {:?}: {e}", args.filter),
+            })?;
+            let stats = serde_json::to_value(&stats)?;
             match args.json {
                 true => println!("{}", serde_json::to_string_pretty(&stats)?),
                 false => print!("{}", bloomgate_origin::stats_table::render(&stats)),

@@ -2,8 +2,8 @@
 
 use bloomgate_origin::config::Config;
 use bloomgate_origin::rebuild::{self, RebuildError, RebuildReport};
-use reqwest::{Response, StatusCode};
-use serde_json::{json, Value};
+use reqwest::Response;
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 /// Writer token every test origin accepts.
@@ -19,6 +19,8 @@ pub struct TestOrigin {
     pub http: reqwest::Client,
     /// The origin's state (its gate and stores), for driving rebuilds directly.
     pub state: bloomgate_origin::routes::AppState,
+    /// The API client, with the writer token.
+    pub client: bloomgate_client::Client,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -83,21 +85,15 @@ impl TestOrigin {
             .pool_idle_timeout(std::time::Duration::from_secs(4))
             .build()
             .unwrap();
-        TestOrigin { base, http, state, shutdown: Some(tx) }
+        let client = bloomgate_client::Client::with_http(&base, http.clone()).with_token(TOKEN);
+        TestOrigin { base, http, state, client, shutdown: Some(tx) }
     }
 
-    /// Creates a filter (hex:64 keys).
+    /// Creates a filter (hex:64 keys); its stats as JSON.
     pub async fn create_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Value {
-        let r = self
-            .http
-            .put(format!("{}/v1/filters/{name}", self.base))
-            .bearer_auth(TOKEN)
-            .json(&json!({ "capacity": capacity, "fp_rate": fp_rate }))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "create filter: {} {}", r.status(), r.text().await.unwrap());
-        r.json().await.unwrap()
+        let create = bloomgate_client::api::CreateFilter::new(capacity, fp_rate);
+        let stats = self.client.create_filter(name, &create).await.unwrap_or_else(|e| panic!("create filter: {e}"));
+        serde_json::to_value(stats).unwrap()
     }
 
     /// PUT one key; returns the response.
@@ -108,15 +104,8 @@ impl TestOrigin {
     /// Batch insert; panics unless acknowledged.
     pub async fn insert_all(&self, filter: &str, keys: &[String]) {
         for chunk in keys.chunks(500) {
-            let r = self
-                .http
-                .post(format!("{}/v1/filters/{filter}/keys", self.base))
-                .bearer_auth(TOKEN)
-                .json(&json!({ "keys": chunk }))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), StatusCode::OK, "insert batch: {}", r.text().await.unwrap());
+            let stored = self.client.insert_batch(filter, chunk).await.unwrap_or_else(|e| panic!("insert batch: {e}"));
+            assert_eq!(stored.stored, chunk.len());
         }
     }
 
@@ -130,12 +119,10 @@ impl TestOrigin {
             .unwrap()
     }
 
-    /// The filter's stats.
+    /// The filter's stats, as JSON.
     pub async fn stats(&self, filter: &str) -> Value {
-        let r =
-            self.http.get(format!("{}/v1/filters/{filter}/stats", self.base)).bearer_auth(TOKEN).send().await.unwrap();
-        assert_eq!(r.status(), StatusCode::OK, "stats");
-        r.json().await.unwrap()
+        let stats = self.client.stats(filter).await.unwrap_or_else(|e| panic!("stats: {e}"));
+        serde_json::to_value(stats).unwrap()
     }
 
     /// GET one key.
@@ -147,17 +134,9 @@ impl TestOrigin {
     pub async fn lookup_all(&self, filter: &str, keys: &[String]) -> Vec<(bool, String)> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(1000) {
-            let r = self
-                .http
-                .post(format!("{}/v1/filters/{filter}/lookups", self.base))
-                .json(&json!({ "keys": chunk }))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), StatusCode::OK, "lookup batch: {}", r.text().await.unwrap());
-            let body: Value = r.json().await.unwrap();
-            for result in body["results"].as_array().unwrap() {
-                out.push((result["seen"].as_bool().unwrap(), result["answered_by"].as_str().unwrap().to_owned()));
+            let lookups = self.client.lookup_batch(filter, chunk).await.unwrap_or_else(|e| panic!("lookup batch: {e}"));
+            for answer in lookups.results {
+                out.push((answer.seen, answer.answered_by.as_str().to_owned()));
             }
         }
         out

@@ -11,8 +11,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
+use bloomgate_client::api::{FilterStats, Problem, Rebuild, RebuildStarted};
 use bloomgate_filter::{Params, SizingOptions};
-use serde_json::{json, Value};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -22,7 +22,17 @@ pub fn router() -> Router<AppState> {
         .route("/v1/filters/{filter}/rebuild", axum::routing::post(rebuild))
 }
 
-async fn create(
+/// Creates a filter (201), or confirms an identical one exists (200); a different one is 409.
+#[utoipa::path(put, path = "/v1/filters/{filter}", tag = "filters", params(("filter" = String, Path, description = "[a-z0-9_-]{1,64}")),
+    request_body = CreateFilter,
+    responses(
+        (status = 201, description = "created", body = FilterStats),
+        (status = 200, description = "already there, the same", body = FilterStats),
+        (status = 409, description = "already there, defined otherwise", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "impossible sizing (or above max_filter_bytes)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("writer_token" = [])))]
+pub(super) async fn create(
     _: Writer,
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
@@ -34,32 +44,41 @@ async fn create(
     Ok((status, Json(stats)).into_response())
 }
 
-async fn stats(
+/// A filter's state and health: generation, fill, expected and observed false-positive rates,
+/// rebuild progress.
+#[utoipa::path(get, path = "/v1/filters/{filter}/stats", tag = "filters", params(("filter" = String, Path)),
+    responses(
+        (status = 200, body = FilterStats),
+        (status = 404, description = "no such filter", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the filter's bits are unavailable", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("writer_token" = [])))]
+pub(super) async fn stats(
     _: Writer,
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
-) -> Result<Json<Value>, AppError> {
-    Ok(Json(json!(s.gate.stats(&filter).await?)))
+) -> Result<Json<FilterStats>, AppError> {
+    Ok(Json(s.gate.stats(&filter).await?))
 }
 
-/// Optional resize with a rebuild.
-#[derive(serde::Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RebuildBody {
-    capacity: Option<u64>,
-    fp_rate: Option<f64>,
-}
-
-/// Starts an online rebuild (202), or 409 if one is running.
-async fn rebuild(
+/// Starts an online rebuild (202), optionally resizing; 409 if one is running. The body may
+/// be empty.
+#[utoipa::path(post, path = "/v1/filters/{filter}/rebuild", tag = "filters", params(("filter" = String, Path)),
+    request_body(content = Rebuild, description = "optional"),
+    responses(
+        (status = 202, body = RebuildStarted),
+        (status = 409, description = "a rebuild is running", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("writer_token" = [])))]
+pub(super) async fn rebuild(
     _: Writer,
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, AppError> {
     let def = s.gate.def(&filter).await?;
-    let body: RebuildBody = if body.is_empty() {
-        RebuildBody::default()
+    let body: Rebuild = if body.is_empty() {
+        Rebuild::default()
     } else {
         serde_json::from_slice(&body).map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?
     };
@@ -78,7 +97,7 @@ async fn rebuild(
     let filters = s.gate.filter_store().clone();
     let keys = s.gate.key_store().clone();
     match crate::rebuild::start(filters, keys, filter.clone(), options).await {
-        Ok(_task) => Ok((StatusCode::ACCEPTED, Json(json!({ "filter": filter, "rebuilding": true }))).into_response()),
+        Ok(_task) => Ok((StatusCode::ACCEPTED, Json(RebuildStarted { filter, rebuilding: true })).into_response()),
         Err(e) => Err(rebuild_error(&filter, e)),
     }
 }

@@ -12,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
-use serde_json::{json, Value};
+use bloomgate_client::api::{
+    AnsweredBy, KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue,
+};
 
 /// Header naming who answered a lookup: `filter`, `database` (origin) or `edge`.
 pub const ANSWERED_BY_HEADER: &str = "x-bloomgate-answered-by";
@@ -25,41 +27,65 @@ pub fn router() -> Router<AppState> {
         .route("/v1/filters/{filter}/keys", post(insert_batch))
 }
 
-fn answer_json(filter: &str, key: &str, answer: &Answer) -> Value {
-    let mut body = json!({
-        "filter": filter,
-        "key": key,
-        "seen": answer.seen,
-        "answered_by": answer.answered_by.as_str(),
+fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
+    let value = answer.value.as_deref().filter(|v| !v.is_empty()).map(|value| match std::str::from_utf8(value) {
+        Ok(text) => StoredValue::Text(text.to_owned()),
+        Err(_) => StoredValue::Binary { base64: base64::engine::general_purpose::STANDARD.encode(value) },
     });
-    if let Some(value) = answer.value.as_deref().filter(|v| !v.is_empty()) {
-        body["value"] = match std::str::from_utf8(value) {
-            Ok(text) => json!(text),
-            Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(value) }),
-        };
-    }
-    body
+    let answered_by = match answer.answered_by {
+        crate::gate::AnsweredBy::Filter => AnsweredBy::Filter,
+        crate::gate::AnsweredBy::Database => AnsweredBy::Database,
+    };
+    KeyAnswer { filter: filter.to_owned(), key: key.to_owned(), seen: answer.seen, answered_by, value }
 }
 
-async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
+/// Looks one key up: 200 if it is stored, 404 if not (certain when the filter answered).
+#[utoipa::path(get, path = "/v1/filters/{filter}/keys/{key}", tag = "keys",
+    params(("filter" = String, Path), ("key" = String, Path, description = "in the filter's key format")),
+    responses(
+        (status = 200, description = "stored", body = KeyAnswer),
+        (status = 404, description = "not stored (or no such filter: then a Problem)", body = KeyAnswer),
+        (status = 400, description = "a key not in the filter's format", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "the database could not answer; retry after Retry-After", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
     let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
-    let mut response = (status, Json(answer_json(&filter, &key, &answer))).into_response();
+    let mut response = (status, Json(key_answer(&filter, &key, &answer))).into_response();
     response.headers_mut().insert(ANSWERED_BY_HEADER, HeaderValue::from_static(answer.answered_by.as_str()));
     Ok(response)
 }
 
-async fn lookup_batch(
+/// Looks a batch of keys up (at most `max_batch`), answers in the order asked.
+#[utoipa::path(post, path = "/v1/filters/{filter}/lookups", tag = "keys", params(("filter" = String, Path)),
+    request_body = Keys,
+    responses(
+        (status = 200, body = Lookups),
+        (status = 413, description = "more keys than max_batch", body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(super) async fn lookup_batch(
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
     KeysBatch(keys): KeysBatch,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<Lookups>, AppError> {
     let answers = s.gate.lookup_many(&filter, &keys).await?;
-    let results: Vec<Value> = keys.iter().zip(&answers).map(|(k, a)| answer_json(&filter, k, a)).collect();
-    Ok(Json(json!({ "filter": filter, "results": results })))
+    let results = keys.iter().zip(&answers).map(|(k, a)| key_answer(&filter, k, a)).collect();
+    Ok(Json(Lookups { filter, results }))
 }
 
-async fn insert(
+/// Stores one key; the body is its value (may be empty, at most `max_value_bytes`).
+/// Acknowledged (201) only once the key is in the database and the filter.
+#[utoipa::path(put, path = "/v1/filters/{filter}/keys/{key}", tag = "writes",
+    params(("filter" = String, Path), ("key" = String, Path)),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the value"),
+    responses(
+        (status = 201, body = KeyStored),
+        (status = 401, description = "no or a wrong writer token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("writer_token" = [])))]
+pub(super) async fn insert(
     _: Writer,
     State(s): State<AppState>,
     KeyPath { filter, key }: KeyPath,
@@ -69,24 +95,40 @@ async fn insert(
         return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
     }
     s.gate.insert(&filter, key.as_bytes(), &value).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "filter": filter, "key": key, "stored": true }))).into_response())
+    Ok((StatusCode::CREATED, Json(KeyStored { filter, key, stored: true })).into_response())
 }
 
-async fn insert_batch(
+/// Stores a batch of keys (without values), all acknowledged or none.
+#[utoipa::path(post, path = "/v1/filters/{filter}/keys", tag = "writes", params(("filter" = String, Path)),
+    request_body = Keys,
+    responses(
+        (status = 200, body = KeysStored),
+        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("writer_token" = [])))]
+pub(super) async fn insert_batch(
     _: Writer,
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
     KeysBatch(keys): KeysBatch,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<KeysStored>, AppError> {
     let stored = s.gate.insert_batch(&filter, &keys).await?;
-    Ok(Json(json!({ "filter": filter, "stored": stored })))
+    Ok(Json(KeysStored { filter, stored }))
 }
 
-async fn delete(
+/// Deletes one key (its bits stay set until a rebuild: a "maybe", never a wrong "no").
+#[utoipa::path(delete, path = "/v1/filters/{filter}/keys/{key}", tag = "writes",
+    params(("filter" = String, Path), ("key" = String, Path)),
+    responses(
+        (status = 200, body = KeyDeleted),
+        (status = 503, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("writer_token" = [])))]
+pub(super) async fn delete(
     _: Writer,
     State(s): State<AppState>,
     KeyPath { filter, key }: KeyPath,
-) -> Result<Json<Value>, AppError> {
-    let existed = s.gate.delete(&filter, key.as_bytes()).await?;
-    Ok(Json(json!({ "filter": filter, "key": key, "deleted": existed })))
+) -> Result<Json<KeyDeleted>, AppError> {
+    let deleted = s.gate.delete(&filter, key.as_bytes()).await?;
+    Ok(Json(KeyDeleted { filter, key, deleted }))
 }

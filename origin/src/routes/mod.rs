@@ -4,6 +4,7 @@ pub mod batch;
 pub mod edge;
 pub mod filters;
 pub mod keys;
+pub mod openapi;
 pub mod ops;
 pub mod status;
 

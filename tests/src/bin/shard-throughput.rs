@@ -11,6 +11,7 @@
 //! ```
 
 use anyhow::Context as _;
+use bloomgate_client::api::CreateFilter;
 use bloomgate_tests::loadgen::driver::{drive, DriveSpec};
 use bloomgate_tests::loadgen::probe::{cpu_seconds, pids_matching};
 use bloomgate_tests::loadgen::servers::{start_origin, Launch, OriginSettings, Server};
@@ -73,23 +74,12 @@ fn cpu(pids: &[u32]) -> f64 {
 
 async fn prepare(name: &'static str, origin: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<Target> {
     anyhow::ensure!(!redis_pids.is_empty(), "no redis-server process found for the {name} target");
-    let http = reqwest::Client::new();
+    let client = bloomgate_client::Client::new(&origin.base).with_token(TOKEN);
     let filter = format!("shards-{:08x}", rand::random::<u32>());
-    let created = http
-        .put(format!("{}/v1/filters/{filter}", origin.base))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "capacity": keys.len() * 2, "fp_rate": 0.01 }))
-        .send()
-        .await?;
-    anyhow::ensure!(created.status().is_success(), "create {filter} on {name}: {}", created.text().await?);
+    let create = CreateFilter::new(keys.len() as u64 * 2, 0.01);
+    client.create_filter(&filter, &create).await.with_context(|| format!("create {filter} on {name}"))?;
     for chunk in keys.chunks(1000) {
-        let r = http
-            .post(format!("{}/v1/filters/{filter}/keys", origin.base))
-            .bearer_auth(TOKEN)
-            .json(&json!({ "keys": chunk }))
-            .send()
-            .await?;
-        anyhow::ensure!(r.status().is_success(), "preload {name}: {}", r.text().await?);
+        client.insert_batch(&filter, chunk).await.with_context(|| format!("preload {name}"))?;
     }
     Ok(Target { name, origin, redis_pids, filter })
 }

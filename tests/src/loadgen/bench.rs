@@ -14,7 +14,6 @@ use super::workload::{present_keys, Workload};
 use crate::edge::Wrangler;
 use crate::origin::{EDGE_SECRET, TOKEN};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -210,17 +209,12 @@ pub async fn preload(
     progress: bool,
 ) -> anyhow::Result<()> {
     let filter = spec.name;
-    let mut body = json!({ "capacity": spec.capacity.max(1), "fp_rate": spec.fp_rate });
+    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
+    let mut create = bloomgate_client::api::CreateFilter::new(spec.capacity.max(1), spec.fp_rate);
     if let Some(b) = spec.segment_bytes {
-        body["segment_bytes"] = json!(b);
+        create.segment_bytes = b;
     }
-    let r = http.put(format!("{base}/v1/filters/{filter}")).bearer_auth(TOKEN).json(&body).send().await?;
-    anyhow::ensure!(
-        r.status().is_success(),
-        "create filter {filter}: {} {}",
-        r.status(),
-        r.text().await.unwrap_or_default()
-    );
+    client.create_filter(filter, &create).await.map_err(|e| anyhow::anyhow!("create filter {filter}: {e}"))?;
     let bar = if progress {
         let bar = ProgressBar::new(keys.len() as u64);
         bar.set_style(
@@ -239,25 +233,21 @@ pub async fn preload(
         if tasks.len() >= 4 {
             tasks.join_next().await.expect("a task")??;
         }
-        let (http, keys, bar) = (http.clone(), keys.clone(), bar.clone());
-        let url = format!("{base}/v1/filters/{filter}/keys");
+        let (client, keys, bar, filter) = (client.clone(), keys.clone(), bar.clone(), filter.to_owned());
         tasks.spawn(async move {
             let chunk = &keys[c * 1000..((c + 1) * 1000).min(keys.len())];
-            // Writes are refused with 503 while Redis or Cassandra hiccup: retry a few times.
-            for attempt in 0.. {
-                let r = http.post(&url).bearer_auth(TOKEN).json(&json!({ "keys": chunk })).send().await?;
-                if r.status().is_success() {
-                    break;
+            // Writes are refused with 503 while Redis or Cassandra hiccup (a filter-state read
+            // timing out behind other batches' Redis scripts, see BENCHMARKS.md): back off and
+            // retry, at least as long as the origin asks.
+            for attempt in 0u32.. {
+                match client.insert_batch(&filter, chunk).await {
+                    Ok(_) => break,
+                    Err(e) if attempt < 30 && e.is_retryable() => {
+                        let backoff = Duration::from_millis(200 * u64::from((attempt + 1).min(10)));
+                        tokio::time::sleep(e.retry_after().unwrap_or_default().max(backoff)).await;
+                    }
+                    Err(e) => return Err(anyhow::anyhow!("insert batch: {e}")),
                 }
-                // The origin answers 503 when its filter-state read times out behind other
-                // batches' Redis scripts (see BENCHMARKS.md): back off and retry.
-                anyhow::ensure!(
-                    attempt < 30 && r.status().is_server_error(),
-                    "insert batch: {} {}",
-                    r.status(),
-                    r.text().await.unwrap_or_default()
-                );
-                tokio::time::sleep(Duration::from_millis(200 * (attempt + 1).min(10))).await;
             }
             bar.inc(chunk.len() as u64);
             anyhow::Ok(())
@@ -272,10 +262,10 @@ pub async fn preload(
 
 /// The origin's stats of a filter (null when it cannot be read).
 pub(super) async fn filter_stats(http: &reqwest::Client, base: &str, filter: &str) -> serde_json::Value {
-    let r = http.get(format!("{base}/v1/filters/{filter}/stats")).bearer_auth(TOKEN).send().await;
-    match r {
-        Ok(r) if r.status().is_success() => r.json().await.unwrap_or_default(),
-        _ => serde_json::Value::Null,
+    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
+    match client.stats(filter).await {
+        Ok(stats) => serde_json::to_value(stats).unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
     }
 }
 
