@@ -12,7 +12,7 @@ pub enum BuildPhase {
     /// The new generation is named and takes every add; waiting out writes that started
     /// before it was (see `rebuild`).
     Settling,
-    /// Reading every key from the key store into the new bits.
+    /// Reading every key from the database into the new bits.
     Scanning,
     /// Merging the built segments into the filter store.
     Uploading,

@@ -85,7 +85,7 @@ pub struct Config {
     pub journal_max_age_ms: u64,
     /// Seconds clients are told to wait in `Retry-After`.
     pub retry_after_secs: u64,
-    /// Consult the filter at all. `false` sends every lookup to the key store: the A/B baseline.
+    /// Consult the filter at all. `false` sends every lookup to the database: the A/B baseline.
     pub filter_enabled: bool,
     /// Serve the status page (`/status`, `/status/data`) without a token: per filter, fill and
     /// false-positive rates against the target, lookups by who answered, database reads saved,
@@ -94,7 +94,7 @@ pub struct Config {
     /// How often to check filters for lost bits or drift and rebuild on its own, in ms; 0 = off.
     pub recovery_interval_ms: u64,
     /// Wait between naming a rebuild's generation and scanning, in ms. Not needed for
-    /// correctness (writes re-read the state after the key store; see `rebuild`); 0 = none.
+    /// correctness (writes re-read the state after the database; see `rebuild`); 0 = none.
     pub rebuild_settle_ms: u64,
     /// How long a replaced generation is kept for edges and caches, in ms. Keep it above the
     /// edges' FRESHNESS_SECS and `meta_cache_ms`.

@@ -1,9 +1,9 @@
-//! Filter definitions, cached so lookups do not read the key store, with a bound on what a
+//! Filter definitions, cached so lookups do not read the database, with a bound on what a
 //! stream of requests for made-up filter names can cost: the cache holds only filters that
 //! exist, and an unknown name costs at most one listing of all filters per refresh interval,
 //! shared by every request that asks meanwhile, never one database read per name.
 
-use crate::store::{FilterDef, KeyStore, KeyStoreError};
+use crate::store::{Database, DatabaseError, FilterDef};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 pub enum Cached {
     /// A definition read within the refresh interval.
     Fresh(Arc<FilterDef>),
-    /// A definition read longer ago: usable if the key store cannot be asked.
+    /// A definition read longer ago: usable if the database cannot be asked.
     Stale(Arc<FilterDef>),
     /// Not among the filters listed within the refresh interval.
     Unknown,
-    /// Nothing known within the interval: ask the key store.
+    /// Nothing known within the interval: ask the database.
     Ask,
 }
 
@@ -68,10 +68,10 @@ impl DefCache {
         self.entries().defs.remove(name);
     }
 
-    /// The definition of `name`, or None if no such filter exists, asking the key store as
+    /// The definition of `name`, or None if no such filter exists, asking the database as
     /// little as the module doc promises. A known definition outlives a key-store outage, so
     /// the filter keeps answering "no" meanwhile.
-    pub async fn get(&self, keys: &dyn KeyStore, name: &str) -> Result<Option<Arc<FilterDef>>, KeyStoreError> {
+    pub async fn get(&self, keys: &dyn Database, name: &str) -> Result<Option<Arc<FilterDef>>, DatabaseError> {
         match self.lookup(name, Instant::now()) {
             Cached::Fresh(def) => Ok(Some(def)),
             Cached::Unknown => Ok(None),

@@ -1,7 +1,7 @@
 //! One error type for every handler, rendered as `application/problem+json` with a hint for the
 //! person reading it. Server-side causes are logged, never sent.
 
-use crate::store::{FilterUnavailable, KeyStoreError};
+use crate::store::{DatabaseError, FilterUnavailable};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bloomgate_filter::{FilterNameError, KeyError, ParamsError};
@@ -63,9 +63,9 @@ pub enum AppError {
     /// The filter could not serve segments or stats.
     #[error("filter unavailable: {0}")]
     FilterRead(FilterUnavailable),
-    /// The key store failed: the answer is unknown.
-    #[error("key store unavailable: {0}")]
-    KeyStore(#[from] KeyStoreError),
+    /// The database failed: the answer is unknown.
+    #[error("database unavailable: {0}")]
+    Database(#[from] DatabaseError),
     /// Above the in-flight cap.
     #[error("overloaded")]
     Overloaded,
@@ -145,7 +145,7 @@ impl AppError {
                 "Retry after the delay; lookups still work meanwhile.",
                 "the filter store (Redis) is unavailable".into(),
             ),
-            KeyStore(_) => (
+            Database(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Retry after the delay. The answer is unknown, not 'absent'.",
                 "the database did not answer".into(),
@@ -198,11 +198,11 @@ mod tests {
 
     #[test]
     fn unavailable_database_is_503_with_retry_after_and_no_internals() {
-        let response = AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7 secret stack".into())).into_response();
+        let response = AppError::Database(DatabaseError::Error("node 10.0.0.7 secret stack".into())).into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(response.headers().contains_key(header::RETRY_AFTER));
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
-        let detail = AppError::KeyStore(KeyStoreError::Error("node 10.0.0.7".into())).parts().2;
+        let detail = AppError::Database(DatabaseError::Error("node 10.0.0.7".into())).parts().2;
         assert!(!detail.contains("10.0.0.7"));
     }
 

@@ -1,5 +1,5 @@
-//! The gate: lookups (filter first, key store on "maybe" or when the filter is unavailable),
-//! writes (filter first, then key store), and the edge's manifest and segments.
+//! The gate: lookups (filter first, database on "maybe" or when the filter is unavailable),
+//! writes (filter first, then database), and the edge's manifest and segments.
 //!
 //! The two rules that make it safe live in [`after_filter`] and [`Gate::insert_many`]:
 //! a filter that cannot answer is never read as "not seen", and no key is acknowledged unless
@@ -9,7 +9,7 @@ use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::metrics::{self, Fallthrough, Metrics, Store};
 use crate::sizing::check_size;
-use crate::store::{FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, KeyStore};
+use crate::store::{Database, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead};
 use bloomgate_client::api::FilterStats;
 use bloomgate_filter::{
     encode_journal, encode_segment, encode_segment_at, hash_key, validate_filter_name, JournalPosition, KeyHash,
@@ -45,7 +45,7 @@ pub struct JournalChunk {
 pub enum AnsweredBy {
     /// The filter said "certainly not seen".
     Filter,
-    /// The key store answered.
+    /// The database answered.
     Database,
 }
 
@@ -73,11 +73,11 @@ pub struct Answer {
 /// What to do after asking the filter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterFilter {
-    /// The filter said no: answer "not seen" without the key store.
+    /// The filter said no: answer "not seen" without the database.
     AnswerNotSeen,
-    /// The filter said maybe: ask the key store (a "no" there is a false positive).
+    /// The filter said maybe: ask the database (a "no" there is a false positive).
     AskDatabaseAfterMaybe,
-    /// The filter could not answer: ask the key store, as if there were no filter.
+    /// The filter could not answer: ask the database, as if there were no filter.
     AskDatabaseFilterUnavailable(Fallthrough),
 }
 
@@ -94,7 +94,7 @@ pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
 /// The gate's state: both stores, caches of definitions and metadata, and metrics.
 pub struct Gate {
     filters: Arc<dyn FilterStore>,
-    keys: Arc<dyn KeyStore>,
+    keys: Arc<dyn Database>,
     /// Metrics, shared with the HTTP layer.
     pub metrics: Arc<Metrics>,
     /// What the status page plots, sampled by the recovery check.
@@ -115,7 +115,7 @@ pub struct Gate {
 pub struct GateSettings {
     /// How long metadata and unknown-filter answers are cached.
     pub cache_ttl: Duration,
-    /// Consult the filter (false = baseline: every lookup reads the key store).
+    /// Consult the filter (false = baseline: every lookup reads the database).
     pub filter_enabled: bool,
     /// Keys per batch.
     pub max_batch: usize,
@@ -140,7 +140,7 @@ pub enum Created {
 
 impl Gate {
     /// A gate over these stores.
-    pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn KeyStore>, settings: GateSettings) -> Gate {
+    pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn Database>, settings: GateSettings) -> Gate {
         Gate {
             filters,
             keys,
@@ -157,8 +157,8 @@ impl Gate {
         }
     }
 
-    /// The key store, for health checks.
-    pub fn key_store(&self) -> &Arc<dyn KeyStore> {
+    /// The database, for health checks.
+    pub fn database(&self) -> &Arc<dyn Database> {
         &self.keys
     }
 
@@ -299,7 +299,7 @@ impl Gate {
         answers
     }
 
-    /// Stores one key: filter first, then the key store.
+    /// Stores one key: filter first, then the database.
     pub async fn insert(&self, name: &str, raw_key: &[u8], value: &[u8]) -> Result<(), AppError> {
         let def = self.def(name).await?;
         let key = def.key_format.normalize(raw_key)?;
@@ -315,8 +315,8 @@ impl Gate {
         Ok(n)
     }
 
-    /// The write path. The filter add must succeed before anything reaches the key store: a
-    /// key in the key store but not in the filter would be answered "not seen". If the key
+    /// The write path. The filter add must succeed before anything reaches the database: a
+    /// key in the database but not in the filter would be answered "not seen". If the key
     /// store then fails, the filter holds a key the store lacks: a harmless false positive, and
     /// the caller's retry completes the write.
     ///
@@ -324,7 +324,7 @@ impl Gate {
     /// store has the keys. A generation the second read names that the first did not (a
     /// rebuild started meanwhile) gets the keys too before the write is acknowledged. So for
     /// any generation G a rebuild names at time t, an acknowledged write either added to G, or
-    /// read the state the second time before t — and then its keys were in the key store
+    /// read the state the second time before t — and then its keys were in the database
     /// before t, where G's scan (which starts after t) reads them. No settle wait, no
     /// assumption about how long writes take.
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
@@ -379,7 +379,7 @@ impl Gate {
         Ok(())
     }
 
-    /// Deletes a key from the key store; its bits stay until the next rebuild.
+    /// Deletes a key from the database; its bits stay until the next rebuild.
     pub async fn delete(&self, name: &str, raw_key: &[u8]) -> Result<bool, AppError> {
         let def = self.def(name).await?;
         let key = def.key_format.normalize(raw_key)?;

@@ -4,9 +4,9 @@
 //! # Layout
 //! - [`config`]: the TOML / environment / flag configuration and its limits.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
-//! - [`gate`]: lookups and writes: filter first, key store on "maybe" or when the filter is
+//! - [`gate`]: lookups and writes: filter first, database on "maybe" or when the filter is
 //!   unavailable; the edge's manifest and segments.
-//! - [`store`]: the filter store (Redis, or in process) and key store (Cassandra, or redb).
+//! - [`store`]: the filter store (Redis, or in process) and database (Cassandra, or redb).
 //! - [`routes`]: the HTTP API, one file per resource.
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`sizing`]: the size limits every filter's params must meet.
@@ -47,10 +47,10 @@ use gate::{Gate, GateSettings};
 use routes::AppState;
 use std::future::Future;
 use std::sync::Arc;
-use store::cassandra::{CassandraKeyStore, CassandraSettings};
-use store::embedded::{MemoryFilterStore, RedbKeyStore};
+use store::cassandra::{CassandraDatabase, CassandraSettings};
+use store::embedded::{MemoryFilterStore, RedbDatabase};
 use store::redis::{RedisFilterStore, RedisSettings};
-use store::{FilterMeta, FilterStore, KeyStore};
+use store::{Database, FilterMeta, FilterStore};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
@@ -62,11 +62,11 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let embedded_keys = if config.cassandra_nodes.is_empty() {
         let path = config.data_dir.join("keys.redb");
         tracing::info!(path = %path.display(), "no cassandra_nodes configured: keys in an embedded file");
-        Some(Arc::new(RedbKeyStore::open(&path)?))
+        Some(Arc::new(RedbDatabase::open(&path)?))
     } else {
         None
     };
-    let keys: Arc<dyn KeyStore> = match &embedded_keys {
+    let keys: Arc<dyn Database> = match &embedded_keys {
         Some(redb) => redb.clone(),
         None => {
             let settings = CassandraSettings {
@@ -77,7 +77,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
                 consistency: config.consistency()?,
                 timeout: config.cassandra_timeout(),
             };
-            Arc::new(CassandraKeyStore::connect(&settings).await?)
+            Arc::new(CassandraDatabase::connect(&settings).await?)
         }
     };
     let redis_url = match config.redis_cluster_nodes.is_empty() {
@@ -128,7 +128,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
 /// bits: its lookups fall through to the key file, and the origin still starts.
 async fn rebuild_memory_filters(
     memory: &MemoryFilterStore,
-    keys: &RedbKeyStore,
+    keys: &RedbDatabase,
     max_filter_bytes: u64,
     journal: bool,
 ) -> anyhow::Result<()> {

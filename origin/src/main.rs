@@ -148,7 +148,7 @@ async fn main() -> anyhow::Result<()> {
             let gate = state.gate;
             let report = bloomgate_origin::rebuild::rebuild(
                 gate.filter_store().clone(),
-                gate.key_store().clone(),
+                gate.database().clone(),
                 &filter,
                 options,
             )

@@ -1,11 +1,11 @@
-//! Online rebuild: a new generation built from the key store while lookups and writes go on,
+//! Online rebuild: a new generation built from the database while lookups and writes go on,
 //! then switched to atomically. Drops the bits of deleted keys, changes size, and recovers a
 //! filter whose bits were lost or rolled back.
 //!
 //! Why no acknowledged key is missed (the argument the tests and the chaos run check):
 //! 1. The new generation G is created and named `building` in the filter state (a
 //!    compare-and-set on its revision) *before* the scan starts.
-//! 2. Every write reads the state fresh twice: before its adds and again after the key store
+//! 2. Every write reads the state fresh twice: before its adds and again after the database
 //!    has its keys, adding to any generation named in between (`Gate::insert_many`). So an
 //!    acknowledged write either added to G itself, or finished its key-store write before G
 //!    was named, and then the scan, which starts after, reads it.
@@ -25,7 +25,7 @@
 //! their metadata cache, and it would no longer receive adds.
 
 use crate::build_progress::{BuildPhase, BuildProgress};
-use crate::store::{FilterMeta, FilterState, FilterStore, FilterUnavailable, KeyStore, KeyStoreError};
+use crate::store::{Database, DatabaseError, FilterMeta, FilterState, FilterStore, FilterUnavailable};
 use bloomgate_filter::{AllocError, BloomFilter, Params, SizingOptions};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,7 +39,7 @@ pub struct RebuildOptions {
     pub capacity: Option<u64>,
     /// New false-positive target; default: the filter's.
     pub fp_rate: Option<f64>,
-    /// Concurrent scans of the key store.
+    /// Concurrent scans of the database.
     pub concurrency: usize,
     /// Wait between naming the new generation and scanning. Not needed for correctness (see
     /// the module doc); kept for operators who want a window before the scan.
@@ -94,9 +94,9 @@ pub enum RebuildError {
     /// The filter store failed.
     #[error("filter store: {0}")]
     Filter(#[from] FilterUnavailable),
-    /// The key store failed.
-    #[error("key store: {0}")]
-    Keys(#[from] KeyStoreError),
+    /// The database failed.
+    #[error("database: {0}")]
+    Keys(#[from] DatabaseError),
     /// The lease was lost (expired or taken), or the state changed under the rebuild; nothing
     /// was switched.
     #[error("the rebuild lease was lost or the filter state changed before the switch; nothing was switched")]
@@ -106,7 +106,7 @@ pub enum RebuildError {
 /// Takes the lease and runs the rebuild in the background; `Busy` if another holds it.
 pub async fn start(
     filters: Arc<dyn FilterStore>,
-    keys: Arc<dyn KeyStore>,
+    keys: Arc<dyn Database>,
     filter: String,
     options: RebuildOptions,
 ) -> Result<tokio::task::JoinHandle<Result<RebuildReport, RebuildError>>, RebuildError> {
@@ -127,7 +127,7 @@ pub async fn start(
 /// Runs a rebuild to the end (the `rebuild` command).
 pub async fn rebuild(
     filters: Arc<dyn FilterStore>,
-    keys: Arc<dyn KeyStore>,
+    keys: Arc<dyn Database>,
     filter: &str,
     options: RebuildOptions,
 ) -> Result<RebuildReport, RebuildError> {
@@ -167,7 +167,7 @@ fn keep_lease(
 
 async fn run_leased(
     filters: &Arc<dyn FilterStore>,
-    keys: &Arc<dyn KeyStore>,
+    keys: &Arc<dyn Database>,
     filter: &str,
     owner: &str,
     options: &RebuildOptions,
@@ -232,7 +232,7 @@ async fn clear_leftovers(
 
 async fn build_and_switch(
     filters: &Arc<dyn FilterStore>,
-    keys: &Arc<dyn KeyStore>,
+    keys: &Arc<dyn Database>,
     filter: &str,
     options: &RebuildOptions,
     lost: &AtomicBool,
@@ -286,7 +286,7 @@ async fn build_and_switch(
 /// Scans, uploads, switches, then retires the replaced generation after the grace period.
 async fn fill_and_switch(
     filters: &Arc<dyn FilterStore>,
-    keys: &Arc<dyn KeyStore>,
+    keys: &Arc<dyn Database>,
     filter: &str,
     options: &RebuildOptions,
     lost: &AtomicBool,

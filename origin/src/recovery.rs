@@ -250,7 +250,7 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
             entry.1 = (entry.1 * 2).min(Duration::from_secs(300));
             false
         });
-        let defs = match gate.key_store().filters().await {
+        let defs = match gate.database().filters().await {
             Ok(defs) => defs,
             Err(e) => {
                 tracing::debug!(cause = %e, "recovery check: cannot list filters");
@@ -282,7 +282,7 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
                 continue;
             }
             let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
-            match rebuild::start(gate.filter_store().clone(), gate.key_store().clone(), def.name.clone(), options).await
+            match rebuild::start(gate.filter_store().clone(), gate.database().clone(), def.name.clone(), options).await
             {
                 Ok(task) => {
                     tracing::warn!(filter = %def.name, reason = action.reason, "starting an automatic rebuild");

@@ -151,7 +151,7 @@ impl TestOrigin {
     ) -> impl std::future::Future<Output = Result<RebuildReport, RebuildError>> + Send + 'static {
         let (gate, filter) = (self.state.gate.clone(), filter.to_owned());
         let options = self.state.config.rebuild_options(false);
-        async move { rebuild::rebuild(gate.filter_store().clone(), gate.key_store().clone(), &filter, options).await }
+        async move { rebuild::rebuild(gate.filter_store().clone(), gate.database().clone(), &filter, options).await }
     }
 
     /// The value of a Prometheus sample line (exact name with labels), 0 if absent.

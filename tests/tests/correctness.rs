@@ -170,7 +170,7 @@ async fn a_rebuild_that_dies_loses_nothing_and_another_origin_takes_over() {
     let gate = a.state.gate.clone();
     let task = rebuild::start(
         gate.filter_store().clone(),
-        gate.key_store().clone(),
+        gate.database().clone(),
         filter.clone(),
         a.state.config.rebuild_options(false),
     )

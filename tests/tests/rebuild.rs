@@ -22,7 +22,7 @@ async fn services() {
     require("Cassandra", &cassandra_addr()).await;
 }
 
-/// Short waits for tests (no settle: writes re-read the state after the key store, see
+/// Short waits for tests (no settle: writes re-read the state after the database, see
 /// `rebuild`; a short grace and lease).
 fn fast_rebuilds(mut c: Config) -> Config {
     // Batches of 1000 keys on a busy 2-core machine can take seconds.
@@ -261,7 +261,7 @@ async fn two_origins_racing_to_rebuild_build_once() {
     let start = |o: &TestOrigin| {
         let gate = o.state.gate.clone();
         let (filter, options) = (filter.clone(), o.state.config.rebuild_options(false));
-        async move { rebuild::start(gate.filter_store().clone(), gate.key_store().clone(), filter, options).await }
+        async move { rebuild::start(gate.filter_store().clone(), gate.database().clone(), filter, options).await }
     };
     let (ra, rb) = tokio::join!(start(&a), start(&b));
     let started: Vec<_> = [ra, rb]

@@ -95,7 +95,7 @@ pub(super) async fn rebuild(
     };
     s.gate.metrics.filter(&filter).mark_build();
     let filters = s.gate.filter_store().clone();
-    let keys = s.gate.key_store().clone();
+    let keys = s.gate.database().clone();
     match crate::rebuild::start(filters, keys, filter.clone(), options).await {
         Ok(_task) => Ok((StatusCode::ACCEPTED, Json(RebuildStarted { filter, rebuilding: true })).into_response()),
         Err(e) => Err(rebuild_error(&filter, e)),
@@ -111,7 +111,7 @@ fn rebuild_error(filter: &str, e: RebuildError) -> AppError {
         RebuildError::Params(e) => AppError::BadParams(e),
         RebuildError::TooLarge(e) => AppError::FilterTooLarge(e),
         RebuildError::Filter(e) => AppError::FilterWrite(e),
-        RebuildError::Keys(e) => AppError::KeyStore(e),
+        RebuildError::Keys(e) => AppError::Database(e),
         e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
             AppError::FilterWrite(crate::store::FilterUnavailable::Error(e.to_string()))
         }

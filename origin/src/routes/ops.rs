@@ -24,7 +24,7 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    let database = s.gate.key_store().ping().await;
+    let database = s.gate.database().ping().await;
     let filter = s.gate.filter_store().ping().await;
     let status = if database.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({

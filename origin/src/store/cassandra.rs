@@ -12,7 +12,7 @@
 
 use super::cassandra_schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
 use super::consistency::{check_overlap, Replication};
-use super::{FilterDef, KeyStore, KeyStoreError};
+use super::{Database, DatabaseError, FilterDef};
 use async_trait::async_trait;
 use bloomgate_filter::KeyFormat;
 use scylla::client::session::Session;
@@ -42,8 +42,8 @@ pub struct CassandraSettings {
     pub timeout: Duration,
 }
 
-/// Cassandra as the key store.
-pub struct CassandraKeyStore {
+/// Cassandra as the database.
+pub struct CassandraDatabase {
     session: Arc<Session>,
     get_key: PreparedStatement,
     put_key: PreparedStatement,
@@ -69,13 +69,13 @@ const SCAN_ATTEMPTS: u32 = 3;
 /// Pause before scanning a failed range again.
 const SCAN_RETRY_PAUSE: Duration = Duration::from_secs(1);
 
-fn err(e: impl std::fmt::Display) -> KeyStoreError {
-    KeyStoreError::Error(e.to_string())
+fn err(e: impl std::fmt::Display) -> DatabaseError {
+    DatabaseError::Error(e.to_string())
 }
 
-fn classify(e: ExecutionError) -> KeyStoreError {
+fn classify(e: ExecutionError) -> DatabaseError {
     match e {
-        ExecutionError::RequestTimeout(_) => KeyStoreError::Timeout,
+        ExecutionError::RequestTimeout(_) => DatabaseError::Timeout,
         ExecutionError::LastAttemptError(RequestAttemptError::DbError(
             scylla::errors::DbError::ReadTimeout { .. },
             _,
@@ -83,15 +83,15 @@ fn classify(e: ExecutionError) -> KeyStoreError {
         | ExecutionError::LastAttemptError(RequestAttemptError::DbError(
             scylla::errors::DbError::WriteTimeout { .. },
             _,
-        )) => KeyStoreError::Timeout,
+        )) => DatabaseError::Timeout,
         other => err(other),
     }
 }
 
-impl CassandraKeyStore {
+impl CassandraDatabase {
     /// Connects, creates the keyspace and tables if missing (or, when the operator manages the
     /// schema, checks that they exist), and prepares every statement.
-    pub async fn connect(settings: &CassandraSettings) -> Result<CassandraKeyStore, KeyStoreError> {
+    pub async fn connect(settings: &CassandraSettings) -> Result<CassandraDatabase, DatabaseError> {
         let session = SessionBuilder::new()
             .known_nodes(&settings.nodes)
             .connection_timeout(Duration::from_secs(5))
@@ -115,7 +115,7 @@ impl CassandraKeyStore {
                 p.set_consistency(settings.consistency);
                 p.set_request_timeout(Some(settings.timeout));
                 p.set_is_idempotent(idempotent);
-                Ok::<_, KeyStoreError>(p)
+                Ok::<_, DatabaseError>(p)
             }
         };
         let get_key = prepare(format!("SELECT value FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?;
@@ -159,7 +159,7 @@ impl CassandraKeyStore {
         let mut ping = prepare("SELECT release_version FROM system.local".to_string(), true).await?;
         // The one exception to the configured level (see the module doc): a node-local table.
         ping.set_consistency(Consistency::One);
-        Ok(CassandraKeyStore {
+        Ok(CassandraDatabase {
             session: Arc::new(session),
             get_key,
             put_key,
@@ -180,7 +180,7 @@ impl CassandraKeyStore {
         start: i64,
         end: i64,
         sink: &(dyn Fn(&[u8]) + Send + Sync),
-    ) -> Result<u64, KeyStoreError> {
+    ) -> Result<u64, DatabaseError> {
         use futures::TryStreamExt;
         let mut rows = self
             .session
@@ -207,7 +207,7 @@ impl CassandraKeyStore {
 
 type FilterRow = (String, String, i64, f64, i64);
 
-fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow) -> Result<FilterDef, KeyStoreError> {
+fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow) -> Result<FilterDef, DatabaseError> {
     Ok(FilterDef {
         name,
         key_format: key_format.parse::<KeyFormat>().map_err(err)?,
@@ -219,7 +219,7 @@ fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow)
 
 /// With `cassandra_manage_schema = false`: fails, printing the CQL to run, unless the keyspace
 /// and tables exist with the columns bloomgate uses. A missing keyspace simply has no columns.
-async fn check_unmanaged_schema(session: &Session, settings: &CassandraSettings) -> Result<(), KeyStoreError> {
+async fn check_unmanaged_schema(session: &Session, settings: &CassandraSettings) -> Result<(), DatabaseError> {
     let result = session
         .query_unpaged(
             "SELECT table_name, column_name, type, kind FROM system_schema.columns WHERE keyspace_name = ?",
@@ -244,7 +244,7 @@ async fn check_keyspace_consistency(
     session: &Session,
     keyspace: &str,
     level: Consistency,
-) -> Result<(), KeyStoreError> {
+) -> Result<(), DatabaseError> {
     let result = session
         .query_unpaged("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?", (keyspace,))
         .await
@@ -270,13 +270,13 @@ pub fn token_ranges(n: i64) -> Vec<(i64, i64)> {
 }
 
 #[async_trait]
-impl KeyStore for CassandraKeyStore {
+impl Database for CassandraDatabase {
     async fn scan_keys<'a>(
         &'a self,
         filter: &'a str,
         concurrency: usize,
         sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, KeyStoreError> {
+    ) -> Result<u64, DatabaseError> {
         use futures::{StreamExt, TryStreamExt};
         let scans = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| async move {
             let mut attempt = 1;
@@ -295,14 +295,14 @@ impl KeyStore for CassandraKeyStore {
         Ok(counts.iter().sum())
     }
 
-    async fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+    async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
         let result = self.session.execute_unpaged(&self.all_filters, ()).await.map_err(classify)?;
         let rows = result.into_rows_result().map_err(err)?;
         let defs: Vec<FilterRow> = rows.rows::<FilterRow>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
         defs.into_iter().map(def_from_row).collect()
     }
 
-    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), KeyStoreError> {
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
         let name = name.to_owned();
         let capacity = i64::try_from(capacity).map_err(err)?;
         self.session.execute_unpaged(&self.resize, (capacity, fp_rate, name)).await.map_err(classify)?;
@@ -310,7 +310,7 @@ impl KeyStore for CassandraKeyStore {
     }
 
     #[instrument(skip_all, fields(filter))]
-    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError> {
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
         let values = (filter.to_owned(), key.to_vec());
         let result = self.session.execute_unpaged(&self.get_key, values).await.map_err(classify)?;
         let rows = result.into_rows_result().map_err(err)?;
@@ -318,13 +318,13 @@ impl KeyStore for CassandraKeyStore {
         Ok(row.map(|(value,)| value.unwrap_or_default()))
     }
 
-    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), KeyStoreError> {
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
         let values = (filter.to_owned(), key.to_vec(), value.to_vec());
         self.session.execute_unpaged(&self.put_key, values).await.map_err(classify)?;
         Ok(())
     }
 
-    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, KeyStoreError> {
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
         let (filter, key) = (filter.to_owned(), key.to_vec());
         // Whether it was there is read first: informational (the answer's `deleted`), so it
         // need not be atomic with the delete.
@@ -333,7 +333,7 @@ impl KeyStore for CassandraKeyStore {
         Ok(existed)
     }
 
-    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), KeyStoreError> {
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
         let def = def.clone();
         let values = (
             def.name.clone(),
@@ -355,7 +355,7 @@ impl KeyStore for CassandraKeyStore {
         Ok((stored, applied))
     }
 
-    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, KeyStoreError> {
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
         let values = (name.to_owned(),);
         let result = self.session.execute_unpaged(&self.get_filter, values).await.map_err(classify)?;
         let rows = result.into_rows_result().map_err(err)?;
@@ -363,7 +363,7 @@ impl KeyStore for CassandraKeyStore {
         row.map(def_from_row).transpose()
     }
 
-    async fn ping(&self) -> Result<(), KeyStoreError> {
+    async fn ping(&self) -> Result<(), DatabaseError> {
         self.session.execute_unpaged(&self.ping, ()).await.map_err(classify)?;
         Ok(())
     }

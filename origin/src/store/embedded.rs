@@ -3,14 +3,14 @@
 //! (the filter is rebuilt from the key file at start-up), one process only.
 
 use super::{
-    FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize,
-    KeyStore, KeyStoreError, SegmentBits,
+    Database, DatabaseError, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead,
+    JournalRetention, JournalSize, SegmentBits,
 };
 use crate::build_progress::BuildProgress;
 use async_trait::async_trait;
 use bloomgate_filter::JournalPosition;
 use bloomgate_filter::{BloomFilter, KeyHash};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database as RedbFile, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::VecDeque;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -377,7 +377,7 @@ impl FilterStore for MemoryFilterStore {
 const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
 const FILTERS: TableDefinition<&str, &str> = TableDefinition::new("filters");
 
-fn filter_defs_in(db: &Database) -> Result<Vec<FilterDef>, KeyStoreError> {
+fn filter_defs_in(db: &RedbFile) -> Result<Vec<FilterDef>, DatabaseError> {
     let tx = db.begin_read().map_err(err)?;
     let table = tx.open_table(FILTERS).map_err(err)?;
     let mut out = Vec::new();
@@ -392,7 +392,7 @@ fn filter_defs_in(db: &Database) -> Result<Vec<FilterDef>, KeyStoreError> {
 const SCAN_CHUNK: usize = 16 * 1024;
 
 /// Reads every key of `filter`, calling `send` per chunk until it returns false.
-fn scan_chunks(db: &Database, filter: &str, mut send: impl FnMut(Vec<Vec<u8>>) -> bool) -> Result<(), KeyStoreError> {
+fn scan_chunks(db: &RedbFile, filter: &str, mut send: impl FnMut(Vec<Vec<u8>>) -> bool) -> Result<(), DatabaseError> {
     let tx = db.begin_read().map_err(err)?;
     let table = tx.open_table(KEYS).map_err(err)?;
     let prefix = row_key(filter, b"");
@@ -414,8 +414,8 @@ fn scan_chunks(db: &Database, filter: &str, mut send: impl FnMut(Vec<Vec<u8>>) -
 }
 
 /// Keys in an embedded redb file.
-pub struct RedbKeyStore {
-    db: Arc<Database>,
+pub struct RedbDatabase {
+    db: Arc<RedbFile>,
 }
 
 fn row_key(filter: &str, key: &[u8]) -> Vec<u8> {
@@ -426,26 +426,26 @@ fn row_key(filter: &str, key: &[u8]) -> Vec<u8> {
     k
 }
 
-fn err(e: impl std::fmt::Display) -> KeyStoreError {
-    KeyStoreError::Error(e.to_string())
+fn err(e: impl std::fmt::Display) -> DatabaseError {
+    DatabaseError::Error(e.to_string())
 }
 
-impl RedbKeyStore {
+impl RedbDatabase {
     /// Opens (or creates) the key file.
-    pub fn open(path: &Path) -> Result<RedbKeyStore, KeyStoreError> {
+    pub fn open(path: &Path) -> Result<RedbDatabase, DatabaseError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let db = Database::create(path).map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
+        let db = RedbFile::create(path).map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
         let tx = db.begin_write().map_err(err)?;
         tx.open_table(KEYS).map_err(err)?;
         tx.open_table(FILTERS).map_err(err)?;
         tx.commit().map_err(err)?;
-        Ok(RedbKeyStore { db: Arc::new(db) })
+        Ok(RedbDatabase { db: Arc::new(db) })
     }
 
     /// Every stored key of `filter`, for rebuilding the in-process filter at start-up.
-    pub fn keys_of(&self, filter: &str) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+    pub fn keys_of(&self, filter: &str) -> Result<Vec<Vec<u8>>, DatabaseError> {
         let tx = self.db.begin_read().map_err(err)?;
         let table = tx.open_table(KEYS).map_err(err)?;
         let prefix = row_key(filter, b"");
@@ -461,27 +461,27 @@ impl RedbKeyStore {
     }
 
     /// Every filter definition.
-    pub fn filter_defs(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+    pub fn filter_defs(&self) -> Result<Vec<FilterDef>, DatabaseError> {
         filter_defs_in(&self.db)
     }
 
     async fn blocking<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Database) -> Result<T, KeyStoreError> + Send + 'static,
-    ) -> Result<T, KeyStoreError> {
+        work: impl FnOnce(&RedbFile) -> Result<T, DatabaseError> + Send + 'static,
+    ) -> Result<T, DatabaseError> {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || work(&db)).await.map_err(err)?
     }
 }
 
 #[async_trait]
-impl KeyStore for RedbKeyStore {
+impl Database for RedbDatabase {
     async fn scan_keys<'a>(
         &'a self,
         filter: &'a str,
         _concurrency: usize,
         sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, KeyStoreError> {
+    ) -> Result<u64, DatabaseError> {
         // redb is read on a blocking thread and handed over in chunks, so a rebuild never
         // stalls the runtime that answers lookups.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);
@@ -498,11 +498,11 @@ impl KeyStore for RedbKeyStore {
         Ok(n)
     }
 
-    async fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError> {
+    async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
         self.blocking(filter_defs_in).await
     }
 
-    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), KeyStoreError> {
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
         let name = name.to_owned();
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -521,7 +521,7 @@ impl KeyStore for RedbKeyStore {
         .await
     }
 
-    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError> {
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
         let k = row_key(filter, key);
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(err)?;
@@ -531,7 +531,7 @@ impl KeyStore for RedbKeyStore {
         .await
     }
 
-    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), KeyStoreError> {
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
         let (k, v) = (row_key(filter, key), value.to_vec());
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -541,7 +541,7 @@ impl KeyStore for RedbKeyStore {
         .await
     }
 
-    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, KeyStoreError> {
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
         let k = row_key(filter, key);
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -552,7 +552,7 @@ impl KeyStore for RedbKeyStore {
         .await
     }
 
-    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), KeyStoreError> {
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
         let def = def.clone();
         self.blocking(move |db| {
             let tx = db.begin_write().map_err(err)?;
@@ -574,7 +574,7 @@ impl KeyStore for RedbKeyStore {
         .await
     }
 
-    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, KeyStoreError> {
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
         let name = name.to_owned();
         self.blocking(move |db| {
             let tx = db.begin_read().map_err(err)?;
@@ -585,7 +585,7 @@ impl KeyStore for RedbKeyStore {
         .await
     }
 
-    async fn ping(&self) -> Result<(), KeyStoreError> {
+    async fn ping(&self) -> Result<(), DatabaseError> {
         async { Ok(()) }.await
     }
 }

@@ -1,5 +1,5 @@
 //! The two backends behind small traits: the shared *filter* (Redis in production, in-process
-//! for the quick start) and the *key store*, the source of truth (Cassandra in production,
+//! for the quick start) and the *database*, the source of truth (Cassandra in production,
 //! redb for the quick start). All I/O to a system lives in that system's module.
 
 pub mod cassandra;
@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};
 use serde::{Deserialize, Serialize};
 
-/// A filter's definition: what the operator asked for. Stored in the key store (the truth).
+/// A filter's definition: what the operator asked for. Stored in the database (the truth).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FilterDef {
     /// Filter name (`[a-z0-9_-]{1,64}`).
@@ -35,7 +35,7 @@ pub struct FilterDef {
 }
 
 /// Why the filter could not answer. Never means "not found": every one of these falls through
-/// to the key store. The label names the reason in metrics.
+/// to the database. The label names the reason in metrics.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum FilterUnavailable {
     /// The filter store did not answer within its timeout.
@@ -151,7 +151,7 @@ pub trait FilterStore: Send + Sync + 'static {
         index: u32,
         payload: Vec<u8>,
     ) -> Result<(), FilterUnavailable>;
-    /// Counts `n` keys deleted from the key store whose bits generation `meta` still holds.
+    /// Counts `n` keys deleted from the database whose bits generation `meta` still holds.
     /// Kept in the filter store, so every origin's deletes count toward the stale-delete
     /// threshold, and a new generation starts from zero.
     async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable>;
@@ -229,26 +229,26 @@ pub trait FilterStore: Send + Sync + 'static {
     async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable>;
 }
 
-/// The key store failed: the answer is unknown, so the caller gets a 503, never a "no".
+/// The database failed: the answer is unknown, so the caller gets a 503, never a "no".
 #[derive(Clone, Debug, thiserror::Error)]
-pub enum KeyStoreError {
+pub enum DatabaseError {
     /// The store did not answer within its timeout.
-    #[error("key store timed out")]
+    #[error("database timed out")]
     Timeout,
     /// Any other failure.
-    #[error("key store error: {0}")]
+    #[error("database error: {0}")]
     Error(String),
 }
 
 /// The source of truth for keys and filter definitions.
 #[async_trait]
-pub trait KeyStore: Send + Sync + 'static {
+pub trait Database: Send + Sync + 'static {
     /// Whether `key` is stored in `filter`, and its value.
-    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError>;
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError>;
     /// Stores `key` (idempotent; overwrites the value).
-    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), KeyStoreError>;
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError>;
     /// Removes `key`; true if it was there.
-    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, KeyStoreError>;
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError>;
     /// Calls `sink` with every stored key of `filter` (normalised bytes), from as many
     /// concurrent scans as the store likes (bounded by `concurrency`); returns the count.
     async fn scan_keys<'a>(
@@ -256,16 +256,16 @@ pub trait KeyStore: Send + Sync + 'static {
         filter: &'a str,
         concurrency: usize,
         sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, KeyStoreError>;
+    ) -> Result<u64, DatabaseError>;
     /// Every filter definition (for recovery checks).
-    async fn filters(&self) -> Result<Vec<FilterDef>, KeyStoreError>;
+    async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError>;
     /// Changes a filter's sizing (a resize); the next rebuild uses it.
-    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), KeyStoreError>;
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError>;
     /// Stores a filter definition unless one exists. Returns the stored definition and whether
     /// this call created it (only a brand-new filter may start from empty bits).
-    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), KeyStoreError>;
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError>;
     /// A filter definition.
-    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, KeyStoreError>;
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError>;
     /// Whether the store is reachable now.
-    async fn ping(&self) -> Result<(), KeyStoreError>;
+    async fn ping(&self) -> Result<(), DatabaseError>;
 }

@@ -346,7 +346,7 @@ fn parse_version(value: Option<String>) -> Option<u64> {
 }
 
 impl RedisFilterStore {
-    /// A single Redis is connected lazily: the origin starts (and answers from the key store)
+    /// A single Redis is connected lazily: the origin starts (and answers from the database)
     /// even while Redis is down, and reconnects in the background. A cluster is connected
     /// now: its client needs one node to learn the others.
     pub async fn connect(settings: &RedisSettings) -> Result<RedisFilterStore, FilterUnavailable> {

@@ -4,14 +4,14 @@
 //! A *generation* is one complete set of a filter's bits. The state names at most three:
 //!
 //! - `active`: what lookups read;
-//! - `building`: what a rebuild is filling from the key store;
+//! - `building`: what a rebuild is filling from the database;
 //! - `previous`: what the last switch replaced, until it is *retired*.
 //!
 //! Every add reaches every generation the state names (see [`FilterState::write_targets`]),
 //! `previous` included: an origin may still read it from its metadata cache after the switch,
 //! so it must keep receiving adds until its bits are made unreadable (retired) *before* the
 //! state stops naming it. Hence a reader holding any generation, cached or fresh, either finds
-//! every acknowledged key in it or finds it gone and falls through to the key store.
+//! every acknowledged key in it or finds it gone and falls through to the database.
 //!
 //! Each generation also records the *incarnation* of the filter store that holds its bits (for
 //! Redis, its `run_id`). A Redis restarted from a snapshot, or a replica promoted in its place,

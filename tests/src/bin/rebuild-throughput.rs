@@ -9,8 +9,8 @@
 //! (needs `scripts/services start`; BLOOMGATE_TEST_CASSANDRA overrides the address).
 
 use bloomgate_filter::{BloomFilter, Params};
-use bloomgate_origin::store::cassandra::{CassandraKeyStore, CassandraSettings};
-use bloomgate_origin::store::KeyStore;
+use bloomgate_origin::store::cassandra::{CassandraDatabase, CassandraSettings};
+use bloomgate_origin::store::Database;
 use futures::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(30),
     };
-    let store = CassandraKeyStore::connect(&settings).await?;
+    let store = CassandraDatabase::connect(&settings).await?;
     let have = store.scan_keys(FILTER, concurrency, &|_| {}).await?;
     if have < n {
         load(&store, have, n).await?;
@@ -68,7 +68,7 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn load(store: &CassandraKeyStore, from: u64, to: u64) -> anyhow::Result<()> {
+async fn load(store: &CassandraDatabase, from: u64, to: u64) -> anyhow::Result<()> {
     let session = store.session();
     let insert = session.prepare("INSERT INTO bloomgate_bench.keys (filter, key, value) VALUES (?, ?, ?)").await?;
     let started = Instant::now();

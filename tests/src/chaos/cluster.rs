@@ -29,7 +29,7 @@ pub struct OriginTuning {
     /// Whole-request timeout, ms.
     pub request_timeout_ms: u64,
     /// Settle wait of rebuilds, ms: not needed for correctness (writes re-read the state after
-    /// the key store), long enough to catch a builder in its `settling` phase.
+    /// the database), long enough to catch a builder in its `settling` phase.
     pub rebuild_settle_ms: u64,
     /// How long a replaced generation is kept, ms: above S and the metadata cache.
     pub rebuild_grace_ms: u64,
