@@ -482,7 +482,13 @@ impl RedisFilterStore {
         if expect.is_some_and(|expected| expected != incarnation) {
             return Err(FilterUnavailable::Incarnation);
         }
-        match tokio::time::timeout(limit, call(RedisConn::Cluster(cluster.conn.clone()))).await {
+        let outcome = tokio::time::timeout(limit, call(RedisConn::Cluster(cluster.conn()))).await;
+        cluster.report(match &outcome {
+            Err(_) => CallOutcome::TimedOut,
+            Ok(Err(err)) => CallOutcome::of_error(err),
+            Ok(Ok(_)) => CallOutcome::Answered,
+        });
+        match outcome {
             Err(_) => Err(FilterUnavailable::Timeout),
             Ok(Err(err)) if err.code() == Some(REFUSED_CODE) => {
                 cluster.refresh_soon();

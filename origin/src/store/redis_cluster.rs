@@ -15,18 +15,23 @@
 //! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
 
-use super::redis_link::incarnation_from_info;
+use super::redis_link::{incarnation_from_info, CallOutcome};
 use super::FilterUnavailable;
-use redis::cluster::ClusterClientBuilder;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
 use redis::Value;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
 /// How often the masters' `run_id`s are read again.
 const TOPOLOGY_REFRESH: Duration = Duration::from_secs(1);
+/// Calls in a row that time out or fail on the connection before it is replaced.
+const FAILURES_BEFORE_RECONNECT: u32 = 3;
+/// How long after replacing the connection it may be replaced again.
+const RECONNECT_BACKOFF: Duration = Duration::from_secs(1);
 
 /// The error code a guarded script answers with on a process the generation does not know.
 pub const REFUSED_CODE: &str = "BGINCARNATION";
@@ -94,11 +99,18 @@ fn fingerprint(sorted_run_ids: &[String]) -> u64 {
     hash.max(1)
 }
 
-/// A cluster connection (reconnecting and re-routing on its own) and the last topology read.
+/// A cluster connection and the last topology read. The client reconnects and re-routes on
+/// its own, but after a failover under load it can keep waiting on a node that is gone (every
+/// call timing out for a minute and more); so, as the single-Redis link does, a connection
+/// whose calls keep timing out is replaced by a fresh one, which learns the slots anew.
 #[derive(Clone)]
 pub struct ClusterLink {
-    /// The connection: cheap to clone, routes each command by its first key's slot.
-    pub conn: ClusterConnection,
+    client: ClusterClient,
+    conn: Arc<Mutex<ClusterConnection>>,
+    /// Calls in a row that timed out or found the connection broken, over every caller.
+    failures: Arc<AtomicU32>,
+    replacing: Arc<AtomicBool>,
+    connect_timeout: Duration,
     topology: Arc<Mutex<Option<Arc<Topology>>>>,
     refresh_now: Arc<Notify>,
 }
@@ -120,14 +132,61 @@ impl ClusterLink {
             .retries(2)
             .build()
             .map_err(unavailable)?;
-        let conn = client.get_async_connection().await.map_err(unavailable)?;
-        let link = ClusterLink { conn, topology: Arc::default(), refresh_now: Arc::default() };
+        let conn = match tokio::time::timeout(connect_timeout * 4, client.get_async_connection()).await {
+            Ok(conn) => conn.map_err(unavailable)?,
+            Err(_) => {
+                return Err(FilterUnavailable::Error(format!("no Redis Cluster node of {} answered", nodes.join(","))))
+            }
+        };
+        let link = ClusterLink {
+            client,
+            conn: Arc::new(Mutex::new(conn)),
+            failures: Arc::default(),
+            replacing: Arc::default(),
+            connect_timeout,
+            topology: Arc::default(),
+            refresh_now: Arc::default(),
+        };
         if let Err(err) = link.refresh().await {
             tracing::warn!(cause = %err, "cannot read the Redis Cluster's masters yet; retrying");
         }
         let background = link.clone();
         tokio::spawn(async move { background.keep_topology_current().await });
         Ok(link)
+    }
+
+    /// The connection (cheap to clone: routes each command by its first key's slot).
+    pub fn conn(&self) -> ClusterConnection {
+        lock(&self.conn).clone()
+    }
+
+    /// Reports how a call went; after [`FAILURES_BEFORE_RECONNECT`] failures in a row the
+    /// connection is replaced in the background (at most every [`RECONNECT_BACKOFF`]).
+    pub fn report(&self, outcome: CallOutcome) {
+        if outcome == CallOutcome::Answered {
+            self.failures.store(0, Ordering::Relaxed);
+            return;
+        }
+        if self.failures.fetch_add(1, Ordering::Relaxed) + 1 < FAILURES_BEFORE_RECONNECT
+            || self.replacing.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let link = self.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(link.connect_timeout * 4, link.client.get_async_connection()).await {
+                Ok(Ok(conn)) => {
+                    *lock(&link.conn) = conn;
+                    link.failures.store(0, Ordering::Relaxed);
+                    tracing::warn!("Redis Cluster calls kept failing; connected afresh");
+                    link.refresh_soon();
+                }
+                Ok(Err(err)) => tracing::warn!(cause = %err, "Redis Cluster calls keep failing; reconnecting failed"),
+                Err(_) => tracing::warn!("Redis Cluster calls keep failing; reconnecting timed out"),
+            }
+            tokio::time::sleep(RECONNECT_BACKOFF).await;
+            link.replacing.store(false, Ordering::Release);
+        });
     }
 
     /// The topology last read, if any has been.
@@ -139,13 +198,19 @@ impl ClusterLink {
 
     /// Reads the topology now (a generation about to be created must name the current masters).
     pub async fn refresh(&self) -> Result<Arc<Topology>, FilterUnavailable> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.conn();
         let mut info = redis::cmd("INFO");
         info.arg("server").arg("replication");
-        let reply = conn
-            .route_command(info, RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)))
-            .await
-            .map_err(|e| FilterUnavailable::Error(format!("reading the Redis Cluster's masters: {e}")))?;
+        let route = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        let reply = match tokio::time::timeout(self.connect_timeout * 2, conn.route_command(info, route)).await {
+            Ok(reply) => {
+                reply.map_err(|e| FilterUnavailable::Error(format!("reading the Redis Cluster's masters: {e}")))?
+            }
+            Err(_) => {
+                self.report(CallOutcome::TimedOut);
+                return Err(FilterUnavailable::Timeout);
+            }
+        };
         let topology = Arc::new(topology_of_reply(&reply).map_err(FilterUnavailable::Error)?);
         let previous = lock(&self.topology).replace(topology.clone());
         if previous.as_ref().is_some_and(|p| p.incarnation != topology.incarnation) {
