@@ -105,7 +105,7 @@ fn fingerprint(sorted_run_ids: &[String]) -> u64 {
 /// whose calls keep timing out is replaced by a fresh one, which learns the slots anew.
 #[derive(Clone)]
 pub struct ClusterLink {
-    client: ClusterClient,
+    client: Arc<ClusterClient>,
     conn: Arc<Mutex<ClusterConnection>>,
     /// Calls in a row that timed out or found the connection broken, over every caller.
     failures: Arc<AtomicU32>,
@@ -139,7 +139,7 @@ impl ClusterLink {
             }
         };
         let link = ClusterLink {
-            client,
+            client: Arc::new(client),
             conn: Arc::new(Mutex::new(conn)),
             failures: Arc::default(),
             replacing: Arc::default(),
