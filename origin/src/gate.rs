@@ -40,24 +40,8 @@ pub struct JournalChunk {
     pub readable_generation: Option<u64>,
 }
 
-/// Who gave the answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AnsweredBy {
-    /// The filter said "certainly not seen".
-    Filter,
-    /// The database answered.
-    Database,
-}
-
-impl AnsweredBy {
-    /// Header and JSON label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AnsweredBy::Filter => "filter",
-            AnsweredBy::Database => "database",
-        }
-    }
-}
+/// Who gave the answer (the API's type).
+pub use bloomgate_client::api::AnsweredBy;
 
 /// A lookup's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]

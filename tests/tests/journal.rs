@@ -7,11 +7,11 @@
 //! `scripts/services start`, then `cargo test -p bloomgate-tests --test journal`.
 //! `BLOOMGATE_TEST_REDIS` and `BLOOMGATE_TEST_CASSANDRA` name the services.
 
+use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
-use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
 use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
-use serde_json::json;
 
 async fn edge_get(origin: &TestOrigin, path: &str) -> reqwest::Response {
     origin
@@ -36,15 +36,8 @@ async fn segment(origin: &TestOrigin, filter: &str, generation: u64, index: u32)
 }
 
 async fn create(origin: &TestOrigin, filter: &str) {
-    let r = origin
-        .http
-        .put(format!("{}/v1/filters/{filter}", origin.base))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "capacity": 50_000, "fp_rate": 0.01, "segment_bytes": 4096 }))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(50_000, 0.01) };
+    origin.client.create_filter(filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@
 //! kill and restart the cluster's masters: run them alone. `BLOOMGATE_TEST_REDIS_CLUSTER`
 //! names nodes to reach it through (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`).
 
+use bloomgate_client::api::CreateFilter;
 use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::redis_cluster::{self, info_field, RedisNode};
 use bloomgate_tests::{random_keys, unique_filter};
@@ -38,15 +39,8 @@ async fn fallthroughs(origins: [&TestOrigin; 2]) -> Vec<(&'static str, f64)> {
 
 /// Creates a filter of many small segments, so every master holds some.
 async fn create(origin: &TestOrigin, filter: &str) {
-    let r = origin
-        .http
-        .put(format!("{}/v1/filters/{filter}", origin.base))
-        .bearer_auth(TOKEN)
-        .json(&json!({ "capacity": 50_000, "fp_rate": 0.01, "segment_bytes": 4096 }))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(50_000, 0.01) };
+    origin.client.create_filter(filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
 }
 
 /// Each master's number of keys, straight from the node.

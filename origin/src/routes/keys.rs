@@ -12,9 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
-use bloomgate_client::api::{
-    AnsweredBy, KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue,
-};
+use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
 
 /// Header naming who answered a lookup: `filter`, `database` (origin) or `edge`.
 pub const ANSWERED_BY_HEADER: &str = "x-bloomgate-answered-by";
@@ -32,11 +30,13 @@ fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
         Ok(text) => StoredValue::Text(text.to_owned()),
         Err(_) => StoredValue::Binary { base64: base64::engine::general_purpose::STANDARD.encode(value) },
     });
-    let answered_by = match answer.answered_by {
-        crate::gate::AnsweredBy::Filter => AnsweredBy::Filter,
-        crate::gate::AnsweredBy::Database => AnsweredBy::Database,
-    };
-    KeyAnswer { filter: filter.to_owned(), key: key.to_owned(), seen: answer.seen, answered_by, value }
+    KeyAnswer {
+        filter: filter.to_owned(),
+        key: key.to_owned(),
+        seen: answer.seen,
+        answered_by: answer.answered_by,
+        value,
+    }
 }
 
 /// Looks one key up: 200 if it is stored, 404 if not (certain when the filter answered).

@@ -276,6 +276,14 @@ enum Backend {
     Cluster(ClusterLink),
 }
 
+/// What carried a call, to be told how it went (a broken connection is replaced).
+enum Carrier<'a> {
+    /// The single Redis's link and the connection it lent.
+    Single(&'a RedisLink, std::sync::Arc<super::redis_link::Link>),
+    /// The cluster's link.
+    Cluster(&'a ClusterLink),
+}
+
 /// A script as sent in this mode: in a cluster, behind the incarnation guard.
 fn script(cluster: bool, body: &str) -> Script {
     match cluster {
@@ -415,7 +423,9 @@ impl RedisFilterStore {
         self.call_at(limit, expect, call).await.map(|(value, _)| value)
     }
 
-    /// [`call`](Self::call), also returning the incarnation the call reached.
+    /// [`call`](Self::call), also returning the incarnation the call reached. On a cluster the
+    /// expectation is checked against the masters last read here, and again inside Redis by
+    /// every script (a promoted replica refuses: see `redis_cluster`).
     async fn call_at<T, F, Fut>(
         &self,
         limit: Duration,
@@ -426,75 +436,38 @@ impl RedisFilterStore {
         F: FnOnce(RedisConn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        match &self.backend {
-            Backend::Single(link) => Self::call_single(link, limit, expect, call).await,
-            Backend::Cluster(cluster) => Self::call_cluster(cluster, limit, expect, call).await,
-        }
-    }
-
-    async fn call_single<T, F, Fut>(
-        link: &RedisLink,
-        limit: Duration,
-        expect: Option<u64>,
-        call: F,
-    ) -> Result<(T, u64), FilterUnavailable>
-    where
-        F: FnOnce(RedisConn) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        let reached = tokio::time::timeout(limit, link.get()).await.map_err(|_| FilterUnavailable::Timeout)??;
-        if expect.is_some_and(|incarnation| incarnation != reached.incarnation) {
-            return Err(FilterUnavailable::Incarnation);
-        }
-        match tokio::time::timeout(limit, call(RedisConn::Single(reached.conn.clone()))).await {
-            Err(_) => {
-                link.report(&reached, CallOutcome::TimedOut);
-                Err(FilterUnavailable::Timeout)
+        let (conn, incarnation, carrier) = match &self.backend {
+            Backend::Single(link) => {
+                let reached =
+                    tokio::time::timeout(limit, link.get()).await.map_err(|_| FilterUnavailable::Timeout)??;
+                (RedisConn::Single(reached.conn.clone()), reached.incarnation, Carrier::Single(link, reached))
             }
-            Ok(Err(err)) => {
-                let outcome = CallOutcome::of_error(&err);
-                link.report(&reached, outcome);
-                Err(match outcome {
-                    CallOutcome::TimedOut => FilterUnavailable::Timeout,
-                    _ => FilterUnavailable::Error(err.to_string()),
-                })
+            Backend::Cluster(cluster) => {
+                (RedisConn::Cluster(cluster.conn()), cluster.topology()?.incarnation, Carrier::Cluster(cluster))
             }
-            Ok(Ok(value)) => {
-                link.report(&reached, CallOutcome::Answered);
-                Ok((value, reached.incarnation))
-            }
-        }
-    }
-
-    /// A call to a cluster: the expectation is checked against the masters last read here,
-    /// and again inside Redis by every script (a promoted replica refuses: see `redis_cluster`).
-    async fn call_cluster<T, F, Fut>(
-        cluster: &ClusterLink,
-        limit: Duration,
-        expect: Option<u64>,
-        call: F,
-    ) -> Result<(T, u64), FilterUnavailable>
-    where
-        F: FnOnce(RedisConn) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        let incarnation = cluster.topology()?.incarnation;
+        };
         if expect.is_some_and(|expected| expected != incarnation) {
             return Err(FilterUnavailable::Incarnation);
         }
-        let outcome = tokio::time::timeout(limit, call(RedisConn::Cluster(cluster.conn()))).await;
-        cluster.report(match &outcome {
+        let outcome = tokio::time::timeout(limit, call(conn)).await;
+        let how = match &outcome {
             Err(_) => CallOutcome::TimedOut,
             Ok(Err(err)) => CallOutcome::of_error(err),
             Ok(Ok(_)) => CallOutcome::Answered,
-        });
+        };
+        match &carrier {
+            Carrier::Single(link, reached) => link.report(reached, how),
+            Carrier::Cluster(cluster) => cluster.report(how),
+        }
         match outcome {
             Err(_) => Err(FilterUnavailable::Timeout),
             Ok(Err(err)) if err.code() == Some(REFUSED_CODE) => {
-                cluster.refresh_soon();
+                if let Carrier::Cluster(cluster) = carrier {
+                    cluster.refresh_soon();
+                }
                 Err(FilterUnavailable::Incarnation)
             }
-            Ok(Err(err)) if err.is_timeout() => Err(FilterUnavailable::Timeout),
+            Ok(Err(_)) if how == CallOutcome::TimedOut => Err(FilterUnavailable::Timeout),
             Ok(Err(err)) => Err(FilterUnavailable::Error(err.to_string())),
             Ok(Ok(value)) => Ok((value, incarnation)),
         }
