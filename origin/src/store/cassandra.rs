@@ -4,13 +4,21 @@
 //! each lookup is a single-partition read bound on the full partition key.
 //!
 //! One consistency level for everything that reads or writes keys and definitions: lookups,
-//! writes, deletes, definitions and the rebuild's full-table scan all run at the configured
+//! writes, deletes, definitions and the rebuild's scan all run at the configured
 //! `cassandra_consistency` (LOCAL_QUORUM by default), because a scan at a weaker level could
 //! miss an acknowledged key on a ring with a node down, and the rebuilt filter would then say
 //! "no" for it. Only the health ping reads at ONE: it reads `system.local`, a table of the
 //! coordinator itself, and asks whether that node answers, not whether replicas agree.
+//!
+//! A rebuild reads only its own filter's keys: each token range is queried with `filter = ?`
+//! through the storage-attached index `keys_by_filter`, so its cost follows the filter's size,
+//! not the table's. An index read at the configured level meets the writes as the rows do
+//! (each replica indexes a row as it stores it). Without the index (a schema managed
+//! elsewhere), or while it is still being built, a range is read whole and filtered here.
 
-use super::cassandra_schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
+use super::cassandra_schema::{
+    create_statements, schema_problems, unmanaged_schema_error, ExistingColumn, FILTER_INDEX,
+};
 use super::consistency::{check_overlap, Replication};
 use super::{Database, DatabaseError, FilterDef};
 use async_trait::async_trait;
@@ -53,6 +61,8 @@ pub struct CassandraDatabase {
     all_filters: PreparedStatement,
     resize: PreparedStatement,
     scan_range: PreparedStatement,
+    /// The scan of one filter's keys in a token range, through the filter index (if it exists).
+    scan_filter_range: Option<PreparedStatement>,
     ping: PreparedStatement,
 }
 
@@ -146,16 +156,42 @@ impl CassandraDatabase {
             prepare(format!("UPDATE {ks}.filters SET capacity = ?, fp_rate = ? WHERE name = ? IF EXISTS"), false)
                 .await?;
         resize.set_serial_consistency(Some(scylla::statement::SerialConsistency::Serial));
+        // Prepared like the rest, so every page of the scan runs at the configured level
+        // (LOCAL_QUORUM by default), never the driver's default: see the module doc. A rebuild
+        // may take minutes: each page gets a generous timeout, not the lookup one.
+        let scan_timeout = Some(settings.timeout.max(Duration::from_secs(10)));
         let mut scan_range = prepare(
             format!("SELECT filter, key FROM {ks}.keys WHERE token(filter, key) >= ? AND token(filter, key) <= ?"),
             true,
         )
         .await?;
-        // Prepared like the rest, so every page of the scan runs at the configured level
-        // (LOCAL_QUORUM by default), never the driver's default: see the module doc.
         scan_range.set_page_size(SCAN_PAGE);
-        // A rebuild may take minutes: each page gets a generous timeout, not the lookup one.
-        scan_range.set_request_timeout(Some(settings.timeout.max(Duration::from_secs(10))));
+        scan_range.set_request_timeout(scan_timeout);
+        // Only the filter's own keys, through the index on `filter`; without the index (a
+        // schema managed elsewhere that lacks it) the statement does not prepare, and rebuilds
+        // read the whole table.
+        let scan_filter_range = match prepare(
+            format!(
+                "SELECT key FROM {ks}.keys WHERE filter = ? AND token(filter, key) >= ? AND token(filter, key) <= ?"
+            ),
+            true,
+        )
+        .await
+        {
+            Ok(mut scan) => {
+                scan.set_page_size(SCAN_PAGE);
+                scan.set_request_timeout(scan_timeout);
+                Some(scan)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    cause = %e,
+                    "no index {FILTER_INDEX} on {ks}.keys: rebuilds read the whole table; create it with: {}",
+                    create_statements(ks, &settings.replication)[3]
+                );
+                None
+            }
+        };
         let mut ping = prepare("SELECT release_version FROM system.local".to_string(), true).await?;
         // The one exception to the configured level (see the module doc): a node-local table.
         ping.set_consistency(Consistency::One);
@@ -169,12 +205,58 @@ impl CassandraDatabase {
             all_filters,
             resize,
             scan_range,
+            scan_filter_range,
             ping,
         })
     }
 
-    /// Sends the keys of `filter` in one token range to `sink`; returns how many.
+    /// Sends the keys of `filter` in one token range to `sink`; returns how many. Through the
+    /// filter index when there is one; if that query fails (an index still being built on
+    /// existing rows refuses queries), by reading the range whole. A key sent twice (a range
+    /// read again after a failure part-way) sets the same bits again.
     async fn scan_range_once(
+        &self,
+        filter: &str,
+        start: i64,
+        end: i64,
+        sink: &(dyn Fn(&[u8]) + Send + Sync),
+    ) -> Result<u64, DatabaseError> {
+        if let Some(indexed) = &self.scan_filter_range {
+            match self.scan_indexed(indexed, filter, start, end, sink).await {
+                Ok(n) => return Ok(n),
+                Err(e) => {
+                    tracing::warn!(filter, start, end, cause = %e, "scan through the filter index failed; reading the range whole")
+                }
+            }
+        }
+        self.scan_whole(filter, start, end, sink).await
+    }
+
+    async fn scan_indexed(
+        &self,
+        scan: &PreparedStatement,
+        filter: &str,
+        start: i64,
+        end: i64,
+        sink: &(dyn Fn(&[u8]) + Send + Sync),
+    ) -> Result<u64, DatabaseError> {
+        use futures::TryStreamExt;
+        let mut rows = self
+            .session
+            .execute_iter(scan.clone(), (filter, start, end))
+            .await
+            .map_err(err)?
+            .rows_stream::<(Vec<u8>,)>()
+            .map_err(err)?;
+        let mut n = 0u64;
+        while let Some((key,)) = rows.try_next().await.map_err(err)? {
+            sink(&key);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    async fn scan_whole(
         &self,
         filter: &str,
         start: i64,
@@ -197,6 +279,11 @@ impl CassandraDatabase {
             }
         }
         Ok(n)
+    }
+
+    /// Whether a rebuild's scan reads only its filter's keys (the filter index exists).
+    pub fn scans_by_index(&self) -> bool {
+        self.scan_filter_range.is_some()
     }
 
     /// The driver session, for scans that live outside this trait (rebuilds).

@@ -41,9 +41,15 @@ pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
     column("filters", "segment_bytes", "bigint", ColumnKind::Other),
 ];
 
-/// The statements that create the keyspace and tables, in order; each is a no-op when its
-/// object exists. Run by the origin itself, or printed for the operator who manages schema.
-pub fn create_statements(keyspace: &str, replication: &str) -> [String; 3] {
+/// The name of the index that lets a rebuild read only its own filter's keys.
+pub const FILTER_INDEX: &str = "keys_by_filter";
+
+/// The statements that create the keyspace, the tables and the index, in order; each is a
+/// no-op when its object exists. Run by the origin itself, or printed for the operator who
+/// manages schema. The index (a storage-attached index on the partition key's `filter`) is
+/// what lets a rebuild scan only its own filter's keys; without it a rebuild reads the whole
+/// table and keeps its filter's rows (see `cassandra`).
+pub fn create_statements(keyspace: &str, replication: &str) -> [String; 4] {
     [
         format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}"),
         format!(
@@ -51,6 +57,9 @@ pub fn create_statements(keyspace: &str, replication: &str) -> [String; 3] {
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {keyspace}.filters (name text PRIMARY KEY, key_format text, capacity bigint, fp_rate double, segment_bytes bigint)"
+        ),
+        format!(
+            "CREATE CUSTOM INDEX IF NOT EXISTS {FILTER_INDEX} ON {keyspace}.keys (filter) USING 'StorageAttachedIndex'"
         ),
     ]
 }
@@ -177,5 +186,6 @@ mod tests {
             "CREATE KEYSPACE IF NOT EXISTS bg WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 3};"
         ));
         assert!(message.contains("PRIMARY KEY ((filter, key))"));
+        assert!(message.contains("CREATE CUSTOM INDEX IF NOT EXISTS keys_by_filter ON bg.keys (filter)"));
     }
 }
