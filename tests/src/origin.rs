@@ -125,6 +125,16 @@ impl TestOrigin {
         serde_json::to_value(stats).unwrap()
     }
 
+    /// GET an edge route (`/v1/filters/...`) with the edge secret.
+    pub async fn edge_get(&self, path: &str) -> Response {
+        self.http
+            .get(format!("{}{path}", self.base))
+            .header("x-bloomgate-edge-secret", EDGE_SECRET)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// GET one key.
     pub async fn get(&self, filter: &str, key: &str) -> Response {
         self.http.get(format!("{}/v1/filters/{filter}/keys/{key}", self.base)).send().await.unwrap()

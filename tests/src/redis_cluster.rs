@@ -99,10 +99,8 @@ pub async fn node(port: u16) -> redis::aio::MultiplexedConnection {
     client.get_multiplexed_async_connection().await.unwrap_or_else(|e| panic!("connect to Redis node {port}: {e}"))
 }
 
-/// A field of a node's `INFO` text.
-pub fn info_field(info: &str, name: &str) -> Option<String> {
-    info.lines().find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':').map(str::to_owned))
-}
+/// A field of a node's `INFO` text, by exact name (the origin's own reader).
+pub use bloomgate_origin::store::redis_link::info_field;
 
 #[cfg(test)]
 mod tests {
@@ -115,13 +113,5 @@ mod tests {
         assert_eq!(nodes[0], RedisNode { port: 7001, role: "master".into(), master_port: None, pid: Some(100) });
         assert_eq!(nodes[1].master_port, Some(7001));
         assert_eq!(nodes[2].pid, None);
-    }
-
-    #[test]
-    fn info_fields_are_found_by_exact_name() {
-        let info = "# Replication\r\nrole:master\r\nmaster_repl_offset:1234\r\nmaster_repl_offset2:9\r\n";
-        assert_eq!(info_field(info, "master_repl_offset").as_deref(), Some("1234"));
-        assert_eq!(info_field(info, "role").as_deref(), Some("master"));
-        assert_eq!(info_field(info, "connected_slaves"), None);
     }
 }

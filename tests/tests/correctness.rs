@@ -13,7 +13,7 @@
 
 use bloomgate_origin::config::Config;
 use bloomgate_origin::rebuild;
-use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::origin::{config, TestOrigin, TOKEN};
 use bloomgate_tests::race::{Race, RaceResult};
 use bloomgate_tests::redis_server::RedisServer;
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
@@ -238,13 +238,7 @@ async fn a_redis_that_goes_back_in_time_is_never_read_and_the_filter_is_rebuilt(
     eprintln!("rebuilt {:?} after the rollback", started.elapsed());
     // The old generation's segments are never served again: its (generation, index, version)
     // names could now mean other bits.
-    let old_segment = a
-        .http
-        .get(format!("{}/v1/filters/{filter}/segments/{old}/0", a.base))
-        .header("x-bloomgate-edge-secret", EDGE_SECRET)
-        .send()
-        .await
-        .unwrap();
+    let old_segment = a.edge_get(&format!("/v1/filters/{filter}/segments/{old}/0")).await;
     assert_eq!(old_segment.status(), StatusCode::NOT_FOUND);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert!(a.lookup_all(&filter, &all).await.iter().all(|(seen, _)| *seen));

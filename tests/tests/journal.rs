@@ -9,28 +9,18 @@
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
-use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
+use bloomgate_tests::origin::TestOrigin;
 use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
 
-async fn edge_get(origin: &TestOrigin, path: &str) -> reqwest::Response {
-    origin
-        .http
-        .get(format!("{}{path}", origin.base))
-        .header("x-bloomgate-edge-secret", EDGE_SECRET)
-        .send()
-        .await
-        .unwrap()
-}
-
 async fn manifest(origin: &TestOrigin, filter: &str) -> Manifest {
-    let r = edge_get(origin, &format!("/v1/filters/{filter}/manifest")).await;
+    let r = origin.edge_get(&format!("/v1/filters/{filter}/manifest")).await;
     assert_eq!(r.status(), StatusCode::OK);
     r.json().await.unwrap()
 }
 
 async fn segment(origin: &TestOrigin, filter: &str, generation: u64, index: u32) -> Vec<u8> {
-    let r = edge_get(origin, &format!("/v1/filters/{filter}/segments/{generation}/{index}")).await;
+    let r = origin.edge_get(&format!("/v1/filters/{filter}/segments/{generation}/{index}")).await;
     assert_eq!(r.status(), StatusCode::OK);
     r.bytes().await.unwrap().to_vec()
 }
@@ -86,16 +76,14 @@ async fn an_old_segment_copy_plus_the_journal_holds_what_a_fresh_copy_holds() {
         old.iter().map(|b| decode_segment(b).unwrap().header().journal.unwrap()).min().unwrap();
     let mut chunks = 0;
     while from.added < head1.added {
-        let r = edge_get(
-            &origin,
-            &format!(
+        let r = origin
+            .edge_get(&format!(
                 "/v1/filters/{filter}/journal/{}?after={}&after_id={}",
                 m1.generation,
                 from.added,
                 from.stream_id()
-            ),
-        )
-        .await;
+            ))
+            .await;
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()["content-type"], "application/vnd.bloomgate.journal");
         let bytes = r.bytes().await.unwrap();
@@ -148,19 +136,19 @@ async fn a_position_past_the_journals_retention_is_refused_never_answered_from_a
     let path = |at: JournalPosition| {
         format!("/v1/filters/{filter}/journal/{}?after={}&after_id={}", start.generation, at.added, at.stream_id())
     };
-    let r = edge_get(&origin, &path(first)).await;
+    let r = origin.edge_get(&path(first)).await;
     assert_eq!(r.status(), StatusCode::GONE, "600 entries into a journal that keeps about 50");
     // A position the journal never had is refused too, not answered with the wrong entries.
     let head = manifest(&origin, &filter).await.journal.unwrap();
     let made_up = JournalPosition { added: head.added - 3, ..head };
-    assert_eq!(edge_get(&origin, &path(made_up)).await.status(), StatusCode::GONE);
+    assert_eq!(origin.edge_get(&path(made_up)).await.status(), StatusCode::GONE);
     // From the head: nothing to send, still a valid chunk.
-    let r = edge_get(&origin, &path(head)).await;
+    let r = origin.edge_get(&path(head)).await;
     assert_eq!(r.status(), StatusCode::OK);
     let bytes = r.bytes().await.unwrap();
     assert!(decode_journal(&bytes).unwrap().is_empty());
     // Malformed positions are a 400 with the reason.
-    let bad = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=x", start.generation)).await;
+    let bad = origin.edge_get(&format!("/v1/filters/{filter}/journal/{}?after=1&after_id=x", start.generation)).await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     // And only for the edge.
     let r = origin.http.get(format!("{}{}", origin.base, path(head))).send().await.unwrap();
@@ -177,7 +165,7 @@ async fn with_the_journal_off_manifests_and_segments_are_as_before() {
     assert_eq!(m.journal, None);
     let bytes = segment(&origin, &filter, m.generation, 0).await;
     assert_eq!(decode_segment(&bytes).unwrap().header().journal, None, "format version 1");
-    let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", m.generation)).await;
+    let r = origin.edge_get(&format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", m.generation)).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
@@ -203,7 +191,7 @@ async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
     // Clearing leftovers keeps the marker: a late writer still finds it.
     store.delete_orphans(&filter, vec![]).await.unwrap();
     store.add(&filter, meta, hashes()).await.expect("the journal's marker outlives a leftovers sweep");
-    let r = edge_get(&origin, &format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", meta.generation)).await;
+    let r = origin.edge_get(&format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", meta.generation)).await;
     assert_ne!(r.status(), StatusCode::OK, "a retired journal is never served");
 }
 
@@ -236,7 +224,7 @@ async fn origins_that_disagree_on_the_journal_never_hide_an_add_from_it() {
     }
     let m = manifest(&on, &plain).await;
     assert_eq!(m.journal, None, "a generation named without a journal has none");
-    let r = edge_get(&on, &format!("/v1/filters/{plain}/journal/{}?after=1&after_id=0-0", m.generation)).await;
+    let r = on.edge_get(&format!("/v1/filters/{plain}/journal/{}?after=1&after_id=0-0", m.generation)).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert!(decode_segment(&segment(&on, &plain, m.generation, 0).await).unwrap().header().journal.is_none());
 }
@@ -251,7 +239,7 @@ async fn journal_chunk(
 ) -> (JournalPosition, Option<u64>, Option<u64>) {
     let path =
         format!("/v1/filters/{filter}/journal/{generation}?after={}&after_id={}", after.added, after.stream_id());
-    let r = edge_get(origin, &path).await;
+    let r = origin.edge_get(&path).await;
     assert_eq!(r.status(), StatusCode::OK, "{path}");
     let header = |name: &str| r.headers().get(name).map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
     let (head, readable) = (header("x-bloomgate-journal-head"), header("x-bloomgate-readable-generation"));

@@ -11,7 +11,7 @@
 //! names nodes to reach it through (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`).
 
 use bloomgate_client::api::CreateFilter;
-use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET, TOKEN};
+use bloomgate_tests::origin::{TestOrigin, TOKEN};
 use bloomgate_tests::redis_cluster::{self, info_field, RedisNode};
 use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
@@ -85,27 +85,12 @@ async fn keys_spread_over_every_shard_are_seen_through_another_origin_and_after_
     assert!(by_filter > 1_900, "only {by_filter} of 2000 absent keys answered by the filter");
 
     // The edge's view: the manifest and every segment, from the cluster.
-    let manifest: serde_json::Value = b
-        .http
-        .get(format!("{}/v1/filters/{filter}/manifest", b.base))
-        .header("x-bloomgate-edge-secret", EDGE_SECRET)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let manifest: serde_json::Value = b.edge_get(&format!("/v1/filters/{filter}/manifest")).await.json().await.unwrap();
     let generation = manifest["generation"].as_u64().expect("manifest names its generation");
     let segments = manifest["params"]["segment_count"].as_u64().expect("manifest names its segment count");
     assert!(segments >= 12, "{segments} segments");
     for index in 0..segments {
-        let r = b
-            .http
-            .get(format!("{}/v1/filters/{filter}/segments/{generation}/{index}", b.base))
-            .header("x-bloomgate-edge-secret", EDGE_SECRET)
-            .send()
-            .await
-            .unwrap();
+        let r = b.edge_get(&format!("/v1/filters/{filter}/segments/{generation}/{index}")).await;
         assert_eq!(r.status(), StatusCode::OK, "segment {index}: {}", r.text().await.unwrap());
     }
 

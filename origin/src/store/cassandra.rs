@@ -172,7 +172,7 @@ impl CassandraDatabase {
         // read the whole table.
         let scan_filter_range = match prepare(
             format!(
-                "SELECT key FROM {ks}.keys WHERE filter = ? AND token(filter, key) >= ? AND token(filter, key) <= ?"
+                "SELECT filter, key FROM {ks}.keys WHERE filter = ? AND token(filter, key) >= ? AND token(filter, key) <= ?"
             ),
             true,
         )
@@ -222,51 +222,28 @@ impl CassandraDatabase {
         sink: &(dyn Fn(&[u8]) + Send + Sync),
     ) -> Result<u64, DatabaseError> {
         if let Some(indexed) = &self.scan_filter_range {
-            match self.scan_indexed(indexed, filter, start, end, sink).await {
+            match self.scan_rows(indexed, (filter, start, end), filter, sink).await {
                 Ok(n) => return Ok(n),
                 Err(e) => {
                     tracing::warn!(filter, start, end, cause = %e, "scan through the filter index failed; reading the range whole")
                 }
             }
         }
-        self.scan_whole(filter, start, end, sink).await
+        self.scan_rows(&self.scan_range, (start, end), filter, sink).await
     }
 
-    async fn scan_indexed(
+    /// Runs a scan whose rows are `(filter, key)`, sending the keys of `filter` to `sink`.
+    async fn scan_rows(
         &self,
         scan: &PreparedStatement,
+        values: impl scylla::serialize::row::SerializeRow,
         filter: &str,
-        start: i64,
-        end: i64,
         sink: &(dyn Fn(&[u8]) + Send + Sync),
     ) -> Result<u64, DatabaseError> {
         use futures::TryStreamExt;
         let mut rows = self
             .session
-            .execute_iter(scan.clone(), (filter, start, end))
-            .await
-            .map_err(err)?
-            .rows_stream::<(Vec<u8>,)>()
-            .map_err(err)?;
-        let mut n = 0u64;
-        while let Some((key,)) = rows.try_next().await.map_err(err)? {
-            sink(&key);
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    async fn scan_whole(
-        &self,
-        filter: &str,
-        start: i64,
-        end: i64,
-        sink: &(dyn Fn(&[u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError> {
-        use futures::TryStreamExt;
-        let mut rows = self
-            .session
-            .execute_iter(self.scan_range.clone(), (start, end))
+            .execute_iter(scan.clone(), values)
             .await
             .map_err(err)?
             .rows_stream::<(String, Vec<u8>)>()

@@ -483,14 +483,18 @@ impl RedisFilterStore {
         mut invocation: ScriptInvocation<'_>,
     ) -> Result<T, FilterUnavailable> {
         if let Backend::Cluster(cluster) = &self.backend {
-            let run_ids = match expect {
-                Some(_) => cluster.topology()?.run_ids.clone(),
-                None => Vec::new(),
-            };
-            for run_id in &run_ids {
-                invocation.arg(run_id);
+            match expect {
+                Some(_) => {
+                    let topology = cluster.topology()?;
+                    for run_id in &topology.run_ids {
+                        invocation.arg(run_id);
+                    }
+                    invocation.arg(topology.run_ids.len());
+                }
+                None => {
+                    invocation.arg(0);
+                }
             }
-            invocation.arg(run_ids.len());
         }
         let invocation = &invocation;
         self.call(limit, expect, |mut c| async move { invocation.invoke_async(&mut c).await }).await

@@ -15,7 +15,7 @@
 //! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
 
-use super::redis_link::{incarnation_from_info, CallOutcome};
+use super::redis_link::{incarnation_from_info, info_field, CallOutcome};
 use super::FilterUnavailable;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
@@ -73,9 +73,8 @@ impl Topology {
         for (address, info) in infos {
             masters.push(address.to_owned());
             incarnation_from_info(info).ok_or("a master's INFO has no run_id")?;
-            let field = |name: &str| info.lines().find_map(|l| l.trim().strip_prefix(name)).map(str::trim);
-            run_ids.push(field("run_id:").unwrap_or_default().to_owned());
-            let replicas = field("connected_slaves:").and_then(|n| n.parse().ok()).unwrap_or(0);
+            run_ids.push(info_field(info, "run_id").unwrap_or_default().to_owned());
+            let replicas = info_field(info, "connected_slaves").and_then(|n| n.parse().ok()).unwrap_or(0);
             fewest_replicas = fewest_replicas.min(replicas);
         }
         if run_ids.is_empty() {
@@ -132,12 +131,9 @@ impl ClusterLink {
             .retries(2)
             .build()
             .map_err(unavailable)?;
-        let conn = match tokio::time::timeout(connect_timeout * 4, client.get_async_connection()).await {
-            Ok(conn) => conn.map_err(unavailable)?,
-            Err(_) => {
-                return Err(FilterUnavailable::Error(format!("no Redis Cluster node of {} answered", nodes.join(","))))
-            }
-        };
+        let conn = open(&client, connect_timeout).await.map_err(|e| {
+            FilterUnavailable::Error(format!("cannot connect to the Redis Cluster at {}: {e}", nodes.join(",")))
+        })?;
         let link = ClusterLink {
             client: Arc::new(client),
             conn: Arc::new(Mutex::new(conn)),
@@ -174,15 +170,14 @@ impl ClusterLink {
         }
         let link = self.clone();
         tokio::spawn(async move {
-            match tokio::time::timeout(link.connect_timeout * 4, link.client.get_async_connection()).await {
-                Ok(Ok(conn)) => {
+            match open(&link.client, link.connect_timeout).await {
+                Ok(conn) => {
                     *lock(&link.conn) = conn;
                     link.failures.store(0, Ordering::Relaxed);
                     tracing::warn!("Redis Cluster calls kept failing; connected afresh");
                     link.refresh_soon();
                 }
-                Ok(Err(err)) => tracing::warn!(cause = %err, "Redis Cluster calls keep failing; reconnecting failed"),
-                Err(_) => tracing::warn!("Redis Cluster calls keep failing; reconnecting timed out"),
+                Err(err) => tracing::warn!(cause = %err, "Redis Cluster calls keep failing; reconnecting failed"),
             }
             tokio::time::sleep(RECONNECT_BACKOFF).await;
             link.replacing.store(false, Ordering::Release);
@@ -234,6 +229,15 @@ impl ClusterLink {
                 tracing::debug!(cause = %err, "Redis Cluster topology read failed; keeping the last one");
             }
         }
+    }
+}
+
+/// A new connection, learning the slots from any node the client knows; bounded in time (a
+/// node that accepts and never answers would otherwise hold it).
+async fn open(client: &ClusterClient, connect_timeout: Duration) -> Result<ClusterConnection, String> {
+    match tokio::time::timeout(connect_timeout * 4, client.get_async_connection()).await {
+        Ok(conn) => conn.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no node answered within {:?}", connect_timeout * 4)),
     }
 }
 

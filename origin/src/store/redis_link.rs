@@ -54,10 +54,15 @@ struct Inner {
     last_failure: Mutex<Option<Instant>>,
 }
 
+/// A field of a server's `INFO` text, by its exact name (`master_repl_offset` is not
+/// `master_repl_offset2`).
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines().find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':').map(str::trim))
+}
+
 /// The incarnation named by a server's `INFO server` text: the first 64 bits of its `run_id`.
 pub fn incarnation_from_info(info: &str) -> Option<u64> {
-    let run_id = info.lines().find_map(|l| l.trim().strip_prefix("run_id:"))?;
-    let run_id = run_id.trim();
+    let run_id = info_field(info, "run_id")?;
     if run_id.len() < 16 {
         return None;
     }
@@ -203,5 +208,13 @@ mod tests {
         assert_eq!(incarnation_from_info("# Server\r\nredis_version:7.0.15\r\n"), None);
         assert_eq!(incarnation_from_info("run_id:xyz\r\n"), None);
         assert_eq!(incarnation_from_info("run_id:0000000000000000aaaa\r\n"), None, "0 is reserved: no incarnation");
+    }
+
+    #[test]
+    fn info_fields_are_found_by_exact_name() {
+        let info = "# Replication\r\nrole:master\r\nmaster_repl_offset:1234\r\nmaster_repl_offset2:9\r\n";
+        assert_eq!(info_field(info, "master_repl_offset"), Some("1234"));
+        assert_eq!(info_field(info, "role"), Some("master"));
+        assert_eq!(info_field(info, "connected_slaves"), None);
     }
 }

@@ -13,7 +13,8 @@
 use anyhow::Context as _;
 use bloomgate_client::api::CreateFilter;
 use bloomgate_tests::loadgen::driver::{drive, DriveSpec};
-use bloomgate_tests::loadgen::probe::{cpu_seconds, pids_matching};
+use bloomgate_tests::loadgen::freshness::median;
+use bloomgate_tests::loadgen::probe::{pids_matching, CpuGroup};
 use bloomgate_tests::loadgen::servers::{start_origin, Launch, OriginSettings, Server};
 use bloomgate_tests::loadgen::workload::{present_keys, Workload};
 use bloomgate_tests::origin::TOKEN;
@@ -55,7 +56,8 @@ struct Args {
 struct Target {
     name: &'static str,
     origin: Server,
-    redis_pids: Vec<u32>,
+    origin_cpu: CpuGroup,
+    redis_cpu: CpuGroup,
     filter: String,
 }
 
@@ -68,10 +70,6 @@ struct Run {
     p99_ms: f64,
 }
 
-fn cpu(pids: &[u32]) -> f64 {
-    pids.iter().filter_map(|p| cpu_seconds(*p)).sum()
-}
-
 async fn prepare(name: &'static str, origin: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<Target> {
     anyhow::ensure!(!redis_pids.is_empty(), "no redis-server process found for the {name} target");
     let client = bloomgate_client::Client::new(&origin.base).with_token(TOKEN);
@@ -81,7 +79,9 @@ async fn prepare(name: &'static str, origin: Server, redis_pids: Vec<u32>, keys:
     for chunk in keys.chunks(1000) {
         client.insert_batch(&filter, chunk).await.with_context(|| format!("preload {name}"))?;
     }
-    Ok(Target { name, origin, redis_pids, filter })
+    let origin_cpu = CpuGroup { name: "origin".into(), pids: vec![origin.pid] };
+    let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids };
+    Ok(Target { name, origin, origin_cpu, redis_cpu, filter })
 }
 
 async fn measure(target: &Target, args: &Args, workload: &Workload, label: String) -> anyhow::Result<Run> {
@@ -95,9 +95,9 @@ async fn measure(target: &Target, args: &Args, workload: &Workload, label: Strin
         rate: None,
         progress: false,
     };
-    let (origin0, redis0) = (cpu(&[target.origin.pid]), cpu(&target.redis_pids));
+    let (origin0, redis0) = (target.origin_cpu.seconds(), target.redis_cpu.seconds());
     let stats = drive(&spec, workload).await?;
-    let (origin1, redis1) = (cpu(&[target.origin.pid]), cpu(&target.redis_pids));
+    let (origin1, redis1) = (target.origin_cpu.seconds(), target.redis_cpu.seconds());
     let lookups = (stats.rate() * args.duration as f64).max(1.0);
     anyhow::ensure!(stats.errors.total() == 0, "{}: errors {:?}", target.name, stats.errors);
     Ok(Run {
@@ -108,9 +108,8 @@ async fn measure(target: &Target, args: &Args, workload: &Workload, label: Strin
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median_of(runs: &[Run], figure: fn(&Run) -> f64) -> f64 {
+    median(runs.iter().map(figure).collect()).unwrap_or(0.0)
 }
 
 #[tokio::main]
@@ -152,10 +151,10 @@ async fn main() -> anyhow::Result<()> {
         .map(|(t, r)| {
             json!({
                 "target": t.name,
-                "lookups_per_sec": median(r.iter().map(|x| x.rate).collect()),
-                "origin_cpu_us_per_no": median(r.iter().map(|x| x.origin_us).collect()),
-                "redis_cpu_us_per_no": median(r.iter().map(|x| x.redis_us).collect()),
-                "p99_ms": median(r.iter().map(|x| x.p99_ms).collect()),
+                "lookups_per_sec": median_of(r, |x| x.rate),
+                "origin_cpu_us_per_no": median_of(r, |x| x.origin_us),
+                "redis_cpu_us_per_no": median_of(r, |x| x.redis_us),
+                "p99_ms": median_of(r, |x| x.p99_ms),
             })
         })
         .collect();

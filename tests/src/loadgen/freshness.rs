@@ -575,8 +575,8 @@ async fn run_side(
     })
 }
 
-/// The median of the values present.
-fn median(mut v: Vec<f64>) -> Option<f64> {
+/// The median of the values present (none if there are none).
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
     if v.is_empty() {
         return None;
