@@ -83,6 +83,12 @@ pub struct Config {
     pub journal_max_entries: u64,
     /// How long journal entries are kept, in ms: an edge further behind fetches segments whole.
     pub journal_max_age_ms: u64,
+    /// Bytes of filter bits this origin may hold in process (0 = none). A filter whose
+    /// readable generation keeps an insert journal and fits is copied here on its first lookup
+    /// and kept current from the journal behind a read barrier: a "no" then costs one shared
+    /// journal read per Redis round trip instead of one Redis call per lookup, and a write
+    /// acknowledged through any origin is still never answered "no".
+    pub local_copy_max_bytes: u64,
     /// Seconds clients are told to wait in `Retry-After`.
     pub retry_after_secs: u64,
     /// Consult the filter at all. `false` sends every lookup to the database: the A/B baseline.
@@ -143,6 +149,7 @@ impl Default for Config {
             journal_enabled: true,
             journal_max_entries: 200_000,
             journal_max_age_ms: 600_000,
+            local_copy_max_bytes: 256 << 20,
             retry_after_secs: 1,
             filter_enabled: true,
             status_page: false,

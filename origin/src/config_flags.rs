@@ -99,6 +99,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_value_bytes: Option<usize>,
+    /// Bytes of filter bits held in process (0 = none).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_copy_max_bytes: Option<u64>,
     /// Metadata cache time, ms.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

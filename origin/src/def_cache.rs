@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 pub enum Cached {
     /// A definition read within the refresh interval.
     Fresh(Arc<FilterDef>),
-    /// A definition read longer ago: usable if the database cannot be asked.
+    /// A definition read longer ago, told to one caller, which reads it again (usable if the
+    /// database cannot be asked); everyone else is told `Fresh` with it meanwhile.
     Stale(Arc<FilterDef>),
     /// Not among the filters listed within the refresh interval.
     Unknown,
@@ -44,13 +45,19 @@ impl DefCache {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What is known about `name` at `now` (pure given the entries; see [`Cached`]).
+    /// What is known about `name` at `now` (see [`Cached`]). The first caller to find a
+    /// definition stale re-stamps it with `now` and is told `Stale`, so exactly one lookup per
+    /// refresh interval reads the database and the others carry on with the definition they had:
+    /// without that, every lookup arriving during the read would wait for a read of its own.
     pub fn lookup(&self, name: &str, now: Instant) -> Cached {
-        let entries = self.entries();
+        let mut entries = self.entries();
         let listed_recently = entries.listed_at.is_some_and(|at| now.duration_since(at) < self.refresh);
-        match entries.defs.get(name) {
+        match entries.defs.get_mut(name) {
             Some((def, at)) if now.duration_since(*at) < self.refresh => Cached::Fresh(def.clone()),
-            Some((def, _)) => Cached::Stale(def.clone()),
+            Some((def, at)) => {
+                *at = now;
+                Cached::Stale(def.clone())
+            }
             None if listed_recently => Cached::Unknown,
             None => Cached::Ask,
         }
@@ -137,6 +144,11 @@ mod tests {
         let now = Instant::now();
         assert!(matches!(cache.lookup("f", now), Cached::Fresh(_)));
         assert!(matches!(cache.lookup("f", now + Duration::from_secs(5)), Cached::Stale(_)));
+        assert!(
+            matches!(cache.lookup("f", now + Duration::from_secs(5)), Cached::Fresh(_)),
+            "one caller refreshes a stale definition; the others keep using it meanwhile"
+        );
+        assert!(matches!(cache.lookup("f", now + Duration::from_secs(7)), Cached::Stale(_)));
         cache.forget("f");
         assert_eq!(cache.lookup("f", now), Cached::Ask);
     }

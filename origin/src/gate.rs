@@ -7,6 +7,7 @@
 
 use crate::def_cache::DefCache;
 use crate::error::AppError;
+use crate::local_copy::LocalCopies;
 use crate::metrics::{self, Fallthrough, Metrics, Store};
 use crate::sizing::check_size;
 use crate::store::{Database, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead};
@@ -86,6 +87,8 @@ pub struct Gate {
     /// Wakes the recovery check early: a request found the filter's bits lost.
     pub recovery_nudge: tokio::sync::Notify,
     defs: DefCache,
+    /// The filters' bits held in process (None: every lookup asks the filter store).
+    copies: Option<LocalCopies>,
     metas: RwLock<HashMap<String, (FilterMeta, Instant)>>,
     cache_ttl: Duration,
     filter_enabled: bool,
@@ -108,6 +111,8 @@ pub struct GateSettings {
     /// Name new generations with an insert journal (edges catch up from it). Adds append to
     /// a generation that has one whatever this says (see `FilterMeta::journal`).
     pub journal_enabled: bool,
+    /// Bytes of bits held in local copies (0: none; see `local_copy`).
+    pub local_copy_max_bytes: u64,
 }
 
 /// Definition of a filter to create, as sent by a writer (the API's type).
@@ -125,10 +130,14 @@ pub enum Created {
 impl Gate {
     /// A gate over these stores.
     pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn Database>, settings: GateSettings) -> Gate {
+        let metrics = Arc::new(Metrics::default());
+        let copies = (settings.local_copy_max_bytes > 0)
+            .then(|| LocalCopies::new(filters.clone(), settings.local_copy_max_bytes, metrics.clone()));
         Gate {
             filters,
             keys,
-            metrics: Arc::new(Metrics::default()),
+            copies,
+            metrics,
             status: crate::status_history::StatusHistory::default(),
             recovery_nudge: tokio::sync::Notify::new(),
             defs: DefCache::new(settings.cache_ttl),
@@ -144,6 +153,11 @@ impl Gate {
     /// The database, for health checks.
     pub fn database(&self) -> &Arc<dyn Database> {
         &self.keys
+    }
+
+    /// Bytes of filter bits held in local copies now.
+    pub fn local_copy_bytes(&self) -> u64 {
+        self.copies.as_ref().map_or(0, LocalCopies::held_bytes)
     }
 
     /// The filter store, for health checks.
@@ -197,7 +211,16 @@ impl Gate {
     async fn ask_filter(&self, name: &str, key: &[u8]) -> Result<bool, FilterUnavailable> {
         let meta = self.meta(name).await?;
         let hash = hash_key(key, meta.params.seed);
-        let answer = self.filters.may_contain(name, meta, hash).await;
+        // The local copy answers only behind its read barrier (see `local_copy`); when it
+        // cannot, the store is asked as if there were none.
+        let held = match &self.copies {
+            Some(copies) if meta.journal => copies.may_contain(name, meta, &hash).await,
+            _ => None,
+        };
+        let answer = match held {
+            Some(answer) => answer,
+            None => self.filters.may_contain(name, meta, hash).await,
+        };
         if answer.is_err() {
             self.forget_meta(name);
         }

@@ -6,6 +6,8 @@
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`gate`]: lookups and writes: filter first, database on "maybe" or when the filter is
 //!   unavailable; the edge's manifest and segments.
+//! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
+//!   without a Redis call per lookup.
 //! - [`store`]: the filter store (Redis, or in process) and database (Cassandra, or redb).
 //! - [`routes`]: the HTTP API, one file per resource.
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
@@ -26,6 +28,7 @@ pub mod def_cache;
 pub mod error;
 pub mod gate;
 pub mod load;
+pub mod local_copy;
 pub mod metrics;
 pub mod rebuild;
 pub mod recovery;
@@ -84,6 +87,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         true => config.redis_url.clone(),
         false => Some(String::new()),
     };
+    // Local copies only make sense of a filter in another process.
+    let local_copy_max_bytes = if redis_url.is_some() { config.local_copy_max_bytes } else { 0 };
     let filters: Arc<dyn FilterStore> = match redis_url {
         Some(url) => {
             let redis = RedisFilterStore::connect(&RedisSettings {
@@ -113,6 +118,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         max_batch: config.max_batch,
         max_filter_bytes: config.max_filter_bytes,
         journal_enabled: config.journal_enabled,
+        local_copy_max_bytes,
     };
     let gate = Arc::new(Gate::new(filters, keys, settings));
     if config.recovery_interval_ms > 0 {

@@ -106,6 +106,57 @@ label_enum!(
     }
 );
 
+label_enum!(
+    /// What a lookup got from this origin's local copy of the filter.
+    CopyLookup {
+        /// The copy answered, current after its read barrier.
+        Answered => "answered",
+        /// The barrier's journal read failed: the lookup fell through, as a failed store read does.
+        StoreFailed => "store_failed",
+        /// The copy could not be caught up (being dropped and loaded again): asked the store.
+        Stale => "stale",
+        /// No copy held (loading, over the budget, or off): asked the store.
+        NotHeld => "not_held",
+    }
+);
+
+label_enum!(
+    /// How loading a local copy ended.
+    CopyLoad {
+        /// Loaded and held.
+        Loaded => "loaded",
+        /// The store failed while it was read.
+        Failed => "failed",
+        /// It did not fit `local_copy_max_bytes` beside the copies held.
+        OverBudget => "over_budget",
+    }
+);
+
+label_enum!(
+    /// How a local copy's catch-up round ended.
+    CopyRound {
+        /// The copy reached the journal's head.
+        Current => "current",
+        /// It did not (the store failed, or the copy is stale).
+        Failed => "failed",
+    }
+);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CopyLookupLabels {
+    outcome: CopyLookup,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CopyLoadLabels {
+    result: CopyLoad,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CopyRoundLabels {
+    result: CopyRound,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnsweredByLabels {
     answered_by: AnsweredBy,
@@ -166,6 +217,8 @@ struct HotSeries {
     // once `Metrics::new` returns.
     redis_seconds: Option<Histogram>,
     database_seconds: Option<Histogram>,
+    /// Indexed by `CopyLookup::ALL`'s order.
+    copy_lookups: Vec<Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -280,6 +333,10 @@ pub struct Metrics {
     rebuild_phase: Family<PhaseLabels, Gauge>,
     rebuild_keys_scanned: Family<FilterLabels, Gauge>,
     rebuild_keys_expected: Family<FilterLabels, Gauge>,
+    copy_lookups: Family<CopyLookupLabels, Counter>,
+    copy_loads: Family<CopyLoadLabels, Counter>,
+    copy_rounds: Family<CopyRoundLabels, Counter>,
+    copy_bytes: Gauge,
     filters: Mutex<std::collections::HashMap<String, Arc<FilterCounters>>>,
 }
 
@@ -324,6 +381,10 @@ impl Metrics {
             rebuild_phase: Family::default(),
             rebuild_keys_scanned: Family::default(),
             rebuild_keys_expected: Family::default(),
+            copy_lookups: Family::default(),
+            copy_loads: Family::default(),
+            copy_rounds: Family::default(),
+            copy_bytes: Gauge::default(),
             filters: Mutex::default(),
             registry: Registry::default(),
         };
@@ -390,6 +451,18 @@ impl Metrics {
             m.rebuild_keys_expected.clone(),
         );
         r.register(
+            "local_copy_lookups",
+            "Lookups offered to this origin's local copy of the filter, by outcome.",
+            m.copy_lookups.clone(),
+        );
+        r.register("local_copy_loads", "Local copies loaded, by result.", m.copy_loads.clone());
+        r.register(
+            "local_copy_rounds",
+            "Read-barrier catch-up rounds of the local copies (lookups answered per round = the amortisation).",
+            m.copy_rounds.clone(),
+        );
+        r.register("local_copy_bytes", "Bytes of filter bits held in local copies.", m.copy_bytes.clone());
+        r.register(
             "build",
             "The running binary.",
             Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() }),
@@ -408,6 +481,12 @@ impl Metrics {
         for store in Store::ALL {
             let _ = m.store_latency.get_or_create(&StoreLabels { store: *store });
         }
+        for result in CopyLoad::ALL {
+            let _ = m.copy_loads.get_or_create(&CopyLoadLabels { result: *result });
+        }
+        for result in CopyRound::ALL {
+            let _ = m.copy_rounds.get_or_create(&CopyRoundLabels { result: *result });
+        }
         let hot = HotSeries {
             answered_by_filter: m.lookups.get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Filter }),
             answered_by_database: m
@@ -415,6 +494,10 @@ impl Metrics {
                 .get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Database }),
             redis_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Redis })),
             database_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Database })),
+            copy_lookups: CopyLookup::ALL
+                .iter()
+                .map(|outcome| m.copy_lookups.get_or_create_owned(&CopyLookupLabels { outcome: *outcome }))
+                .collect(),
         };
         Metrics { registry, hot, ..m }
     }
@@ -425,6 +508,29 @@ impl Metrics {
             AnsweredBy::Filter => self.hot.answered_by_filter.inc(),
             AnsweredBy::Database => self.hot.answered_by_database.inc(),
         };
+    }
+
+    /// Counts a lookup offered to a local copy.
+    pub fn copy_lookup(&self, outcome: CopyLookup) {
+        if let Some(counter) = self.hot.copy_lookups.get(outcome as usize) {
+            counter.inc();
+        }
+    }
+
+    /// Counts a local copy's load.
+    pub fn copy_load(&self, result: CopyLoad) {
+        self.copy_loads.get_or_create(&CopyLoadLabels { result }).inc();
+    }
+
+    /// Counts a local copy's catch-up round.
+    pub fn copy_round(&self, current: bool) {
+        let result = if current { CopyRound::Current } else { CopyRound::Failed };
+        self.copy_rounds.get_or_create(&CopyRoundLabels { result }).inc();
+    }
+
+    /// Sets the bytes held in local copies.
+    pub fn set_copy_bytes(&self, bytes: u64) {
+        self.copy_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// Counts a fall-through by its reason.

@@ -144,6 +144,17 @@ async fn a_key_written_through_one_origin_is_seen_at_once_through_another_across
         result.read_errors
     );
     assert_clean(&result, 300);
+    // The read-backs went through the origins' local copies (behind their read barriers), not
+    // around them: lookups fall back to Redis only while a new generation's copy loads.
+    let mut through_copies = 0.0;
+    for origin in &origins {
+        through_copies += origin.metric("bloomgate_local_copy_lookups_total{outcome=\"answered\"}").await;
+    }
+    assert!(
+        through_copies >= result.reads as f64 / 2.0,
+        "only {through_copies} lookups were answered by local copies, of {} read-backs",
+        result.reads
+    );
     // And later, from every origin: every acknowledged key is seen.
     for origin in &origins {
         let answers = origin.lookup_all(&filter, &result.acked).await;

@@ -225,6 +225,17 @@ pub trait FilterStore: Send + Sync + 'static {
         after: JournalPosition,
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable>;
+    /// [`read_journal`](Self::read_journal) for a local copy's read barrier, which lookups
+    /// wait on: under the lookup timeout rather than the write timeout.
+    async fn catch_up_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        self.read_journal(filter, meta, after, max_entries).await
+    }
     /// How much the journal keeps.
     async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable>;
 }

@@ -978,17 +978,17 @@ impl FilterStore for RedisFilterStore {
         after: JournalPosition,
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable> {
-        let key = journal_key(filter, meta.generation);
-        let script = &self.read_journal;
-        let after_id = after.stream_id();
-        let reply: Vec<redis::Value> = self
-            .run(self.write_timeout, Some(meta.incarnation), {
-                let mut invocation = script.key(&key);
-                invocation.arg(after_id).arg(max_entries);
-                invocation
-            })
-            .await?;
-        parse_journal_read(&reply, after, max_entries)
+        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries).await
+    }
+
+    async fn catch_up_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        self.read_journal_within(self.timeout, filter, meta, after, max_entries).await
     }
 
     async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
@@ -1054,6 +1054,28 @@ fn parse_journal_read(
 }
 
 impl RedisFilterStore {
+    /// Up to `max_entries` journal entries after `after`, under `timeout`.
+    async fn read_journal_within(
+        &self,
+        timeout: Duration,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        let key = journal_key(filter, meta.generation);
+        let script = &self.read_journal;
+        let after_id = after.stream_id();
+        let reply: Vec<redis::Value> = self
+            .run(timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&key);
+                invocation.arg(after_id).arg(max_entries);
+                invocation
+            })
+            .await?;
+        parse_journal_read(&reply, after, max_entries)
+    }
+
     /// The journal's head and length.
     async fn head_of(&self, filter: &str, meta: FilterMeta) -> Result<(JournalPosition, u64), FilterUnavailable> {
         let key = journal_key(filter, meta.generation);

@@ -11,13 +11,10 @@
 //! ```
 
 use anyhow::Context as _;
-use bloomgate_client::api::CreateFilter;
-use bloomgate_tests::loadgen::driver::{drive, DriveSpec};
-use bloomgate_tests::loadgen::freshness::median;
+use bloomgate_tests::loadgen::ab::{measure, medians, preload, AbLoad, AbRun, AbTarget};
 use bloomgate_tests::loadgen::probe::{pids_matching, CpuGroup};
 use bloomgate_tests::loadgen::servers::{start_origin, Launch, OriginSettings, Server};
 use bloomgate_tests::loadgen::workload::{present_keys, Workload};
-use bloomgate_tests::origin::TOKEN;
 use clap::Parser;
 use serde_json::json;
 use std::path::PathBuf;
@@ -52,64 +49,12 @@ struct Args {
     out: Option<PathBuf>,
 }
 
-/// One target: its origin and the Redis processes behind it.
-struct Target {
-    name: &'static str,
-    origin: Server,
-    origin_cpu: CpuGroup,
-    redis_cpu: CpuGroup,
-    filter: String,
-}
-
-/// What one measured run gave.
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    rate: f64,
-    origin_us: f64,
-    redis_us: f64,
-    p99_ms: f64,
-}
-
-async fn prepare(name: &'static str, origin: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<Target> {
+async fn prepare(name: &str, origin: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<AbTarget> {
     anyhow::ensure!(!redis_pids.is_empty(), "no redis-server process found for the {name} target");
-    let client = bloomgate_client::Client::new(&origin.base).with_token(TOKEN);
-    let filter = format!("shards-{:08x}", rand::random::<u32>());
-    let create = CreateFilter::new(keys.len() as u64 * 2, 0.01);
-    client.create_filter(&filter, &create).await.with_context(|| format!("create {filter} on {name}"))?;
-    for chunk in keys.chunks(1000) {
-        client.insert_batch(&filter, chunk).await.with_context(|| format!("preload {name}"))?;
-    }
-    let origin_cpu = CpuGroup { name: "origin".into(), pids: vec![origin.pid] };
+    let filter = preload(name, &origin.base, keys).await?;
+    let server_cpu = CpuGroup { name: "origin".into(), pids: vec![origin.pid] };
     let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids };
-    Ok(Target { name, origin, origin_cpu, redis_cpu, filter })
-}
-
-async fn measure(target: &Target, args: &Args, workload: &Workload, label: String) -> anyhow::Result<Run> {
-    let spec = DriveSpec {
-        label,
-        base: target.origin.base.clone(),
-        filter: target.filter.clone(),
-        connections: args.connections,
-        duration: Some(Duration::from_secs(args.duration)),
-        max_lookups: None,
-        rate: None,
-        progress: false,
-    };
-    let (origin0, redis0) = (target.origin_cpu.seconds(), target.redis_cpu.seconds());
-    let stats = drive(&spec, workload).await?;
-    let (origin1, redis1) = (target.origin_cpu.seconds(), target.redis_cpu.seconds());
-    let lookups = (stats.rate() * args.duration as f64).max(1.0);
-    anyhow::ensure!(stats.errors.total() == 0, "{}: errors {:?}", target.name, stats.errors);
-    Ok(Run {
-        rate: stats.rate(),
-        origin_us: (origin1 - origin0) * 1e6 / lookups,
-        redis_us: (redis1 - redis0) * 1e6 / lookups,
-        p99_ms: stats.quantile_ms(0.99),
-    })
-}
-
-fn median_of(runs: &[Run], figure: fn(&Run) -> f64) -> f64 {
-    median(runs.iter().map(figure).collect()).unwrap_or(0.0)
+    Ok(AbTarget { name: name.into(), server: origin, filter, server_cpu, redis_cpu })
 }
 
 #[tokio::main]
@@ -123,6 +68,8 @@ async fn main() -> anyhow::Result<()> {
         keyspace: "bloomgate_bench".into(),
         filter_enabled: true,
         journal_enabled: true,
+        // Every lookup asks Redis: this compares the two Redis deployments, not the local copy.
+        extra_env: vec![("BLOOMGATE_LOCAL_COPY_MAX_BYTES".into(), "0".into())],
     };
     let single = start_origin(&launch, &settings(format!("redis://{}/", args.redis), Vec::new())).await?;
     let cluster_urls = args.cluster.iter().map(|n| format!("redis://{n}")).collect();
@@ -134,13 +81,14 @@ async fn main() -> anyhow::Result<()> {
         prepare("3-master cluster", cluster, pids_matching("redis-server", Some("cluster")), &keys).await?,
     ];
     let workload = Workload::new(11, Arc::new(keys), 1.0, 1.0);
-    let mut runs: Vec<Vec<Run>> = vec![Vec::new(), Vec::new()];
+    let load = AbLoad { connections: args.connections, duration: Duration::from_secs(args.duration), rate: None };
+    let mut runs: Vec<Vec<AbRun>> = vec![Vec::new(), Vec::new()];
     for round in 0..args.rounds {
         for (i, target) in targets.iter().enumerate() {
-            let run = measure(target, &args, &workload, format!("{}-{round}", target.name)).await?;
+            let run = measure(target, load, &workload, format!("{}-{round}", target.name)).await?;
             eprintln!(
                 "round {round} {:>16}: {:>8.0} no/s, origin {:>5.1} µs + Redis {:>5.1} µs per no, p99 {:.1} ms",
-                target.name, run.rate, run.origin_us, run.redis_us, run.p99_ms
+                target.name, run.rate, run.server_us, run.redis_us, run.p99_ms
             );
             runs[i].push(run);
         }
@@ -149,12 +97,13 @@ async fn main() -> anyhow::Result<()> {
         .iter()
         .zip(&runs)
         .map(|(t, r)| {
+            let m = medians(r);
             json!({
                 "target": t.name,
-                "lookups_per_sec": median_of(r, |x| x.rate),
-                "origin_cpu_us_per_no": median_of(r, |x| x.origin_us),
-                "redis_cpu_us_per_no": median_of(r, |x| x.redis_us),
-                "p99_ms": median_of(r, |x| x.p99_ms),
+                "lookups_per_sec": m.rate,
+                "origin_cpu_us_per_no": m.server_us,
+                "redis_cpu_us_per_no": m.redis_us,
+                "p99_ms": m.p99_ms,
             })
         })
         .collect();

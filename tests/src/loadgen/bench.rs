@@ -447,6 +447,7 @@ async fn start_servers(cfg: &BenchConfig, env: &mut Env) -> anyhow::Result<Serve
         keyspace: cfg.keyspace.clone(),
         filter_enabled,
         journal_enabled: true,
+        extra_env: Vec::new(),
     };
     step(env, "starting the origins (filter on, filter off) and the floor");
     let origin = start_origin(&cfg.origin, &settings_for(true)).await?;

@@ -284,6 +284,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         keyspace: cfg.keyspace.clone(),
         filter_enabled: true,
         journal_enabled,
+        extra_env: Vec::new(),
     };
     step(cfg, "writes A/B: starting an origin with the insert journal and one without");
     let origins =

@@ -7,11 +7,13 @@
 //! - [`proxy`]: a proxy counting the edge's requests to the origin and the bytes back, by kind.
 //! - [`writes`]: fixed-rate writes of fresh keys, and the probe following them to "seen".
 //! - [`probe`]: origin counters, Cassandra's coordinator read count, per-process CPU time.
+//! - [`ab`]: servers measured in alternating rounds, CPU per lookup, medians (A/B binaries).
 //! - [`bench`]: one run over every target plus the miss-share × fp_rate sweep.
 //! - [`freshness`]: issue 10's A/B, edge freshness and bytes per write, journal on and off.
 //! - [`report`]: results, issue 6's targets as checks, Markdown tables, JSON.
 //! - [`chart`]: PNG charts; [`chart_writes`]: the writes A/B's, from a results.json.
 
+pub mod ab;
 pub mod bench;
 pub mod chart;
 pub mod chart_writes;

@@ -39,6 +39,8 @@ pub struct OriginSettings {
     pub filter_enabled: bool,
     /// `false` = no insert journal: edges refetch changed segments whole (issue 10's A/B).
     pub journal_enabled: bool,
+    /// Further settings, as `BLOOMGATE_*` environment variables (an A/B's other knobs).
+    pub extra_env: Vec<(String, String)>,
 }
 
 /// A server started by the harness; dropped = stopped.
@@ -145,6 +147,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 .env("BLOOMGATE_EDGE_SECRET", EDGE_SECRET)
                 .env("BLOOMGATE_FILTER_ENABLED", settings.filter_enabled.to_string())
                 .env("BLOOMGATE_JOURNAL_ENABLED", settings.journal_enabled.to_string())
+                .envs(settings.extra_env.iter().cloned())
                 .env("RUST_LOG", "warn")
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
@@ -160,6 +163,8 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
             }
         }
         Launch::Thread => {
+            let no_flags = serde_json::Map::new();
+            let base = Config::load_from(None, settings.extra_env.iter().cloned(), &no_flags)?;
             let config = Config {
                 listen: ([127, 0, 0, 1], port).into(),
                 redis_url: Some(settings.redis_url.clone()),
@@ -170,7 +175,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 edge_secret: Some(EDGE_SECRET.into()),
                 filter_enabled: settings.filter_enabled,
                 journal_enabled: settings.journal_enabled,
-                ..Config::default()
+                ..base
             };
             // Build the state (connecting the stores) before handing the listener over, so
             // a bad address fails here and not in a detached thread.

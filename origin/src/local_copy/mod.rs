@@ -1,0 +1,348 @@
+//! Local copies: the filters' bits held in this process, so a "no" costs no Redis round trip
+//! per lookup, without weakening read-your-writes across origins.
+//!
+//! A lookup of a filter whose readable generation keeps an insert journal asks the copy, which
+//! answers only once a catch-up round that started after the lookup arrived has applied the
+//! journal up to its head (the read barrier: [`rounds`], [`held`]). One journal read serves
+//! every lookup that arrived before it was sent, so under load a round trip to Redis is shared
+//! by many lookups instead of paid by each.
+//!
+//! Copies are loaded on the first lookup of a generation (the lookup itself, and those until
+//! the copy is ready, ask the store as before), within a memory budget (`local_copy_max_bytes`;
+//! filters beyond it are asked in the store), and dropped when unused for [`IDLE_DROP`], when the
+//! generation stops being read, or when they can no longer be caught up (the journal is gone,
+//! trimmed past them, or in another store incarnation): the next lookup loads them again.
+
+pub mod held;
+mod load;
+pub mod rounds;
+#[cfg(test)]
+mod two_origins;
+
+use crate::metrics::{CopyLoad, CopyLookup, Metrics};
+use crate::store::{FilterMeta, FilterStore, FilterUnavailable};
+use bloomgate_filter::KeyHash;
+use held::{HeldCopy, RoundEnd};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A held copy runs a catch-up round at least this often, lookups or not: it stays well within
+/// the journal's retention, and rounds wanted by lookups find few entries to apply.
+pub const IDLE_CATCH_UP: Duration = Duration::from_secs(1);
+
+/// A copy no lookup has used for this long is dropped (its memory is freed).
+pub const IDLE_DROP: Duration = Duration::from_secs(600);
+
+/// After a load failed (or the budget was full), lookups of that generation ask the store for
+/// this long before a load is tried again.
+pub const RETRY_LOAD_AFTER: Duration = Duration::from_secs(5);
+
+/// What a filter's slot holds.
+enum Slot {
+    /// Being loaded.
+    Loading(FilterMeta),
+    /// Held, with its catch-up task running.
+    Held(Arc<HeldCopy>),
+    /// Not held: the load failed or did not fit the budget; tried again after the instant.
+    Refused(FilterMeta, Instant),
+}
+
+struct Shared {
+    store: Arc<dyn FilterStore>,
+    max_bytes: u64,
+    slots: Mutex<HashMap<String, Slot>>,
+    metrics: Arc<Metrics>,
+}
+
+/// The copies of this process.
+#[derive(Clone)]
+pub struct LocalCopies {
+    shared: Arc<Shared>,
+}
+
+impl LocalCopies {
+    /// Copies of filters in `store`, at most `max_bytes` of bits in all.
+    pub fn new(store: Arc<dyn FilterStore>, max_bytes: u64, metrics: Arc<Metrics>) -> LocalCopies {
+        LocalCopies { shared: Arc::new(Shared { store, max_bytes, slots: Mutex::default(), metrics }) }
+    }
+
+    /// Whether the key with `hash` may be in generation `meta` of `filter`, answered from the
+    /// copy behind its read barrier. None: no copy can answer (none held yet, or it is stale):
+    /// ask the store. A store failure during the barrier is the lookup's answer too, as it
+    /// would have been asking the store.
+    pub async fn may_contain(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        hash: &KeyHash,
+    ) -> Option<Result<bool, FilterUnavailable>> {
+        let Some(copy) = self.held_or_load(filter, meta) else {
+            self.shared.metrics.copy_lookup(CopyLookup::NotHeld);
+            return None;
+        };
+        match copy.may_contain(hash).await {
+            Ok(answer) => {
+                self.shared.metrics.copy_lookup(CopyLookup::Answered);
+                Some(Ok(answer))
+            }
+            Err(Some(unavailable)) => {
+                self.shared.metrics.copy_lookup(CopyLookup::StoreFailed);
+                Some(Err(unavailable))
+            }
+            Err(None) => {
+                self.shared.metrics.copy_lookup(CopyLookup::Stale);
+                None
+            }
+        }
+    }
+
+    /// The copy of exactly `meta` if held; otherwise starts loading it (when the budget allows
+    /// and no load of it runs or recently failed).
+    fn held_or_load(&self, filter: &str, meta: FilterMeta) -> Option<Arc<HeldCopy>> {
+        let mut slots = self.shared.slots.lock().unwrap_or_else(|e| e.into_inner());
+        match slots.get(filter) {
+            Some(Slot::Held(copy)) if copy.meta == meta => return Some(copy.clone()),
+            Some(Slot::Loading(loading)) if *loading == meta => return None,
+            Some(Slot::Refused(refused, until)) if *refused == meta && Instant::now() < *until => return None,
+            _ => {}
+        }
+        // Another generation's copy (replaced by a rebuild), or none: this one is wanted now.
+        let others: u64 = slots
+            .iter()
+            .filter(|(name, _)| name.as_str() != filter)
+            .map(|(_, slot)| match slot {
+                Slot::Held(copy) => copy.bytes(),
+                Slot::Loading(m) => m.params.total_bytes(),
+                Slot::Refused(..) => 0,
+            })
+            .sum();
+        if others + meta.params.total_bytes() > self.shared.max_bytes {
+            slots.insert(filter.to_owned(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
+            self.shared.metrics.copy_load(CopyLoad::OverBudget);
+            return None;
+        }
+        if let Some(Slot::Held(replaced)) = slots.insert(filter.to_owned(), Slot::Loading(meta)) {
+            replaced.close();
+        }
+        tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta));
+        None
+    }
+
+    /// Bytes of bits held now.
+    pub fn held_bytes(&self) -> u64 {
+        let slots = self.shared.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.values().map(|slot| if let Slot::Held(copy) = slot { copy.bytes() } else { 0 }).sum()
+    }
+}
+
+impl Shared {
+    /// Whether `copy` is still the one its filter's slot holds.
+    fn holds(&self, filter: &str, copy: &Arc<HeldCopy>) -> bool {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(slots.get(filter), Some(Slot::Held(held)) if Arc::ptr_eq(held, copy))
+    }
+
+    /// Drops `copy` from its slot (if still there) and fails every lookup waiting on it.
+    fn drop_copy(&self, filter: &str, copy: &Arc<HeldCopy>) {
+        copy.close();
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(slots.get(filter), Some(Slot::Held(held)) if Arc::ptr_eq(held, copy)) {
+            slots.remove(filter);
+        }
+        self.metrics.set_copy_bytes(slots.values().map(|s| if let Slot::Held(c) = s { c.bytes() } else { 0 }).sum());
+    }
+}
+
+/// Loads `meta`'s copy into `filter`'s slot (unless the slot was given to another generation
+/// meanwhile), then runs its catch-up rounds until it is dropped.
+async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
+    let loaded = load::load(shared.store.as_ref(), &filter, meta).await;
+    let (copy, mut position) = {
+        let mut slots = shared.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(slots.get(&filter), Some(Slot::Loading(loading)) if *loading == meta) {
+            return;
+        }
+        match loaded {
+            Ok((bits, position)) => {
+                let copy = Arc::new(HeldCopy::new(meta, bits));
+                slots.insert(filter.clone(), Slot::Held(copy.clone()));
+                shared.metrics.copy_load(CopyLoad::Loaded);
+                shared
+                    .metrics
+                    .set_copy_bytes(slots.values().map(|s| if let Slot::Held(c) = s { c.bytes() } else { 0 }).sum());
+                (copy, position)
+            }
+            Err(e) => {
+                tracing::warn!(filter, generation = meta.generation, cause = %e, "local copy not loaded; lookups ask the filter store");
+                slots.insert(filter.clone(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
+                shared.metrics.copy_load(CopyLoad::Failed);
+                return;
+            }
+        }
+    };
+    tracing::debug!(filter, generation = meta.generation, bytes = copy.bytes(), "local copy loaded");
+    loop {
+        let round = match copy.start_wanted_round() {
+            Some(round) => round,
+            None => {
+                let idle = tokio::select! {
+                    () = copy.round_wanted() => false,
+                    () = tokio::time::sleep(IDLE_CATCH_UP) => true,
+                };
+                if !idle {
+                    continue;
+                }
+                if !shared.holds(&filter, &copy) || copy.idle_for() > IDLE_DROP {
+                    return shared.drop_copy(&filter, &copy);
+                }
+                match copy.start_any_round() {
+                    Some(round) => round,
+                    None => continue,
+                }
+            }
+        };
+        let end = copy.catch_up(shared.store.as_ref(), &filter, &mut position).await;
+        copy.finish_round(round, &end);
+        shared.metrics.copy_round(matches!(end, RoundEnd::Current));
+        if let RoundEnd::Stale(why) = end {
+            tracing::info!(
+                filter,
+                generation = meta.generation,
+                why,
+                "local copy dropped; the next lookup loads it again"
+            );
+            return shared.drop_copy(&filter, &copy);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::embedded::MemoryFilterStore;
+    use crate::store::{FilterState, JournalRetention};
+    use bloomgate_filter::{hash_key, Params, SizingOptions};
+
+    const FILTER: &str = "f";
+
+    async fn store_with_generation(generation: u64) -> (Arc<MemoryFilterStore>, FilterMeta) {
+        let retention = JournalRetention { max_entries: 10_000, max_age: Duration::from_secs(600) };
+        let store = Arc::new(MemoryFilterStore::new(retention));
+        let meta = generation_of(&store, generation).await;
+        let state = FilterState { active: Some(meta), ..FilterState::default() };
+        store.replace_state(FILTER, None, state).await.unwrap();
+        (store, meta)
+    }
+
+    async fn generation_of(store: &MemoryFilterStore, generation: u64) -> FilterMeta {
+        let options = SizingOptions { seed: generation, segment_bytes: 1024 };
+        let params = Params::for_capacity_with(10_000, 0.01, options).unwrap();
+        let meta = FilterMeta { generation, params, incarnation: store.incarnation().await.unwrap(), journal: true };
+        store.create_generation(FILTER, meta).await.unwrap();
+        meta
+    }
+
+    fn hash(meta: FilterMeta, key: &str) -> KeyHash {
+        hash_key(key.as_bytes(), meta.params.seed)
+    }
+
+    /// Asks until the copy of `meta` answers (it loads on the first ask).
+    async fn held(copies: &LocalCopies, meta: FilterMeta) -> Arc<HeldCopy> {
+        for _ in 0..500 {
+            let _ = copies.may_contain(FILTER, meta, &hash(meta, "warm-up")).await;
+            let held = match copies.shared.slots.lock().unwrap().get(FILTER) {
+                Some(Slot::Held(copy)) if copy.meta == meta => Some(copy.clone()),
+                _ => None,
+            };
+            if let Some(copy) = held {
+                return copy;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the copy was never loaded");
+    }
+
+    #[tokio::test]
+    async fn an_add_made_elsewhere_after_the_copy_loaded_is_seen_by_the_next_lookup() {
+        let (store, meta) = store_with_generation(1).await;
+        store.add(FILTER, meta, vec![hash(meta, "before")]).await.unwrap();
+        let copies = LocalCopies::new(store.clone(), 1 << 20, Arc::new(Metrics::default()));
+        let copy = held(&copies, meta).await;
+        assert!(copies.may_contain(FILTER, meta, &hash(meta, "before")).await.unwrap().unwrap());
+        for i in 0..50 {
+            let key = format!("after-{i}");
+            // Another origin's add, acknowledged: bits and journal entry in the store.
+            store.add(FILTER, meta, vec![hash(meta, &key)]).await.unwrap();
+            assert!(!copy.may_contain_unguarded(&hash(meta, &key)), "negative control: the copy alone lags");
+            let answer = copies.may_contain(FILTER, meta, &hash(meta, &key)).await;
+            assert!(answer.unwrap().unwrap(), "{key}: the barrier caught the copy up");
+        }
+        let absent = (0..1000).filter(|i| copies_says_no(&copy, meta, *i)).count();
+        assert!(absent > 900, "the copy answers 'no' for keys never added ({absent} of 1000)");
+    }
+
+    fn copies_says_no(copy: &HeldCopy, meta: FilterMeta, i: u32) -> bool {
+        !copy.may_contain_unguarded(&hash(meta, &format!("never-{i}")))
+    }
+
+    #[tokio::test]
+    async fn lookups_arriving_together_share_catch_up_rounds() {
+        let (store, meta) = store_with_generation(1).await;
+        let metrics = Arc::new(Metrics::default());
+        let copies = LocalCopies::new(store.clone(), 1 << 20, metrics.clone());
+        held(&copies, meta).await;
+        let rounds_before = rounds(&metrics);
+        let lookups = (0..200).map(|i| {
+            let copies = copies.clone();
+            async move { copies.may_contain(FILTER, meta, &hash(meta, &format!("k{i}"))).await }
+        });
+        let answers = futures::future::join_all(lookups).await;
+        assert!(answers.iter().all(|a| matches!(a, Some(Ok(_)))));
+        let used = rounds(&metrics) - rounds_before;
+        assert!((1..=3).contains(&used), "200 lookups at once took {used} rounds");
+    }
+
+    fn rounds(metrics: &Metrics) -> u64 {
+        let text = metrics.render();
+        text.lines()
+            .filter(|l| l.starts_with("bloomgate_local_copy_rounds_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn a_retired_generation_is_never_answered_from_its_copy() {
+        let (store, meta) = store_with_generation(1).await;
+        let copies = LocalCopies::new(store.clone(), 1 << 20, Arc::new(Metrics::default()));
+        held(&copies, meta).await;
+        store.retire_generation(FILTER, meta).await.unwrap();
+        for i in 0..20 {
+            let answer = copies.may_contain(FILTER, meta, &hash(meta, &format!("k{i}"))).await;
+            assert!(!matches!(answer, Some(Ok(_))), "answered from a retired generation's copy: {answer:?}");
+        }
+        assert_eq!(copies.held_bytes(), 0, "the stale copy is dropped");
+    }
+
+    #[tokio::test]
+    async fn a_new_generation_replaces_the_copy_and_the_budget_is_kept() {
+        let (store, first) = store_with_generation(1).await;
+        let copies = LocalCopies::new(store.clone(), first.params.total_bytes(), Arc::new(Metrics::default()));
+        let old = held(&copies, first).await;
+        let second = generation_of(&store, 2).await;
+        store.add(FILTER, second, vec![hash(second, "new")]).await.unwrap();
+        held(&copies, second).await;
+        assert!(copies.may_contain(FILTER, second, &hash(second, "new")).await.unwrap().unwrap());
+        assert!(matches!(old.may_contain(&hash(first, "x")).await, Err(None)), "the replaced copy answers nothing");
+        assert_eq!(copies.held_bytes(), second.params.total_bytes());
+
+        let small = LocalCopies::new(store.clone(), first.params.total_bytes() - 1, Arc::new(Metrics::default()));
+        for _ in 0..3 {
+            assert!(
+                small.may_contain(FILTER, first, &hash(first, "x")).await.is_none(),
+                "over the budget: the store is asked"
+            );
+        }
+        assert_eq!(small.held_bytes(), 0);
+    }
+}

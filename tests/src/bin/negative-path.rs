@@ -1,0 +1,191 @@
+//! The origin's cost per "no" against an axum hello-world, in one run (issue 13): the floor
+//! (`bloomgate-loadgen floor`: same route, a 404, no work), and `bloomgate-origin` processes
+//! that differ in one setting each (by default: every lookup asks Redis, and the local copy
+//! behind its read barrier), all on the same Redis and Cassandra with the same filter size.
+//!
+//! Rounds alternate between the targets, each a closed-loop run of lookups of keys never stored
+//! (every answer a "no"); then, for the p99 target, each is run at a fixed rate of half its own
+//! median maximum (the floor at half *its* rate is the control: what this machine's scheduling
+//! alone does to a tail). Printed: medians of throughput and its ratio to the floor, CPU per
+//! "no" of the server, of Redis and of the load generator, and p50/p99.
+//!
+//! ```sh
+//! scripts/services start
+//! cargo build --release -p bloomgate-origin -p bloomgate-tests \
+//!   --bin bloomgate-origin --bin bloomgate-loadgen --bin negative-path
+//! target/release/negative-path --keys 100000 --rounds 5 --duration 10
+//! ```
+
+use bloomgate_tests::loadgen::ab::{measure, medians, preload, AbLoad, AbRun, AbTarget};
+use bloomgate_tests::loadgen::probe::{pids_matching, CpuGroup};
+use bloomgate_tests::loadgen::servers::{start_floor, start_origin, Launch, OriginSettings};
+use bloomgate_tests::loadgen::workload::{present_keys, Workload};
+use clap::Parser;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+struct Args {
+    /// Keys stored in each origin's filter before measuring.
+    #[arg(long, default_value_t = 100_000)]
+    keys: usize,
+    /// Rounds; each measures every target once, alternating.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Seconds of each measured run.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+    /// Connections, each with one request in flight.
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Skip the half-rate runs (p99).
+    #[arg(long)]
+    no_half_rate: bool,
+    /// An origin target: `NAME` or `NAME:BLOOMGATE_SETTING=VALUE[,SETTING=VALUE...]`; repeat for
+    /// more. Default: `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
+    #[arg(long = "origin")]
+    origins: Vec<String>,
+    /// The origin binary.
+    #[arg(long, default_value = "target/release/bloomgate-origin")]
+    origin_bin: PathBuf,
+    /// The load generator binary (serves the floor).
+    #[arg(long, default_value = "target/release/bloomgate-loadgen")]
+    loadgen_bin: PathBuf,
+    /// The Redis behind the origins.
+    #[arg(long, default_value = "127.0.0.1:6399")]
+    redis: String,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// `NAME[:K=V,K=V]` as a name and environment settings.
+fn parse_origin(spec: &str) -> anyhow::Result<(String, Vec<(String, String)>)> {
+    let (name, settings) = spec.split_once(':').unwrap_or((spec, ""));
+    let env = settings
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').ok_or_else(|| anyhow::anyhow!("{kv:?} in --origin {spec:?} is not K=V"))?;
+            anyhow::ensure!(k.starts_with("BLOOMGATE_"), "{k:?} in --origin {spec:?} is not a BLOOMGATE_ setting");
+            Ok((k.to_owned(), v.to_owned()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((name.to_owned(), env))
+}
+
+fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], floor_rate: f64) {
+    println!("\n{title}\n");
+    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p99 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (target, runs) in targets.iter().zip(runs) {
+        let m = medians(runs);
+        println!(
+            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
+            target.name,
+            m.rate,
+            m.rate / floor_rate.max(1.0),
+            m.server_us,
+            m.redis_us,
+            m.server_us + m.redis_us,
+            m.loadgen_us,
+            m.p50_ms,
+            m.p99_ms
+        );
+    }
+}
+
+/// Runs every target once per round, alternating; the runs of each.
+async fn rounds(
+    targets: &[AbTarget],
+    rounds: usize,
+    load: impl Fn(usize) -> AbLoad,
+    workload: &Workload,
+    kind: &str,
+) -> anyhow::Result<Vec<Vec<AbRun>>> {
+    let mut runs = vec![Vec::new(); targets.len()];
+    for round in 0..rounds {
+        for (i, target) in targets.iter().enumerate() {
+            let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
+            eprintln!(
+                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p99 {:.2} ms",
+                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p99_ms
+            );
+            runs[i].push(run);
+        }
+    }
+    Ok(runs)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let specs = match args.origins.is_empty() {
+        true => vec!["redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0".to_owned(), "local-copy".to_owned()],
+        false => args.origins.clone(),
+    };
+    let redis_port = args.redis.rsplit(':').next().unwrap_or("6399");
+    let redis_pids = pids_matching("redis-server", Some(&format!(":{redis_port}")));
+    anyhow::ensure!(!redis_pids.is_empty(), "no redis-server on port {redis_port}: run scripts/services start");
+    let keys = present_keys(13, args.keys);
+
+    let floor = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
+    let floor_cpu = CpuGroup { name: "floor".into(), pids: vec![floor.pid] };
+    let mut targets = vec![AbTarget {
+        name: "floor".into(),
+        server: floor,
+        filter: "floor".into(),
+        server_cpu: floor_cpu,
+        redis_cpu: CpuGroup { name: "redis".into(), pids: Vec::new() },
+    }];
+    for spec in &specs {
+        let (name, extra_env) = parse_origin(spec)?;
+        let settings = OriginSettings {
+            redis_url: format!("redis://{}/", args.redis),
+            redis_cluster_nodes: Vec::new(),
+            cassandra: bloomgate_tests::cassandra_addr(),
+            keyspace: "bloomgate_bench".into(),
+            filter_enabled: true,
+            journal_enabled: true,
+            extra_env,
+        };
+        let origin = start_origin(&Launch::Process(args.origin_bin.clone()), &settings).await?;
+        let filter = preload(&name, &origin.base, &keys).await?;
+        let server_cpu = CpuGroup { name: name.clone(), pids: vec![origin.pid] };
+        let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids.clone() };
+        targets.push(AbTarget { name, server: origin, filter, server_cpu, redis_cpu });
+    }
+    let workload = Workload::new(13, Arc::new(keys), 1.0, 1.0);
+    let duration = Duration::from_secs(args.duration);
+    let closed = AbLoad { connections: args.connections, duration, rate: None };
+    // Warm-up: connections, caches, local copies loaded.
+    let warm = AbLoad { duration: Duration::from_secs(2), ..closed };
+    rounds(&targets, 1, |_| warm, &workload, "warm-up").await?;
+    let max = rounds(&targets, args.rounds, |_| closed, &workload, "max").await?;
+    let floor_rate = medians(&max[0]).rate;
+    print_table("Closed loop (maximum rate), medians", &targets, &max, floor_rate);
+    let mut all = json!({
+        "keys": args.keys, "rounds": args.rounds, "duration_secs": args.duration,
+        "connections": args.connections, "targets": specs,
+        "max": targets.iter().zip(&max).map(|(t, r)| json!({"target": t.name, "median": medians(r), "runs": r})).collect::<Vec<_>>(),
+    });
+    if !args.no_half_rate {
+        let half_rates: Vec<f64> = max.iter().map(|r| medians(r).rate / 2.0).collect();
+        let half = rounds(&targets, args.rounds, |i| AbLoad { rate: Some(half_rates[i]), ..closed }, &workload, "half")
+            .await?;
+        print_table("Fixed rate at half of each target's maximum, medians", &targets, &half, floor_rate);
+        all["half"] = targets
+            .iter()
+            .zip(&half)
+            .zip(&half_rates)
+            .map(|((t, r), rate)| json!({"target": t.name, "rate": rate, "median": medians(r), "runs": r}))
+            .collect::<Vec<_>>()
+            .into();
+    }
+    if let Some(out) = &args.out {
+        std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
+    }
+    Ok(())
+}

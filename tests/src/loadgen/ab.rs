@@ -1,0 +1,116 @@
+//! Side-by-side rounds of the negative path: servers measured in alternation, each round a
+//! run of lookups of keys never stored, with the server's own CPU, its Redis's and the load
+//! generator's per lookup. This machine is shared and noisy: alternating rounds put the same
+//! noise on every target, and medians over rounds are what get compared.
+
+use super::driver::{drive, DriveSpec};
+use super::freshness::median;
+use super::probe::CpuGroup;
+use super::servers::Server;
+use super::workload::Workload;
+use crate::origin::TOKEN;
+use anyhow::Context as _;
+use bloomgate_client::api::CreateFilter;
+use std::time::Duration;
+
+/// One server under measurement, with the processes whose CPU it costs.
+pub struct AbTarget {
+    /// Name in reports.
+    pub name: String,
+    /// The server.
+    pub server: Server,
+    /// Filter the lookups ask (any name for a server that keeps none).
+    pub filter: String,
+    /// The server's processes.
+    pub server_cpu: CpuGroup,
+    /// The Redis processes behind it (none for the floor).
+    pub redis_cpu: CpuGroup,
+}
+
+/// What one measured run gave.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct AbRun {
+    /// Lookups answered per second.
+    pub rate: f64,
+    /// Server CPU per lookup, µs.
+    pub server_us: f64,
+    /// Redis CPU per lookup, µs.
+    pub redis_us: f64,
+    /// The load generator's CPU per lookup, µs.
+    pub loadgen_us: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms (from when each request was due, at a fixed rate).
+    pub p99_ms: f64,
+}
+
+/// How each run drives its target.
+#[derive(Clone, Copy, Debug)]
+pub struct AbLoad {
+    /// Connections, each with one request in flight.
+    pub connections: usize,
+    /// Length of a run.
+    pub duration: Duration,
+    /// Lookups per second; None = closed loop, as fast as answers come.
+    pub rate: Option<f64>,
+}
+
+/// Creates a filter of `keys.len() × 2` capacity on the origin at `base` and stores `keys` in it;
+/// its name.
+pub async fn preload(name: &str, base: &str, keys: &[String]) -> anyhow::Result<String> {
+    let client = bloomgate_client::Client::new(base).with_token(TOKEN);
+    let filter = format!("ab-{:08x}", rand::random::<u32>());
+    let create = CreateFilter::new(keys.len() as u64 * 2, 0.01);
+    client.create_filter(&filter, &create).await.with_context(|| format!("create {filter} on {name}"))?;
+    for chunk in keys.chunks(1000) {
+        client.insert_batch(&filter, chunk).await.with_context(|| format!("preload {name}"))?;
+    }
+    Ok(filter)
+}
+
+/// One run against `target`; fails on any error answer (a benchmark of failures measures
+/// nothing).
+pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label: String) -> anyhow::Result<AbRun> {
+    let spec = DriveSpec {
+        label,
+        base: target.server.base.clone(),
+        filter: target.filter.clone(),
+        connections: load.connections,
+        duration: Some(load.duration),
+        max_lookups: None,
+        rate: load.rate,
+        progress: false,
+    };
+    let loadgen = CpuGroup { name: "loadgen".into(), pids: vec![std::process::id()] };
+    let before = [target.server_cpu.seconds(), target.redis_cpu.seconds(), loadgen.seconds()];
+    let stats = drive(&spec, workload).await?;
+    let after = [target.server_cpu.seconds(), target.redis_cpu.seconds(), loadgen.seconds()];
+    anyhow::ensure!(stats.errors.total() == 0, "{}: errors {:?}", target.name, stats.errors);
+    let lookups = (stats.lookups as f64).max(1.0);
+    let per_lookup_us = |i: usize| (after[i] - before[i]) * 1e6 / lookups;
+    Ok(AbRun {
+        rate: stats.rate(),
+        server_us: per_lookup_us(0),
+        redis_us: per_lookup_us(1),
+        loadgen_us: per_lookup_us(2),
+        p50_ms: stats.quantile_ms(0.5),
+        p99_ms: stats.quantile_ms(0.99),
+    })
+}
+
+/// The median of one figure over runs (0 when there are none).
+pub fn median_of(runs: &[AbRun], figure: fn(&AbRun) -> f64) -> f64 {
+    median(runs.iter().map(figure).collect()).unwrap_or(0.0)
+}
+
+/// The medians of every figure over runs.
+pub fn medians(runs: &[AbRun]) -> AbRun {
+    AbRun {
+        rate: median_of(runs, |r| r.rate),
+        server_us: median_of(runs, |r| r.server_us),
+        redis_us: median_of(runs, |r| r.redis_us),
+        loadgen_us: median_of(runs, |r| r.loadgen_us),
+        p50_ms: median_of(runs, |r| r.p50_ms),
+        p99_ms: median_of(runs, |r| r.p99_ms),
+    }
+}
