@@ -162,9 +162,20 @@ async fn rebuild_memory_filters(
 }
 
 /// The whole HTTP app: API routes behind the overload layers, ops routes beside them.
+///
+/// Single-key lookups, the path every "no" takes, carry only what they need: load shedding and
+/// the in-flight limit (one limit, shared with the rest of the API). No request timeout (a timer
+/// per request): each store call on their path has its own (`redis_timeout_ms`,
+/// `cassandra_timeout_ms`); no trace span. Everything else keeps the whole stack.
 pub fn app(state: AppState) -> Router {
     let config = state.config.clone();
-    let metrics = state.gate.metrics.clone();
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_in_flight));
+    let lookups = routes::keys::lookup_router().with_state(state.clone()).layer(
+        ServiceBuilder::new()
+            .layer(overload_errors(&state))
+            .load_shed()
+            .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight.clone())),
+    );
     let api = Router::new()
         .merge(routes::keys::router())
         .merge(routes::filters::router())
@@ -174,39 +185,43 @@ pub fn app(state: AppState) -> Router {
         .layer(
             // Outermost first: errors → load shed → concurrency limit → timeout → trace.
             ServiceBuilder::new()
-                .layer(HandleErrorLayer::new(move |err: BoxError| {
-                    let metrics = metrics.clone();
-                    async move {
-                        if err.is::<tower::load_shed::error::Overloaded>() {
-                            metrics.overloaded.inc();
-                            AppError::Overloaded
-                        } else if err.is::<tower::timeout::error::Elapsed>() {
-                            AppError::Timeout
-                        } else {
-                            AppError::BadRequest(format!("request failed: {err}"))
-                        }
-                    }
-                }))
+                .layer(overload_errors(&state))
                 .load_shed()
-                .concurrency_limit(config.max_in_flight)
+                .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight))
                 .timeout(config.request_timeout())
                 .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                    let path = req
-                        .extensions()
-                        .get::<axum::extract::MatchedPath>()
-                        .map(|p| p.as_str().to_owned())
-                        .unwrap_or_default();
+                    // Borrowed, not copied: this runs on every request, logged or not.
+                    let path = req.extensions().get::<axum::extract::MatchedPath>().map_or("", |p| p.as_str());
                     tracing::debug_span!("request", method = %req.method(), path)
                 })),
         );
-    let tracked = state.gate.metrics.clone();
+    let tracked = request_metrics::TrackRequestsLayer::new(state.gate.metrics.clone());
     Router::new()
+        .merge(lookups)
         .merge(api)
         .merge(routes::ops::router().with_state(state.clone()))
         .merge(routes::openapi::router().with_state(state.clone()))
         .merge(routes::status::router().with_state(state))
         .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
-        .layer(axum::middleware::from_fn_with_state(tracked, request_metrics::track))
+        .layer(tracked)
+}
+
+/// Turns the overload layers' errors into the API's answers: 429 when shedding load, 503 when a
+/// request ran out of time.
+fn overload_errors<S>(
+    state: &AppState,
+) -> HandleErrorLayer<impl Fn(BoxError) -> std::future::Ready<AppError> + Clone, S> {
+    let metrics = state.gate.metrics.clone();
+    HandleErrorLayer::new(move |err: BoxError| {
+        std::future::ready(if err.is::<tower::load_shed::error::Overloaded>() {
+            metrics.overloaded.inc();
+            AppError::Overloaded
+        } else if err.is::<tower::timeout::error::Elapsed>() {
+            AppError::Timeout
+        } else {
+            AppError::BadRequest(format!("request failed: {err}"))
+        })
+    })
 }
 
 /// Serves until `shutdown` resolves, then finishes in-flight requests (for at most the request

@@ -193,10 +193,11 @@ struct PhaseLabels {
 /// and status.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    /// Method.
-    pub method: String,
-    /// Route pattern, e.g. `/v1/filters/{filter}/keys/{key}`; `unmatched` for none.
-    pub route: String,
+    /// Method (`OTHER` for a non-standard one).
+    pub method: &'static str,
+    /// Route pattern, e.g. `/v1/filters/{filter}/keys/{key}`; `unmatched` for none. Static:
+    /// labels are built on every request, and the patterns are few (see `request_metrics`).
+    pub route: &'static str,
     /// Status code.
     pub status: u16,
 }
@@ -653,8 +654,7 @@ mod tests {
             m.edge(EdgeKind::Segment);
         }
         m.observe_store(Store::Redis, Duration::from_micros(300));
-        let labels =
-            RequestLabels { method: "GET".into(), route: "/v1/filters/{filter}/keys/{key}".into(), status: 404 };
+        let labels = RequestLabels { method: "GET", route: "/v1/filters/{filter}/keys/{key}", status: 404 };
         m.observe_request(&labels, Duration::from_millis(1));
         let text = m.render();
         for line in [

@@ -183,6 +183,9 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
     };
     tracing::debug!(filter, generation = meta.generation, bytes = copy.bytes(), "local copy loaded");
     loop {
+        // Let the tasks already runnable (requests whose bytes have arrived) take their tickets
+        // first: they then share this round instead of each waiting for a round of their own.
+        tokio::task::yield_now().await;
         let round = match copy.start_wanted_round() {
             Some(round) => round,
             None => {

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use base64::Engine;
 use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
@@ -17,10 +17,15 @@ use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, 
 /// Header naming who answered a lookup: `filter`, `database` (origin) or `edge`.
 pub const ANSWERED_BY_HEADER: &str = "x-bloomgate-answered-by";
 
-/// Routes of this resource.
+/// The single-key lookup, the negative path's route (given its own, lighter layers: see `app`).
+pub fn lookup_router() -> Router<AppState> {
+    Router::new().route("/v1/filters/{filter}/keys/{key}", get(lookup))
+}
+
+/// The other routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/filters/{filter}/keys/{key}", get(lookup).put(insert).delete(delete))
+        .route("/v1/filters/{filter}/keys/{key}", put(insert).delete(delete))
         .route("/v1/filters/{filter}/lookups", post(lookup_batch))
         .route("/v1/filters/{filter}/keys", post(insert_batch))
 }

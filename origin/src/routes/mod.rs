@@ -84,7 +84,7 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         // Route parameters are whole segments, so the raw value sits in the path's segment at
         // the parameter's place in the matched route.
-        let route = parts.extensions.get::<MatchedPath>().map(|m| m.as_str().to_owned()).unwrap_or_default();
+        let route = parts.extensions.get::<MatchedPath>().map_or("", MatchedPath::as_str);
         let raw = |param: &str| route.split('/').zip(parts.uri.path().split('/')).find(|(t, _)| *t == param);
         let (Some((_, filter)), Some((_, key))) = (raw("{filter}"), raw("{key}")) else {
             return Err(AppError::BadRequest("the path names no filter and key".into()));

@@ -178,9 +178,16 @@ return redis.call('STRLEN', KEYS[1])
 
 /// Reads the journal after id ARGV[1] (at most ARGV[2] entries) with what decides whether the
 /// caller's position is still covered: {1, max-deleted-entry-id, entries-added,
-/// last-generated-id, entries}, or {0} if the journal is missing.
+/// last-generated-id, entries}, or {0} if the journal is missing. With ARGV[3] = 1, for a
+/// caller whose position was read from this very journal (a local copy), {2} when the newest
+/// entry is the caller's: nothing to read, without the costlier XINFO (the read barrier's usual
+/// answer, made once per round trip).
 const READ_JOURNAL_SCRIPT: &str = r"
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {0} end
+if ARGV[3] == '1' then
+  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if newest[1] ~= nil and newest[1][1] == ARGV[1] then return {2} end
+end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local f = {}
 for i = 1, #info, 2 do f[info[i]] = info[i + 1] end
@@ -978,7 +985,7 @@ impl FilterStore for RedisFilterStore {
         after: JournalPosition,
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable> {
-        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries).await
+        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries, false).await
     }
 
     async fn catch_up_journal(
@@ -988,7 +995,34 @@ impl FilterStore for RedisFilterStore {
         after: JournalPosition,
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable> {
-        self.read_journal_within(self.timeout, filter, meta, after, max_entries).await
+        // The copy's position was read from this journal (never re-created, in this same
+        // incarnation), so "the newest entry is mine" means caught up. On a single Redis that
+        // is one plain XREVRANGE (the link only reaches the incarnation it knows, as for every
+        // plain read here); anything else it answers (a newer entry, no journal, a retired
+        // one) is read by the script, which tells them apart.
+        if let Backend::Single(_) = &self.backend {
+            let key = journal_key(filter, meta.generation);
+            let newest = self
+                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                    redis::cmd("XREVRANGE")
+                        .arg(key)
+                        .arg("+")
+                        .arg("-")
+                        .arg("COUNT")
+                        .arg(1)
+                        .query_async::<Vec<StreamEntry>>(&mut c)
+                        .await
+                })
+                .await;
+            match newest {
+                Ok(entries) if newest_is(&entries, after) => {
+                    return Ok(JournalRead::Entries { to: after, entries: Vec::new(), head: after.added })
+                }
+                Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
+                _ => {}
+            }
+        }
+        self.read_journal_within(self.timeout, filter, meta, after, max_entries, true).await
     }
 
     async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
@@ -1009,6 +1043,11 @@ impl FilterStore for RedisFilterStore {
 /// A stream entry as XRANGE returns it: its id and its field/value pairs.
 type StreamEntry = (String, Vec<(String, Vec<u8>)>);
 
+/// Whether XREVRANGE's newest entry is the one at `position`.
+fn newest_is(newest: &[StreamEntry], position: JournalPosition) -> bool {
+    newest.first().is_some_and(|(id, _)| parse_stream_id(id) == Some((position.id_ms, position.id_seq)))
+}
+
 /// Interprets READ_JOURNAL_SCRIPT's reply for a caller at `after` (see `JournalRead`).
 fn parse_journal_read(
     reply: &[redis::Value],
@@ -1019,6 +1058,9 @@ fn parse_journal_read(
     let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
         return match reply.first() {
             Some(redis::Value::Int(0)) => Err(FilterUnavailable::SegmentMissing(0)),
+            Some(redis::Value::Int(2)) => {
+                Ok(JournalRead::Entries { to: after, entries: Vec::new(), head: after.added })
+            }
             _ => Err(bad("shape")),
         };
     };
@@ -1054,7 +1096,8 @@ fn parse_journal_read(
 }
 
 impl RedisFilterStore {
-    /// Up to `max_entries` journal entries after `after`, under `timeout`.
+    /// Up to `max_entries` journal entries after `after`, under `timeout`; `own_position`: the
+    /// position was read from this journal (see READ_JOURNAL_SCRIPT).
     async fn read_journal_within(
         &self,
         timeout: Duration,
@@ -1062,6 +1105,7 @@ impl RedisFilterStore {
         meta: FilterMeta,
         after: JournalPosition,
         max_entries: u32,
+        own_position: bool,
     ) -> Result<JournalRead, FilterUnavailable> {
         let key = journal_key(filter, meta.generation);
         let script = &self.read_journal;
@@ -1069,7 +1113,7 @@ impl RedisFilterStore {
         let reply: Vec<redis::Value> = self
             .run(timeout, Some(meta.incarnation), {
                 let mut invocation = script.key(&key);
-                invocation.arg(after_id).arg(max_entries);
+                invocation.arg(after_id).arg(max_entries).arg(u8::from(own_position));
                 invocation
             })
             .await?;
@@ -1227,6 +1271,12 @@ mod tests {
         let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])])];
         assert_eq!(parse_journal_read(&short, after, 100).unwrap(), JournalRead::Reset);
         assert!(matches!(parse_journal_read(&[Int(0)], after, 100), Err(FilterUnavailable::SegmentMissing(0))));
+        let newest = |id: &str| vec![(id.to_owned(), Vec::new())];
+        assert!(newest_is(&newest("100-0"), after));
+        assert!(!newest_is(&newest("101-0"), after), "a newer entry: read it");
+        assert!(!newest_is(&[], after), "no journal (or an empty one): the script tells which");
+        let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
+        assert_eq!(parse_journal_read(&[Int(2)], after, 100).unwrap(), caught_up, "the newest entry is the caller's");
     }
 
     #[test]

@@ -43,8 +43,9 @@ struct Args {
     /// Skip the half-rate runs (p99).
     #[arg(long)]
     no_half_rate: bool,
-    /// An origin target: `NAME` or `NAME:BLOOMGATE_SETTING=VALUE[,SETTING=VALUE...]`; repeat for
-    /// more. Default: `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
+    /// An origin target: `NAME[:BLOOMGATE_SETTING=VALUE[,...]][@BINARY]` (another binary, e.g. a
+    /// build of the commit before, for an A/B of code); repeat for more. Default:
+    /// `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
     #[arg(long = "origin")]
     origins: Vec<String>,
     /// The origin binary.
@@ -61,9 +62,20 @@ struct Args {
     out: Option<PathBuf>,
 }
 
-/// `NAME[:K=V,K=V]` as a name and environment settings.
-fn parse_origin(spec: &str) -> anyhow::Result<(String, Vec<(String, String)>)> {
-    let (name, settings) = spec.split_once(':').unwrap_or((spec, ""));
+/// An origin target as asked for on the command line.
+struct OriginSpec {
+    name: String,
+    env: Vec<(String, String)>,
+    binary: Option<PathBuf>,
+}
+
+/// `NAME[:K=V,K=V][@BINARY]`.
+fn parse_origin(spec: &str) -> anyhow::Result<OriginSpec> {
+    let (rest, binary) = match spec.rsplit_once('@') {
+        Some((rest, binary)) => (rest, Some(PathBuf::from(binary))),
+        None => (spec, None),
+    };
+    let (name, settings) = rest.split_once(':').unwrap_or((rest, ""));
     let env = settings
         .split(',')
         .filter(|s| !s.is_empty())
@@ -73,7 +85,7 @@ fn parse_origin(spec: &str) -> anyhow::Result<(String, Vec<(String, String)>)> {
             Ok((k.to_owned(), v.to_owned()))
         })
         .collect::<anyhow::Result<_>>()?;
-    Ok((name.to_owned(), env))
+    Ok(OriginSpec { name: name.to_owned(), env, binary })
 }
 
 fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], floor_rate: f64) {
@@ -141,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
         redis_cpu: CpuGroup { name: "redis".into(), pids: Vec::new() },
     }];
     for spec in &specs {
-        let (name, extra_env) = parse_origin(spec)?;
+        let OriginSpec { name, env: extra_env, binary } = parse_origin(spec)?;
         let settings = OriginSettings {
             redis_url: format!("redis://{}/", args.redis),
             redis_cluster_nodes: Vec::new(),
@@ -151,7 +163,8 @@ async fn main() -> anyhow::Result<()> {
             journal_enabled: true,
             extra_env,
         };
-        let origin = start_origin(&Launch::Process(args.origin_bin.clone()), &settings).await?;
+        let binary = binary.unwrap_or_else(|| args.origin_bin.clone());
+        let origin = start_origin(&Launch::Process(binary), &settings).await?;
         let filter = preload(&name, &origin.base, &keys).await?;
         let server_cpu = CpuGroup { name: name.clone(), pids: vec![origin.pid] };
         let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids.clone() };
