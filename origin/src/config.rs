@@ -65,7 +65,8 @@ pub struct Config {
     /// Largest filter, in bytes of bits, that a create, rebuild or automatic resize may ask
     /// for: checked before anything is stored.
     pub max_filter_bytes: u64,
-    /// Whole-request timeout in ms.
+    /// Whole-request timeout in ms (single-key lookups excepted: each store call on their path
+    /// has its own timeout, so they need no timer of their own).
     pub request_timeout_ms: u64,
     /// Keys per batch request.
     pub max_batch: usize,
