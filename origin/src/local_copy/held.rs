@@ -116,10 +116,10 @@ impl HeldCopy {
 
     /// Ends round `round` as `end` says, and wakes the lookups waiting on it.
     pub fn finish_round(&self, round: u64, end: &RoundEnd) {
+        // Only a store failure is the waiters' answer; a stale copy sends them to the store.
         let failure = match end {
-            RoundEnd::Current => None,
             RoundEnd::Unavailable(e) => Some(e.clone()),
-            RoundEnd::Stale(_) => None,
+            RoundEnd::Current | RoundEnd::Stale(_) => None,
         };
         // The failure is set before the round ends: a waiter reading "failed" reads its cause.
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = failure;

@@ -120,20 +120,26 @@ impl LocalCopies {
         if others + meta.params.total_bytes() > self.shared.max_bytes {
             slots.insert(filter.to_owned(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
             self.shared.metrics.copy_load(CopyLoad::OverBudget);
+            self.shared.metrics.set_copy_bytes(held_bytes(&slots));
             return None;
         }
         if let Some(Slot::Held(replaced)) = slots.insert(filter.to_owned(), Slot::Loading(meta)) {
             replaced.close();
         }
+        self.shared.metrics.set_copy_bytes(held_bytes(&slots));
         tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta));
         None
     }
 
     /// Bytes of bits held now.
     pub fn held_bytes(&self) -> u64 {
-        let slots = self.shared.slots.lock().unwrap_or_else(|e| e.into_inner());
-        slots.values().map(|slot| if let Slot::Held(copy) = slot { copy.bytes() } else { 0 }).sum()
+        held_bytes(&self.shared.slots.lock().unwrap_or_else(|e| e.into_inner()))
     }
+}
+
+/// Bytes of bits the slots hold (loads in progress not counted: the gauge shows memory held).
+fn held_bytes(slots: &HashMap<String, Slot>) -> u64 {
+    slots.values().map(|slot| if let Slot::Held(copy) = slot { copy.bytes() } else { 0 }).sum()
 }
 
 impl Shared {
@@ -150,7 +156,7 @@ impl Shared {
         if matches!(slots.get(filter), Some(Slot::Held(held)) if Arc::ptr_eq(held, copy)) {
             slots.remove(filter);
         }
-        self.metrics.set_copy_bytes(slots.values().map(|s| if let Slot::Held(c) = s { c.bytes() } else { 0 }).sum());
+        self.metrics.set_copy_bytes(held_bytes(&slots));
     }
 }
 
@@ -168,9 +174,7 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
                 let copy = Arc::new(HeldCopy::new(meta, bits));
                 slots.insert(filter.clone(), Slot::Held(copy.clone()));
                 shared.metrics.copy_load(CopyLoad::Loaded);
-                shared
-                    .metrics
-                    .set_copy_bytes(slots.values().map(|s| if let Slot::Held(c) = s { c.bytes() } else { 0 }).sum());
+                shared.metrics.set_copy_bytes(held_bytes(&slots));
                 (copy, position)
             }
             Err(e) => {

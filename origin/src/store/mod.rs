@@ -98,6 +98,13 @@ pub enum JournalRead {
     Reset,
 }
 
+impl JournalRead {
+    /// Nothing after `after`, which is the head: the reader is caught up.
+    pub fn caught_up(after: JournalPosition) -> JournalRead {
+        JournalRead::Entries { to: after, entries: Vec::new(), head: after.added }
+    }
+}
+
 /// Size of a generation's journal, for stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JournalSize {

@@ -1000,7 +1000,8 @@ impl FilterStore for RedisFilterStore {
         // is one plain XREVRANGE (the link only reaches the incarnation it knows, as for every
         // plain read here); anything else it answers (a newer entry, no journal, a retired
         // one) is read by the script, which tells them apart.
-        if let Backend::Single(_) = &self.backend {
+        let single = matches!(self.backend, Backend::Single(_));
+        if single {
             let key = journal_key(filter, meta.generation);
             let newest = self
                 .call(self.timeout, Some(meta.incarnation), |mut c| async move {
@@ -1015,14 +1016,14 @@ impl FilterStore for RedisFilterStore {
                 })
                 .await;
             match newest {
-                Ok(entries) if newest_is(&entries, after) => {
-                    return Ok(JournalRead::Entries { to: after, entries: Vec::new(), head: after.added })
-                }
+                Ok(entries) if newest_is(&entries, after) => return Ok(JournalRead::caught_up(after)),
                 Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
                 _ => {}
             }
         }
-        self.read_journal_within(self.timeout, filter, meta, after, max_entries, true).await
+        // On a cluster the script asks "is the newest entry mine?" itself (a plain command
+        // there cannot refuse a promoted replica); on a single Redis it was just asked.
+        self.read_journal_within(self.timeout, filter, meta, after, max_entries, !single).await
     }
 
     async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
@@ -1058,9 +1059,7 @@ fn parse_journal_read(
     let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
         return match reply.first() {
             Some(redis::Value::Int(0)) => Err(FilterUnavailable::SegmentMissing(0)),
-            Some(redis::Value::Int(2)) => {
-                Ok(JournalRead::Entries { to: after, entries: Vec::new(), head: after.added })
-            }
+            Some(redis::Value::Int(2)) => Ok(JournalRead::caught_up(after)),
             _ => Err(bad("shape")),
         };
     };
@@ -1277,6 +1276,7 @@ mod tests {
         assert!(!newest_is(&[], after), "no journal (or an empty one): the script tells which");
         let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
         assert_eq!(parse_journal_read(&[Int(2)], after, 100).unwrap(), caught_up, "the newest entry is the caller's");
+        assert_eq!(JournalRead::caught_up(after), caught_up);
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! target/release/negative-path --keys 100000 --rounds 5 --duration 10
 //! ```
 
-use bloomgate_tests::loadgen::ab::{measure, medians, preload, AbLoad, AbRun, AbTarget};
+use bloomgate_tests::loadgen::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
 use bloomgate_tests::loadgen::probe::{pids_matching, CpuGroup};
 use bloomgate_tests::loadgen::servers::{start_floor, start_origin, Launch, OriginSettings};
 use bloomgate_tests::loadgen::workload::{present_keys, Workload};
@@ -27,16 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
+/// The origin's negative path against an axum hello-world, side by side (issue 13).
 struct Args {
-    /// Keys stored in each origin's filter before measuring.
-    #[arg(long, default_value_t = 100_000)]
-    keys: usize,
-    /// Rounds; each measures every target once, alternating.
-    #[arg(long, default_value_t = 5)]
-    rounds: usize,
-    /// Seconds of each measured run.
-    #[arg(long, default_value_t = 10)]
-    duration: u64,
+    #[command(flatten)]
+    ab: AbArgs,
     /// Connections, each with one request in flight.
     #[arg(long, default_value_t = 64)]
     connections: usize,
@@ -48,18 +42,9 @@ struct Args {
     /// `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
     #[arg(long = "origin")]
     origins: Vec<String>,
-    /// The origin binary.
-    #[arg(long, default_value = "target/release/bloomgate-origin")]
-    origin_bin: PathBuf,
     /// The load generator binary (serves the floor).
     #[arg(long, default_value = "target/release/bloomgate-loadgen")]
     loadgen_bin: PathBuf,
-    /// The Redis behind the origins.
-    #[arg(long, default_value = "127.0.0.1:6399")]
-    redis: String,
-    /// Where to write the results as JSON.
-    #[arg(long)]
-    out: Option<PathBuf>,
 }
 
 /// An origin target as asked for on the command line.
@@ -138,10 +123,10 @@ async fn main() -> anyhow::Result<()> {
         true => vec!["redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0".to_owned(), "local-copy".to_owned()],
         false => args.origins.clone(),
     };
-    let redis_port = args.redis.rsplit(':').next().unwrap_or("6399");
+    let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
     let redis_pids = pids_matching("redis-server", Some(&format!(":{redis_port}")));
     anyhow::ensure!(!redis_pids.is_empty(), "no redis-server on port {redis_port}: run scripts/services start");
-    let keys = present_keys(13, args.keys);
+    let keys = present_keys(13, args.ab.keys);
 
     let floor = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
     let floor_cpu = CpuGroup { name: "floor".into(), pids: vec![floor.pid] };
@@ -155,7 +140,7 @@ async fn main() -> anyhow::Result<()> {
     for spec in &specs {
         let OriginSpec { name, env: extra_env, binary } = parse_origin(spec)?;
         let settings = OriginSettings {
-            redis_url: format!("redis://{}/", args.redis),
+            redis_url: format!("redis://{}/", args.ab.redis),
             redis_cluster_nodes: Vec::new(),
             cassandra: bloomgate_tests::cassandra_addr(),
             keyspace: "bloomgate_bench".into(),
@@ -163,31 +148,29 @@ async fn main() -> anyhow::Result<()> {
             journal_enabled: true,
             extra_env,
         };
-        let binary = binary.unwrap_or_else(|| args.origin_bin.clone());
+        let binary = binary.unwrap_or_else(|| args.ab.origin_bin.clone());
         let origin = start_origin(&Launch::Process(binary), &settings).await?;
-        let filter = preload(&name, &origin.base, &keys).await?;
-        let server_cpu = CpuGroup { name: name.clone(), pids: vec![origin.pid] };
-        let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids.clone() };
-        targets.push(AbTarget { name, server: origin, filter, server_cpu, redis_cpu });
+        targets.push(AbTarget::origin(&name, origin, redis_pids.clone(), &keys).await?);
     }
     let workload = Workload::new(13, Arc::new(keys), 1.0, 1.0);
-    let duration = Duration::from_secs(args.duration);
+    let duration = Duration::from_secs(args.ab.duration);
     let closed = AbLoad { connections: args.connections, duration, rate: None };
     // Warm-up: connections, caches, local copies loaded.
     let warm = AbLoad { duration: Duration::from_secs(2), ..closed };
     rounds(&targets, 1, |_| warm, &workload, "warm-up").await?;
-    let max = rounds(&targets, args.rounds, |_| closed, &workload, "max").await?;
+    let max = rounds(&targets, args.ab.rounds, |_| closed, &workload, "max").await?;
     let floor_rate = medians(&max[0]).rate;
     print_table("Closed loop (maximum rate), medians", &targets, &max, floor_rate);
     let mut all = json!({
-        "keys": args.keys, "rounds": args.rounds, "duration_secs": args.duration,
+        "keys": args.ab.keys, "rounds": args.ab.rounds, "duration_secs": args.ab.duration,
         "connections": args.connections, "targets": specs,
         "max": targets.iter().zip(&max).map(|(t, r)| json!({"target": t.name, "median": medians(r), "runs": r})).collect::<Vec<_>>(),
     });
     if !args.no_half_rate {
         let half_rates: Vec<f64> = max.iter().map(|r| medians(r).rate / 2.0).collect();
-        let half = rounds(&targets, args.rounds, |i| AbLoad { rate: Some(half_rates[i]), ..closed }, &workload, "half")
-            .await?;
+        let half =
+            rounds(&targets, args.ab.rounds, |i| AbLoad { rate: Some(half_rates[i]), ..closed }, &workload, "half")
+                .await?;
         print_table("Fixed rate at half of each target's maximum, medians", &targets, &half, floor_rate);
         all["half"] = targets
             .iter()
@@ -197,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
             .collect::<Vec<_>>()
             .into();
     }
-    if let Some(out) = &args.out {
+    if let Some(out) = &args.ab.out {
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
     }
     Ok(())

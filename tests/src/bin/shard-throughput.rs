@@ -11,56 +11,32 @@
 //! ```
 
 use anyhow::Context as _;
-use bloomgate_tests::loadgen::ab::{measure, medians, preload, AbLoad, AbRun, AbTarget};
-use bloomgate_tests::loadgen::probe::{pids_matching, CpuGroup};
-use bloomgate_tests::loadgen::servers::{start_origin, Launch, OriginSettings, Server};
+use bloomgate_tests::loadgen::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
+use bloomgate_tests::loadgen::probe::pids_matching;
+use bloomgate_tests::loadgen::servers::{start_origin, Launch, OriginSettings};
 use bloomgate_tests::loadgen::workload::{present_keys, Workload};
 use clap::Parser;
 use serde_json::json;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
+/// The origin's negative path on one Redis beside a 3-master Redis Cluster (issue 11).
 struct Args {
-    /// Keys stored in each filter before measuring.
-    #[arg(long, default_value_t = 100_000)]
-    keys: usize,
-    /// Rounds; each measures both targets once, alternating.
-    #[arg(long, default_value_t = 5)]
-    rounds: usize,
-    /// Seconds of each measured run.
-    #[arg(long, default_value_t = 10)]
-    duration: u64,
+    #[command(flatten)]
+    ab: AbArgs,
     /// Connections, each with one request in flight.
     #[arg(long, default_value_t = 32)]
     connections: usize,
-    /// The origin binary.
-    #[arg(long, default_value = "target/release/bloomgate-origin")]
-    origin_bin: PathBuf,
-    /// The single Redis.
-    #[arg(long, default_value = "127.0.0.1:6399")]
-    redis: String,
     /// The cluster's nodes (any of them).
     #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")]
     cluster: Vec<String>,
-    /// Where to write the results as JSON.
-    #[arg(long)]
-    out: Option<PathBuf>,
-}
-
-async fn prepare(name: &str, origin: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<AbTarget> {
-    anyhow::ensure!(!redis_pids.is_empty(), "no redis-server process found for the {name} target");
-    let filter = preload(name, &origin.base, keys).await?;
-    let server_cpu = CpuGroup { name: "origin".into(), pids: vec![origin.pid] };
-    let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids };
-    Ok(AbTarget { name: name.into(), server: origin, filter, server_cpu, redis_cpu })
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let launch = Launch::Process(args.origin_bin.clone());
+    let launch = Launch::Process(args.ab.origin_bin.clone());
     let settings = |redis_url: String, cluster: Vec<String>| OriginSettings {
         redis_url,
         redis_cluster_nodes: cluster,
@@ -71,19 +47,20 @@ async fn main() -> anyhow::Result<()> {
         // Every lookup asks Redis: this compares the two Redis deployments, not the local copy.
         extra_env: vec![("BLOOMGATE_LOCAL_COPY_MAX_BYTES".into(), "0".into())],
     };
-    let single = start_origin(&launch, &settings(format!("redis://{}/", args.redis), Vec::new())).await?;
+    let single = start_origin(&launch, &settings(format!("redis://{}/", args.ab.redis), Vec::new())).await?;
     let cluster_urls = args.cluster.iter().map(|n| format!("redis://{n}")).collect();
     let cluster = start_origin(&launch, &settings(String::new(), cluster_urls)).await.context("cluster origin")?;
-    let keys = present_keys(11, args.keys);
-    let redis_port = args.redis.rsplit(':').next().unwrap_or("6399");
+    let keys = present_keys(11, args.ab.keys);
+    let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
     let targets = [
-        prepare("1 Redis", single, pids_matching("redis-server", Some(&format!(":{redis_port}"))), &keys).await?,
-        prepare("3-master cluster", cluster, pids_matching("redis-server", Some("cluster")), &keys).await?,
+        AbTarget::origin("1 Redis", single, pids_matching("redis-server", Some(&format!(":{redis_port}"))), &keys)
+            .await?,
+        AbTarget::origin("3-master cluster", cluster, pids_matching("redis-server", Some("cluster")), &keys).await?,
     ];
     let workload = Workload::new(11, Arc::new(keys), 1.0, 1.0);
-    let load = AbLoad { connections: args.connections, duration: Duration::from_secs(args.duration), rate: None };
+    let load = AbLoad { connections: args.connections, duration: Duration::from_secs(args.ab.duration), rate: None };
     let mut runs: Vec<Vec<AbRun>> = vec![Vec::new(), Vec::new()];
-    for round in 0..args.rounds {
+    for round in 0..args.ab.rounds {
         for (i, target) in targets.iter().enumerate() {
             let run = measure(target, load, &workload, format!("{}-{round}", target.name)).await?;
             eprintln!(
@@ -122,9 +99,9 @@ async fn main() -> anyhow::Result<()> {
     let ratio =
         summary[1]["lookups_per_sec"].as_f64().unwrap_or(0.0) / summary[0]["lookups_per_sec"].as_f64().unwrap_or(1.0);
     println!("cluster / single throughput: {ratio:.2}");
-    if let Some(out) = &args.out {
-        let all = json!({ "summary": summary, "ratio": ratio, "keys": args.keys, "rounds": args.rounds,
-            "duration_secs": args.duration, "connections": args.connections });
+    if let Some(out) = &args.ab.out {
+        let all = json!({ "summary": summary, "ratio": ratio, "keys": args.ab.keys, "rounds": args.ab.rounds,
+            "duration_secs": args.ab.duration, "connections": args.connections });
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
     }
     Ok(())

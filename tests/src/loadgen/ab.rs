@@ -11,7 +11,31 @@ use super::workload::Workload;
 use crate::origin::TOKEN;
 use anyhow::Context as _;
 use bloomgate_client::api::CreateFilter;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// The arguments every A/B binary takes (`#[command(flatten)]`).
+#[derive(clap::Args, Debug)]
+pub struct AbArgs {
+    /// Keys stored in each origin's filter before measuring.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: usize,
+    /// Rounds; each measures every target once, alternating.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Seconds of each measured run.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// The origin binary.
+    #[arg(long, default_value = "target/release/bloomgate-origin")]
+    pub origin_bin: PathBuf,
+    /// The single Redis (`host:port`).
+    #[arg(long, default_value = "127.0.0.1:6399")]
+    pub redis: String,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
 
 /// One server under measurement, with the processes whose CPU it costs.
 pub struct AbTarget {
@@ -66,6 +90,18 @@ pub async fn preload(name: &str, base: &str, keys: &[String]) -> anyhow::Result<
         client.insert_batch(&filter, chunk).await.with_context(|| format!("preload {name}"))?;
     }
     Ok(filter)
+}
+
+impl AbTarget {
+    /// An origin as a target: its filter preloaded with `keys`, its CPU and that of `redis_pids`
+    /// measured.
+    pub async fn origin(name: &str, server: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<AbTarget> {
+        anyhow::ensure!(!redis_pids.is_empty(), "no redis-server process found for the {name} target");
+        let filter = preload(name, &server.base, keys).await?;
+        let server_cpu = CpuGroup { name: name.into(), pids: vec![server.pid] };
+        let redis_cpu = CpuGroup { name: "redis".into(), pids: redis_pids };
+        Ok(AbTarget { name: name.into(), server, filter, server_cpu, redis_cpu })
+    }
 }
 
 /// One run against `target`; fails on any error answer (a benchmark of failures measures
