@@ -142,8 +142,11 @@ async fn write_paced(origin: &TestOrigin, filter: &str, keys: &[String]) -> Vec<
     let mut tick = tokio::time::interval(Duration::from_millis(1000 / WRITES_PER_SEC));
     for key in keys {
         tick.tick().await;
-        if origin.put(filter, key).await.status() == StatusCode::CREATED {
-            acked.push(key.clone());
+        let response = origin.put(filter, key).await;
+        match response.status() {
+            StatusCode::CREATED => acked.push(key.clone()),
+            // Refusals are allowed around a failover; say why, for when a test finds too many.
+            status => eprintln!("write of {key} refused: {status} {}", response.text().await.unwrap_or_default()),
         }
     }
     acked
