@@ -66,7 +66,10 @@ fn parse_origin(spec: &str) -> anyhow::Result<OriginSpec> {
         .filter(|s| !s.is_empty())
         .map(|kv| {
             let (k, v) = kv.split_once('=').ok_or_else(|| anyhow::anyhow!("{kv:?} in --origin {spec:?} is not K=V"))?;
-            anyhow::ensure!(k.starts_with("BLOOMGATE_"), "{k:?} in --origin {spec:?} is not a BLOOMGATE_ setting");
+            anyhow::ensure!(
+                k.starts_with("BLOOMGATE_") || k == "TOKIO_WORKER_THREADS",
+                "{k:?} in --origin {spec:?} is neither a BLOOMGATE_ setting nor TOKIO_WORKER_THREADS"
+            );
             Ok((k.to_owned(), v.to_owned()))
         })
         .collect::<anyhow::Result<_>>()?;
@@ -75,12 +78,12 @@ fn parse_origin(spec: &str) -> anyhow::Result<OriginSpec> {
 
 fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], floor_rate: f64) {
     println!("\n{title}\n");
-    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p99 ms |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (target, runs) in targets.iter().zip(runs) {
         let m = medians(runs);
         println!(
-            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} |",
+            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |",
             target.name,
             m.rate,
             m.rate / floor_rate.max(1.0),
@@ -89,7 +92,9 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], floor_rat
             m.server_us + m.redis_us,
             m.loadgen_us,
             m.p50_ms,
-            m.p99_ms
+            m.p90_ms,
+            m.p99_ms,
+            m.p999_ms
         );
     }
 }
@@ -107,8 +112,8 @@ async fn rounds(
         for (i, target) in targets.iter().enumerate() {
             let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
             eprintln!(
-                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p99 {:.2} ms",
-                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p99_ms
+                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms",
+                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms
             );
             runs[i].push(run);
         }
@@ -126,7 +131,7 @@ async fn main() -> anyhow::Result<()> {
     let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
     let redis_pids = pids_matching("redis-server", Some(&format!(":{redis_port}")));
     anyhow::ensure!(!redis_pids.is_empty(), "no redis-server on port {redis_port}: run scripts/services start");
-    let keys = present_keys(13, args.ab.keys);
+    let keys = Arc::new(present_keys(13, args.ab.keys));
 
     let floor = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
     let floor_cpu = CpuGroup { name: "floor".into(), pids: vec![floor.pid] };
@@ -152,7 +157,7 @@ async fn main() -> anyhow::Result<()> {
         let origin = start_origin(&Launch::Process(binary), &settings).await?;
         targets.push(AbTarget::origin(&name, origin, redis_pids.clone(), &keys).await?);
     }
-    let workload = Workload::new(13, Arc::new(keys), 1.0, 1.0);
+    let workload = Workload::new(13, keys, 1.0, 1.0);
     let duration = Duration::from_secs(args.ab.duration);
     let closed = AbLoad { connections: args.connections, duration, rate: None };
     // Warm-up: connections, caches, local copies loaded.

@@ -50,14 +50,14 @@ async fn main() -> anyhow::Result<()> {
     let single = start_origin(&launch, &settings(format!("redis://{}/", args.ab.redis), Vec::new())).await?;
     let cluster_urls = args.cluster.iter().map(|n| format!("redis://{n}")).collect();
     let cluster = start_origin(&launch, &settings(String::new(), cluster_urls)).await.context("cluster origin")?;
-    let keys = present_keys(11, args.ab.keys);
+    let keys = Arc::new(present_keys(11, args.ab.keys));
     let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
     let targets = [
         AbTarget::origin("1 Redis", single, pids_matching("redis-server", Some(&format!(":{redis_port}"))), &keys)
             .await?,
         AbTarget::origin("3-master cluster", cluster, pids_matching("redis-server", Some("cluster")), &keys).await?,
     ];
-    let workload = Workload::new(11, Arc::new(keys), 1.0, 1.0);
+    let workload = Workload::new(11, keys, 1.0, 1.0);
     let load = AbLoad { connections: args.connections, duration: Duration::from_secs(args.ab.duration), rate: None };
     let mut runs: Vec<Vec<AbRun>> = vec![Vec::new(), Vec::new()];
     for round in 0..args.ab.rounds {

@@ -3,15 +3,15 @@
 //! generator's per lookup. This machine is shared and noisy: alternating rounds put the same
 //! noise on every target, and medians over rounds are what get compared.
 
+use super::bench::{self, FilterSpec};
 use super::driver::{drive, DriveSpec};
 use super::freshness::median;
 use super::probe::CpuGroup;
 use super::servers::Server;
 use super::workload::Workload;
-use crate::origin::TOKEN;
 use anyhow::Context as _;
-use bloomgate_client::api::CreateFilter;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The arguments every A/B binary takes (`#[command(flatten)]`).
@@ -64,8 +64,12 @@ pub struct AbRun {
     pub loadgen_us: f64,
     /// Median latency, ms.
     pub p50_ms: f64,
+    /// 90th percentile latency, ms.
+    pub p90_ms: f64,
     /// 99th percentile latency, ms (from when each request was due, at a fixed rate).
     pub p99_ms: f64,
+    /// 99.9th percentile latency, ms.
+    pub p999_ms: f64,
 }
 
 /// How each run drives its target.
@@ -79,23 +83,27 @@ pub struct AbLoad {
     pub rate: Option<f64>,
 }
 
-/// Creates a filter of `keys.len() × 2` capacity on the origin at `base` and stores `keys` in it;
+/// Creates a filter of `keys.len() × 2` capacity on the origin at `base` and stores `keys` in it
+/// (batches refused as retryable are retried, as a fresh Cassandra may refuse the first ones);
 /// its name.
-pub async fn preload(name: &str, base: &str, keys: &[String]) -> anyhow::Result<String> {
-    let client = bloomgate_client::Client::new(base).with_token(TOKEN);
+pub async fn preload(name: &str, base: &str, keys: &Arc<Vec<String>>) -> anyhow::Result<String> {
     let filter = format!("ab-{:08x}", rand::random::<u32>());
-    let create = CreateFilter::new(keys.len() as u64 * 2, 0.01);
-    client.create_filter(&filter, &create).await.with_context(|| format!("create {filter} on {name}"))?;
-    for chunk in keys.chunks(1000) {
-        client.insert_batch(&filter, chunk).await.with_context(|| format!("preload {name}"))?;
-    }
+    let spec = FilterSpec { name: &filter, fp_rate: 0.01, capacity: keys.len() as u64 * 2, segment_bytes: None };
+    bench::preload(&reqwest::Client::new(), base, &spec, keys, false)
+        .await
+        .with_context(|| format!("preload {name}"))?;
     Ok(filter)
 }
 
 impl AbTarget {
     /// An origin as a target: its filter preloaded with `keys`, its CPU and that of `redis_pids`
     /// measured.
-    pub async fn origin(name: &str, server: Server, redis_pids: Vec<u32>, keys: &[String]) -> anyhow::Result<AbTarget> {
+    pub async fn origin(
+        name: &str,
+        server: Server,
+        redis_pids: Vec<u32>,
+        keys: &Arc<Vec<String>>,
+    ) -> anyhow::Result<AbTarget> {
         anyhow::ensure!(!redis_pids.is_empty(), "no redis-server process found for the {name} target");
         let filter = preload(name, &server.base, keys).await?;
         let server_cpu = CpuGroup { name: name.into(), pids: vec![server.pid] };
@@ -130,7 +138,9 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
         redis_us: per_lookup_us(1),
         loadgen_us: per_lookup_us(2),
         p50_ms: stats.quantile_ms(0.5),
+        p90_ms: stats.quantile_ms(0.9),
         p99_ms: stats.quantile_ms(0.99),
+        p999_ms: stats.quantile_ms(0.999),
     })
 }
 
@@ -147,6 +157,8 @@ pub fn medians(runs: &[AbRun]) -> AbRun {
         redis_us: median_of(runs, |r| r.redis_us),
         loadgen_us: median_of(runs, |r| r.loadgen_us),
         p50_ms: median_of(runs, |r| r.p50_ms),
+        p90_ms: median_of(runs, |r| r.p90_ms),
         p99_ms: median_of(runs, |r| r.p99_ms),
+        p999_ms: median_of(runs, |r| r.p999_ms),
     }
 }

@@ -2,9 +2,11 @@
 //! closed-loop or at a fixed total rate, for a duration or a number of lookups. Records an HDR
 //! latency histogram, who answered, wrong answers and errors.
 //!
-//! At a fixed rate, latency counts from the moment a request was *due*, not from when it was
-//! sent, so a stalled server shows up in the tail instead of hiding it (coordinated omission).
+//! At a fixed rate, requests fall due evenly (see [`super::pacer`]) and latency counts from the
+//! moment a request was *due*, not from when it was sent, so a stalled server shows up in the
+//! tail instead of hiding it (coordinated omission).
 
+use super::pacer::{Pacer, Ticket};
 use super::workload::Workload;
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
@@ -18,7 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
-use tokio::sync::Barrier;
 
 /// Header naming who answered (origin and edge).
 const ANSWERED_BY: &str = "x-bloomgate-answered-by";
@@ -181,44 +182,46 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
     anyhow::ensure!(spec.connections > 0, "at least one connection");
     anyhow::ensure!(spec.duration.is_some() || spec.max_lookups.is_some(), "a duration or a number of lookups");
     let authority = spec.base.trim_start_matches("http://").trim_end_matches('/').to_owned();
-    let barrier = Arc::new(Barrier::new(spec.connections + 1));
+    let mut senders = Vec::with_capacity(spec.connections);
+    for _ in 0..spec.connections {
+        senders.push(connect(&authority).await?);
+    }
+    let start = Instant::now();
+    let deadline = spec.duration.map(|d| start + d);
+    let pacer = spec.rate.map(|rate| {
+        let tickets = spec.duration.map_or(u64::MAX, |d| Pacer::tickets_in(d, rate));
+        Pacer::new(start, rate, tickets.min(spec.max_lookups.unwrap_or(u64::MAX)))
+    });
+    let pacing = pacer.clone().map(|pacer| {
+        let connections = spec.connections;
+        std::thread::spawn(move || pacer.run(connections))
+    });
     let issued = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
-    let start_cell: Arc<std::sync::OnceLock<Instant>> = Arc::new(std::sync::OnceLock::new());
     let mut tasks = Vec::with_capacity(spec.connections);
-    for conn in 0..spec.connections {
-        let mut sender = connect(&authority).await?;
+    for (conn, mut sender) in senders.into_iter().enumerate() {
         let mut keys = workload.stream(&spec.label, conn);
-        let (barrier, issued, done, start_cell) = (barrier.clone(), issued.clone(), done.clone(), start_cell.clone());
+        let (issued, done, pacer) = (issued.clone(), done.clone(), pacer.clone());
         let (authority, spec) = (authority.clone(), spec.clone());
         tasks.push(tokio::spawn(async move {
             let prefix = format!("/v1/filters/{}/keys/", spec.filter);
             let mut stats = DriveStats::new();
-            barrier.wait().await;
-            let start = *start_cell.get().expect("start set before the barrier");
-            let deadline = spec.duration.map(|d| start + d);
-            // At a fixed rate each connection sends every `interval`, offset so the
-            // connections interleave evenly.
-            let interval = spec.rate.map(|r| Duration::from_secs_f64(spec.connections as f64 / r));
-            let offset = interval.map(|i| i.mul_f64(conn as f64 / spec.connections as f64)).unwrap_or_default();
-            let mut sent: u32 = 0;
             loop {
-                let due = match interval {
-                    Some(i) => start + offset + i * sent,
-                    None => Instant::now(),
-                };
-                if deadline.is_some_and(|d| due >= d) {
-                    break;
-                }
-                if let Some(max) = spec.max_lookups {
-                    if issued.fetch_add(1, Relaxed) >= max {
-                        break;
+                let due = match &pacer {
+                    Some(pacer) => match pacer.next().await {
+                        Ticket::Send { due } => due,
+                        Ticket::Done => break,
+                    },
+                    None => {
+                        let now = Instant::now();
+                        if deadline.is_some_and(|d| now >= d)
+                            || spec.max_lookups.is_some_and(|max| issued.fetch_add(1, Relaxed) >= max)
+                        {
+                            break;
+                        }
+                        now
                     }
-                }
-                if interval.is_some() {
-                    tokio::time::sleep_until(due.into()).await;
-                }
-                sent += 1;
+                };
                 let (key, present) = keys.next_key();
                 let path = format!("{prefix}{key}");
                 match lookup(&mut sender, &authority, &path).await {
@@ -276,9 +279,6 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
     } else {
         None
     };
-    let start = Instant::now();
-    start_cell.set(start).expect("start set once");
-    barrier.wait().await;
     let ticker = progress.clone().map(|bar| {
         let (done, duration) = (done.clone(), spec.duration);
         tokio::spawn(async move {
@@ -296,9 +296,16 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
     });
     let mut total = DriveStats::new();
     for task in tasks {
-        total.merge(&task.await?);
+        let stats = task.await;
+        if let (Err(_), Some(pacer)) = (&stats, &pacer) {
+            pacer.stop();
+        }
+        total.merge(&stats?);
     }
     total.seconds = start.elapsed().as_secs_f64();
+    if let Some(thread) = pacing {
+        thread.join().map_err(|_| anyhow::anyhow!("the pacing thread panicked"))?;
+    }
     if let Some(t) = ticker {
         t.abort();
     }

@@ -3,6 +3,7 @@
 //! # Layout
 //! - [`workload`]: seeded present keys (hex SHA-256), miss streams that never repeat, Zipf hits.
 //! - [`driver`]: N HTTP/1.1 connections, closed loop or fixed rate, HDR latency, errors.
+//! - [`pacer`]: a fixed rate's request tickets, released with sub-millisecond precision.
 //! - [`servers`]: origins (child process or own-runtime thread) and the hello-world floor.
 //! - [`proxy`]: a proxy counting the edge's requests to the origin and the bytes back, by kind.
 //! - [`writes`]: fixed-rate writes of fresh keys, and the probe following them to "seen".
@@ -19,6 +20,7 @@ pub mod chart;
 pub mod chart_writes;
 pub mod driver;
 pub mod freshness;
+pub mod pacer;
 pub mod probe;
 pub mod proxy;
 pub mod report;
