@@ -7,14 +7,21 @@
 //! [`super::rounds`]), so an add acknowledged by any origin before the lookup arrived is in it.
 //! Every other outcome (the round failed, the journal is gone or trimmed past the copy, the
 //! store restarted) leaves the lookup to the filter store, exactly as without a copy.
+//!
+//! A round is run by one of the lookups waiting for it (its *leader*), inside that lookup's own
+//! task: no hand-off to another task and back on the way to Redis. The others wait for the
+//! round's end; when it ends, one of those holding a later ticket leads the next. A leader that
+//! goes away mid-round (its client hung up) ends the round as abandoned on the way out, and the
+//! lookups that waited on it ask the store.
 
 use super::rounds::{Outcome, Rounds};
+use crate::metrics::Metrics;
 use crate::store::{FilterMeta, FilterStore, FilterUnavailable, JournalRead};
 use bloomgate_filter::{BloomFilter, JournalPosition, KeyHash};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
-use tokio::sync::{watch, Notify};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// Journal entries asked for per read in a round.
 pub const ENTRIES_PER_READ: u32 = 1024;
@@ -28,16 +35,22 @@ pub const MAX_READS_PER_ROUND: u32 = 16;
 pub struct HeldCopy {
     /// The generation held, with the store incarnation its bits came from.
     pub meta: FilterMeta,
+    filter: String,
+    store: Arc<dyn FilterStore>,
+    metrics: Arc<Metrics>,
     bits: BloomFilter,
     rounds: Mutex<Rounds>,
+    /// The journal position the bits are current to. Only the leader of the round in flight
+    /// moves it (one round at a time), so the lock is never contended.
+    position: Mutex<JournalPosition>,
     /// The number of the newest round that ended, for lookups waiting on one.
     finished: watch::Sender<u64>,
     /// Why the last round failed, while it is the newest.
     failure: Mutex<Option<FilterUnavailable>>,
-    /// Wakes the catch-up task: a lookup wants a round.
-    wake: Notify,
     /// When a lookup last used the copy, in ms since `created`.
     last_used_ms: AtomicU64,
+    /// When the last round ended, in ms since `created`.
+    last_round_ms: AtomicU64,
     created: Instant,
 }
 
@@ -51,19 +64,56 @@ pub enum RoundEnd {
     /// The copy can never be brought up to date again (the journal is gone, in another store
     /// incarnation, or trimmed past the copy's position): it must be dropped and loaded anew.
     Stale(String),
+    /// The lookup leading the round went away before it ended: the copy is kept, the lookups
+    /// that waited on the round ask the store.
+    Abandoned,
+}
+
+/// Ends its round as abandoned if dropped before [`LeadingRound::end`]: a leader's future is
+/// dropped when its client hangs up, and the lookups waiting on the round must not wait forever.
+struct LeadingRound<'a> {
+    copy: &'a HeldCopy,
+    round: u64,
+    ended: bool,
+}
+
+impl LeadingRound<'_> {
+    fn end(mut self, end: &RoundEnd) {
+        self.ended = true;
+        self.copy.finish_round(self.round, end);
+    }
+}
+
+impl Drop for LeadingRound<'_> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.copy.finish_round(self.round, &RoundEnd::Abandoned);
+        }
+    }
 }
 
 impl HeldCopy {
-    /// A copy of `meta`'s bits.
-    pub fn new(meta: FilterMeta, bits: BloomFilter) -> HeldCopy {
+    /// A copy of `meta`'s bits of `filter` in `store`, current to `position` of its journal.
+    pub fn new(
+        filter: &str,
+        meta: FilterMeta,
+        bits: BloomFilter,
+        position: JournalPosition,
+        store: Arc<dyn FilterStore>,
+        metrics: Arc<Metrics>,
+    ) -> HeldCopy {
         HeldCopy {
             meta,
+            filter: filter.to_owned(),
+            store,
+            metrics,
             bits,
             rounds: Mutex::default(),
+            position: Mutex::new(position),
             finished: watch::Sender::new(0),
             failure: Mutex::default(),
-            wake: Notify::new(),
             last_used_ms: AtomicU64::new(0),
+            last_round_ms: AtomicU64::new(0),
             created: Instant::now(),
         }
     }
@@ -73,58 +123,98 @@ impl HeldCopy {
         self.meta.params.total_bytes()
     }
 
-    /// Waits for a round that started after this call, then answers from the copy if that round
-    /// made it current; otherwise why it could not (None: the copy is stale, ask the store).
+    /// Waits for a round that started after this call (leading it, if no other lookup has),
+    /// then answers from the copy if that round made it current; otherwise why it could not
+    /// (None: the copy is stale or the round was abandoned: ask the store).
     pub async fn may_contain(&self, hash: &KeyHash) -> Result<bool, Option<FilterUnavailable>> {
-        self.last_used_ms.store(self.created.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         // Subscribed before the ticket: a round ending after the ticket is taken is then seen.
         let mut finished = self.finished.subscribe();
-        let ticket = self.lock_rounds().ticket();
-        self.wake.notify_one();
+        let (ticket, in_flight) = {
+            let mut rounds = self.lock_rounds();
+            (rounds.ticket(), rounds.in_flight())
+        };
+        if !in_flight {
+            // Let the lookups already runnable take this ticket too: they then share the round
+            // this one is about to lead instead of each waiting for one of their own.
+            tokio::task::yield_now().await;
+        }
         loop {
             match self.lock_rounds().outcome(ticket) {
                 Outcome::Pending => {}
                 Outcome::Current => return Ok(self.bits.may_contain_hash(hash)),
                 Outcome::Failed => return Err(self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()),
             }
-            if finished.changed().await.is_err() {
-                return Err(None);
+            let wanted = self.lock_rounds().start_wanted();
+            match wanted {
+                Some(round) => self.lead(round).await,
+                None => {
+                    if finished.changed().await.is_err() {
+                        return Err(None);
+                    }
+                }
             }
         }
     }
 
     /// How long since a lookup last used the copy.
-    pub fn idle_for(&self) -> std::time::Duration {
-        let used = std::time::Duration::from_millis(self.last_used_ms.load(Ordering::Relaxed));
-        self.created.elapsed().saturating_sub(used)
+    pub fn idle_for(&self) -> Duration {
+        Duration::from_millis(self.now_ms().saturating_sub(self.last_used_ms.load(Ordering::Relaxed)))
     }
 
-    /// Starts the round a lookup waits for, if any and none is in flight.
-    pub fn start_wanted_round(&self) -> Option<u64> {
-        self.lock_rounds().start_wanted()
+    /// How long since the last round ended (since the copy was made, if none has).
+    pub fn since_last_round(&self) -> Duration {
+        Duration::from_millis(self.now_ms().saturating_sub(self.last_round_ms.load(Ordering::Relaxed)))
     }
 
-    /// Starts a round whether or not a lookup waits (none if one is in flight).
-    pub fn start_any_round(&self) -> Option<u64> {
-        self.lock_rounds().start_any()
+    /// Runs a round whether or not a lookup waits (the idle catch-up, which keeps the copy within
+    /// the journal's retention), unless one is in flight.
+    pub async fn catch_up_idle(&self) {
+        let started = self.lock_rounds().start_any();
+        if let Some(round) = started {
+            self.lead(round).await;
+        }
     }
 
-    /// Resolves when a lookup has asked for a round since the last call.
-    pub async fn round_wanted(&self) {
-        self.wake.notified().await
+    /// Whether the copy was closed (it answers nothing any more).
+    pub fn is_closed(&self) -> bool {
+        self.lock_rounds().is_closed()
+    }
+
+    /// Runs round `round`, started by the caller, to its end; a stale copy is closed.
+    async fn lead(&self, round: u64) {
+        let leading = LeadingRound { copy: self, round, ended: false };
+        let mut position = *self.position.lock().unwrap_or_else(|e| e.into_inner());
+        let end = self.catch_up(&mut position).await;
+        // Entries applied by a round abandoned midway are applied again by the next: bits only
+        // ever get set, so that is harmless, and the position never runs ahead of the bits.
+        *self.position.lock().unwrap_or_else(|e| e.into_inner()) = position;
+        leading.end(&end);
+        if let RoundEnd::Stale(why) = end {
+            tracing::info!(
+                filter = self.filter,
+                generation = self.meta.generation,
+                why,
+                "local copy dropped; the next lookup loads it again"
+            );
+            self.close();
+        }
     }
 
     /// Ends round `round` as `end` says, and wakes the lookups waiting on it.
-    pub fn finish_round(&self, round: u64, end: &RoundEnd) {
-        // Only a store failure is the waiters' answer; a stale copy sends them to the store.
+    fn finish_round(&self, round: u64, end: &RoundEnd) {
+        // Only a store failure is the waiters' answer; otherwise they ask the store.
         let failure = match end {
             RoundEnd::Unavailable(e) => Some(e.clone()),
-            RoundEnd::Current | RoundEnd::Stale(_) => None,
+            RoundEnd::Current | RoundEnd::Stale(_) | RoundEnd::Abandoned => None,
         };
         // The failure is set before the round ends: a waiter reading "failed" reads its cause.
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = failure;
-        self.lock_rounds().finish(round, matches!(end, RoundEnd::Current));
+        let current = matches!(end, RoundEnd::Current);
+        self.lock_rounds().finish(round, current);
+        self.last_round_ms.store(self.now_ms(), Ordering::Relaxed);
         self.finished.send_replace(round);
+        self.metrics.copy_round(current);
     }
 
     /// No round runs again: every lookup waiting, or arriving later, is failed at once.
@@ -136,9 +226,9 @@ impl HeldCopy {
 
     /// Brings the copy from `position` up to the journal's head as read now, applying each entry's
     /// hashes; moves `position` along.
-    pub async fn catch_up(&self, store: &dyn FilterStore, filter: &str, position: &mut JournalPosition) -> RoundEnd {
+    async fn catch_up(&self, position: &mut JournalPosition) -> RoundEnd {
         for _ in 0..MAX_READS_PER_ROUND {
-            match store.catch_up_journal(filter, self.meta, *position, ENTRIES_PER_READ).await {
+            match self.store.catch_up_journal(&self.filter, self.meta, *position, ENTRIES_PER_READ).await {
                 Ok(JournalRead::Entries { to, entries, head }) => {
                     for hash in entries.iter().flatten() {
                         self.bits.insert_hash_shared(hash);
@@ -161,11 +251,21 @@ impl HeldCopy {
         ))
     }
 
+    /// Whether a round is being run now.
+    #[cfg(test)]
+    pub fn round_in_flight(&self) -> bool {
+        self.lock_rounds().in_flight()
+    }
+
     /// The copy's answer as it stands, without the barrier: what a copy without one would say
     /// (the negative control of the tests).
     #[cfg(test)]
     pub fn may_contain_unguarded(&self, hash: &KeyHash) -> bool {
         self.bits.may_contain_hash(hash)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.created.elapsed().as_millis() as u64
     }
 
     fn lock_rounds(&self) -> std::sync::MutexGuard<'_, Rounds> {

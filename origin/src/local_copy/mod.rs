@@ -22,7 +22,7 @@ mod two_origins;
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};
 use crate::store::{FilterMeta, FilterStore, FilterUnavailable};
 use bloomgate_filter::KeyHash;
-use held::{HeldCopy, RoundEnd};
+use held::HeldCopy;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -92,6 +92,10 @@ impl LocalCopies {
             }
             Err(None) => {
                 self.shared.metrics.copy_lookup(CopyLookup::Stale);
+                if copy.is_closed() {
+                    // Stale: the next lookup loads the generation again.
+                    self.shared.drop_copy(filter, &copy);
+                }
                 None
             }
         }
@@ -161,21 +165,22 @@ impl Shared {
 }
 
 /// Loads `meta`'s copy into `filter`'s slot (unless the slot was given to another generation
-/// meanwhile), then runs its catch-up rounds until it is dropped.
+/// meanwhile), then keeps it until it is dropped.
 async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
     let loaded = load::load(shared.store.as_ref(), &filter, meta).await;
-    let (copy, mut position) = {
+    let copy = {
         let mut slots = shared.slots.lock().unwrap_or_else(|e| e.into_inner());
         if !matches!(slots.get(&filter), Some(Slot::Loading(loading)) if *loading == meta) {
             return;
         }
         match loaded {
             Ok((bits, position)) => {
-                let copy = Arc::new(HeldCopy::new(meta, bits));
+                let (store, metrics) = (shared.store.clone(), shared.metrics.clone());
+                let copy = Arc::new(HeldCopy::new(&filter, meta, bits, position, store, metrics));
                 slots.insert(filter.clone(), Slot::Held(copy.clone()));
                 shared.metrics.copy_load(CopyLoad::Loaded);
                 shared.metrics.set_copy_bytes(held_bytes(&slots));
-                (copy, position)
+                copy
             }
             Err(e) => {
                 tracing::warn!(filter, generation = meta.generation, cause = %e, "local copy not loaded; lookups ask the filter store");
@@ -186,40 +191,15 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
         }
     };
     tracing::debug!(filter, generation = meta.generation, bytes = copy.bytes(), "local copy loaded");
+    // Lookups lead the rounds they wait for; this task keeps an unused copy current and drops
+    // it once stale, replaced or unused for long.
     loop {
-        // Let the tasks already runnable (requests whose bytes have arrived) take their tickets
-        // first: they then share this round instead of each waiting for a round of their own.
-        tokio::task::yield_now().await;
-        let round = match copy.start_wanted_round() {
-            Some(round) => round,
-            None => {
-                let idle = tokio::select! {
-                    () = copy.round_wanted() => false,
-                    () = tokio::time::sleep(IDLE_CATCH_UP) => true,
-                };
-                if !idle {
-                    continue;
-                }
-                if !shared.holds(&filter, &copy) || copy.idle_for() > IDLE_DROP {
-                    return shared.drop_copy(&filter, &copy);
-                }
-                match copy.start_any_round() {
-                    Some(round) => round,
-                    None => continue,
-                }
-            }
-        };
-        let end = copy.catch_up(shared.store.as_ref(), &filter, &mut position).await;
-        copy.finish_round(round, &end);
-        shared.metrics.copy_round(matches!(end, RoundEnd::Current));
-        if let RoundEnd::Stale(why) = end {
-            tracing::info!(
-                filter,
-                generation = meta.generation,
-                why,
-                "local copy dropped; the next lookup loads it again"
-            );
+        tokio::time::sleep(IDLE_CATCH_UP).await;
+        if copy.is_closed() || !shared.holds(&filter, &copy) || copy.idle_for() > IDLE_DROP {
             return shared.drop_copy(&filter, &copy);
+        }
+        if copy.since_last_round() >= IDLE_CATCH_UP {
+            copy.catch_up_idle().await;
         }
     }
 }
@@ -316,6 +296,32 @@ mod tests {
             .filter(|l| l.starts_with("bloomgate_local_copy_rounds_total{"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    #[tokio::test]
+    async fn a_leader_gone_midway_leaves_its_waiters_to_the_store_and_later_rounds_run() {
+        let (store, meta) = store_with_generation(1).await;
+        let copies = LocalCopies::new(store.clone(), 1 << 20, Arc::new(Metrics::default()));
+        let copy = held(&copies, meta).await;
+        let (a, b) = (hash(meta, "a"), hash(meta, "b"));
+        let held_reads = store.catch_up_gate.write().await;
+        // Polled by hand, in this order: both take the same ticket (each yields before leading),
+        // then `a` leads the round (its journal read waits on the gate) and `b` waits on it.
+        let mut leader = Box::pin(copy.may_contain(&a));
+        let mut waiter = Box::pin(copy.may_contain(&b));
+        assert!(futures::poll!(leader.as_mut()).is_pending());
+        assert!(futures::poll!(waiter.as_mut()).is_pending());
+        assert!(futures::poll!(leader.as_mut()).is_pending());
+        assert!(copy.round_in_flight(), "a leads a round");
+        assert!(futures::poll!(waiter.as_mut()).is_pending());
+        drop(leader); // its client hung up
+        assert!(!copy.round_in_flight(), "the abandoned round ended when its leader went away");
+        let answer = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("the waiter was released");
+        assert!(matches!(answer, Err(None)), "an abandoned round sends its waiters to the store: {answer:?}");
+        drop(held_reads);
+        let after = copy.may_contain(&hash(meta, "c")).await;
+        assert!(after.is_ok(), "the next lookup leads a round of its own: {after:?}");
+        assert!(!copy.is_closed(), "an abandoned round leaves the copy held");
     }
 
     #[tokio::test]

@@ -94,6 +94,16 @@ impl Rounds {
         self.wanted
     }
 
+    /// Whether a round is being run now.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+
+    /// Whether the rounds were closed.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// No round will run again (the copy is dropped): every ticket not yet served, and every
     /// ticket handed out from now on, is failed at once instead of waiting for ever.
     pub fn close(&mut self) {

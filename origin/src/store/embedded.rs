@@ -51,6 +51,9 @@ pub struct MemoryFilterStore {
     leases: RwLock<HashMap<String, (String, std::time::Instant)>>,
     deletes: RwLock<HashMap<(String, u64), u64>>,
     progress: RwLock<HashMap<String, BuildProgress>>,
+    /// While a test holds it for writing, local copies' catch-up reads wait (a round in flight).
+    #[cfg(test)]
+    pub catch_up_gate: tokio::sync::RwLock<()>,
 }
 
 impl Default for MemoryFilterStore {
@@ -72,6 +75,8 @@ impl MemoryFilterStore {
             leases: RwLock::default(),
             deletes: RwLock::default(),
             progress: RwLock::default(),
+            #[cfg(test)]
+            catch_up_gate: tokio::sync::RwLock::default(),
         }
     }
 
@@ -335,6 +340,18 @@ impl FilterStore for MemoryFilterStore {
         let journals = read(&self.journals);
         let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
         head.ok_or(FilterUnavailable::SegmentMissing(0))
+    }
+
+    #[cfg(test)]
+    async fn catch_up_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        let _open = self.catch_up_gate.read().await;
+        self.read_journal(filter, meta, after, max_entries).await
     }
 
     async fn read_journal(
