@@ -115,6 +115,11 @@ struct LoadArgs {
     abort_on_bad_line: bool,
 }
 
+/// mimalloc instead of glibc's malloc: per-thread free lists suit a server that allocates and
+/// frees small buffers on every request (see BENCHMARKS.md, "The origin's cost per no").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
