@@ -208,8 +208,11 @@ impl Gate {
         self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
     }
 
-    async fn ask_filter(&self, name: &str, key: &[u8]) -> Result<bool, FilterUnavailable> {
-        let meta = self.meta(name).await?;
+    async fn ask_filter(&self, name: &str, key: &[u8]) -> (Result<bool, FilterUnavailable>, Store) {
+        let meta = match self.meta(name).await {
+            Ok(meta) => meta,
+            Err(e) => return (Err(e), Store::Redis),
+        };
         let hash = hash_key(key, meta.params.seed);
         // The local copy answers only behind its read barrier (see `local_copy`); when it
         // cannot, the store is asked as if there were none.
@@ -217,14 +220,14 @@ impl Gate {
             Some(copies) if meta.journal => copies.may_contain(name, meta, &hash).await,
             _ => None,
         };
-        let answer = match held {
-            Some(answer) => answer,
-            None => self.filters.may_contain(name, meta, hash).await,
+        let (answer, asked) = match held {
+            Some(answer) => (answer, Store::LocalCopy),
+            None => (self.filters.may_contain(name, meta, hash).await, Store::Redis),
         };
         if answer.is_err() {
             self.forget_meta(name);
         }
-        answer
+        (answer, asked)
     }
 
     /// Looks up one key.
@@ -240,9 +243,9 @@ impl Gate {
     async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
         let counters = self.metrics.filter(name);
         let step = if self.filter_enabled {
-            let asked = Instant::now();
-            let answer = self.ask_filter(name, key).await;
-            self.metrics.observe_store(Store::Redis, asked.elapsed());
+            let asked_at = Instant::now();
+            let (answer, asked) = self.ask_filter(name, key).await;
+            self.metrics.observe_store(asked, asked_at.elapsed());
             after_filter(&answer)
         } else {
             AfterFilter::AskDatabaseFilterUnavailable(Fallthrough::Disabled)

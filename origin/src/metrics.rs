@@ -101,6 +101,8 @@ label_enum!(
     Store {
         /// Redis: the filter's bits.
         Redis => "redis",
+        /// This origin's local copy of the filter's bits: the time is the read barrier's wait.
+        LocalCopy => "local_copy",
         /// Cassandra (or the embedded key file): the keys.
         Database => "database",
     }
@@ -217,6 +219,7 @@ struct HotSeries {
     // Options only because a histogram has no default (its buckets are chosen); always Some
     // once `Metrics::new` returns.
     redis_seconds: Option<Histogram>,
+    local_copy_seconds: Option<Histogram>,
     database_seconds: Option<Histogram>,
     /// Indexed by `CopyLookup::ALL`'s order.
     copy_lookups: Vec<Counter>,
@@ -409,7 +412,11 @@ impl Metrics {
         );
         r.register("lookup_seconds", "Single-key lookup latency, seconds.", m.lookup_latency.clone());
         r.register("batch_lookup_seconds", "Batch lookup latency (a whole batch), seconds.", m.batch_latency.clone());
-        r.register("store_seconds", "Latency of calls to Redis and the database, seconds.", m.store_latency.clone());
+        r.register(
+            "store_seconds",
+            "Latency of filter reads (Redis, or a local copy's read barrier) and database reads, seconds.",
+            m.store_latency.clone(),
+        );
         r.register("http_requests", "HTTP requests by method, route and status.", m.requests.clone());
         r.register(
             "http_request_seconds",
@@ -494,6 +501,7 @@ impl Metrics {
                 .lookups
                 .get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Database }),
             redis_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Redis })),
+            local_copy_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::LocalCopy })),
             database_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Database })),
             copy_lookups: CopyLookup::ALL
                 .iter()
@@ -558,6 +566,7 @@ impl Metrics {
     pub fn observe_store(&self, store: Store, elapsed: Duration) {
         let series = match store {
             Store::Redis => &self.hot.redis_seconds,
+            Store::LocalCopy => &self.hot.local_copy_seconds,
             Store::Database => &self.hot.database_seconds,
         };
         if let Some(h) = series {
