@@ -73,15 +73,19 @@ async fn an_operator_sees_requests_lookups_stores_and_the_filter_s_health() {
     let batch: Vec<String> = present.iter().skip(20).take(40).chain(absent.iter().skip(30).take(60)).cloned().collect();
     origin.lookup_all(&filter, &batch).await;
 
-    // The recovery check (every 200 ms) sets the filter's gauges: wait for them, bounded.
+    // The recovery check (every 200 ms) sets the filter's gauges: wait for them, bounded. A
+    // check that read the counters before the lookups above sets the fill ratio but not yet the
+    // observed false-positive rate (no absent key looked up): wait for a check after them.
     let url = format!("{}/metrics", origin.base);
     let deadline = Instant::now() + Duration::from_secs(20);
     let fill_series = format!("bloomgate_filter_fill_ratio{{filter=\"{filter}\"}}");
+    let observed_series = format!("bloomgate_filter_observed_fp_rate{{filter=\"{filter}\"}}");
     let (content_type, text) = loop {
         let r = origin.http.get(&url).send().await.unwrap();
         let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
         let text = r.text().await.unwrap();
-        if sample(&text, &fill_series).is_some() || Instant::now() > deadline {
+        let gauges_set = sample(&text, &fill_series).is_some() && sample(&text, &observed_series).is_some();
+        if gauges_set || Instant::now() > deadline {
             break (content_type, text);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
