@@ -304,7 +304,7 @@ mod tests {
         let copies = LocalCopies::new(store.clone(), 1 << 20, Arc::new(Metrics::default()));
         let copy = held(&copies, meta).await;
         let (a, b) = (hash(meta, "a"), hash(meta, "b"));
-        let held_reads = store.catch_up_gate.write().await;
+        let held_reads = store.journal_read_gate.write().await;
         // Polled by hand, in this order: both take the same ticket (each yields before leading),
         // then `a` leads the round (its journal read waits on the gate) and `b` waits on it.
         let mut leader = Box::pin(copy.may_contain(&a));

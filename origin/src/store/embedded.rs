@@ -51,9 +51,9 @@ pub struct MemoryFilterStore {
     leases: RwLock<HashMap<String, (String, std::time::Instant)>>,
     deletes: RwLock<HashMap<(String, u64), u64>>,
     progress: RwLock<HashMap<String, BuildProgress>>,
-    /// While a test holds it for writing, local copies' catch-up reads wait (a round in flight).
+    /// While a test holds it for writing, journal reads wait (e.g. a local copy's round in flight).
     #[cfg(test)]
-    pub catch_up_gate: tokio::sync::RwLock<()>,
+    pub journal_read_gate: tokio::sync::RwLock<()>,
 }
 
 impl Default for MemoryFilterStore {
@@ -76,7 +76,7 @@ impl MemoryFilterStore {
             deletes: RwLock::default(),
             progress: RwLock::default(),
             #[cfg(test)]
-            catch_up_gate: tokio::sync::RwLock::default(),
+            journal_read_gate: tokio::sync::RwLock::default(),
         }
     }
 
@@ -342,18 +342,6 @@ impl FilterStore for MemoryFilterStore {
         head.ok_or(FilterUnavailable::SegmentMissing(0))
     }
 
-    #[cfg(test)]
-    async fn catch_up_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
-    ) -> Result<JournalRead, FilterUnavailable> {
-        let _open = self.catch_up_gate.read().await;
-        self.read_journal(filter, meta, after, max_entries).await
-    }
-
     async fn read_journal(
         &self,
         filter: &str,
@@ -361,6 +349,8 @@ impl FilterStore for MemoryFilterStore {
         after: JournalPosition,
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable> {
+        #[cfg(test)]
+        let _open = self.journal_read_gate.read().await;
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
         }
