@@ -9,8 +9,9 @@
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
+use bloomgate_origin::store::{FilterMeta, JournalRead};
 use bloomgate_tests::origin::TestOrigin;
-use bloomgate_tests::{random_keys, unique_filter};
+use bloomgate_tests::{random_keys, redis_addr, unique_filter};
 use reqwest::StatusCode;
 
 async fn manifest(origin: &TestOrigin, filter: &str) -> Manifest {
@@ -193,6 +194,48 @@ async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
     store.add(&filter, meta, hashes()).await.expect("the journal's marker outlives a leftovers sweep");
     let r = origin.edge_get(&format!("/v1/filters/{filter}/journal/{}?after=1&after_id=0-0", meta.generation)).await;
     assert_ne!(r.status(), StatusCode::OK, "a retired journal is never served");
+}
+
+/// A local copy's read barrier asks a single Redis "anything after my position?" in two plain
+/// commands whose replies are a few bytes. A deleted journal (flushed, evicted) and one trimmed
+/// to nothing have nothing after any position either: neither may pass for "caught up" while
+/// an add after the position was acknowledged (the copy would answer "no" for its key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() {
+    let origin = TestOrigin::on_services(|_| {}).await;
+    let store = origin.state.gate.filter_store().clone();
+    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+
+    // A copy at the journal's head, then an add it has not read.
+    let behind_by_one_add = async |name: &str| -> (String, FilterMeta, JournalPosition) {
+        let filter = unique_filter(name);
+        create(&origin, &filter).await;
+        let meta = store.state(&filter).await.unwrap().readable().unwrap();
+        let at = store.journal_head(&filter, meta).await.unwrap();
+        let read = store.catch_up_journal(&filter, meta, at, 1024).await.unwrap();
+        assert_eq!(read, JournalRead::caught_up(at), "nothing after the head");
+        let key = &random_keys(1)[0];
+        assert_eq!(origin.put(&filter, key).await.status(), StatusCode::CREATED);
+        let read = store.catch_up_journal(&filter, meta, at, 1024).await.unwrap();
+        assert!(matches!(&read, JournalRead::Entries { entries, .. } if entries.len() == 1), "{read:?}");
+        (filter, meta, at)
+    };
+    let journal_key = |filter: &str, meta: FilterMeta| format!("bg:{{{filter}}}:jnl:{}", meta.generation);
+
+    let (filter, meta, at) = behind_by_one_add("jbarrier-trim").await;
+    let () =
+        redis::cmd("XTRIM").arg(journal_key(&filter, meta)).arg("MAXLEN").arg(0).query_async(&mut redis).await.unwrap();
+    let read = store.catch_up_journal(&filter, meta, at, 1024).await;
+    assert!(matches!(read, Ok(JournalRead::Reset)), "trimmed past the copy: load it anew, got {read:?}");
+
+    let (filter, meta, at) = behind_by_one_add("jbarrier-gone").await;
+    let () = redis::cmd("DEL").arg(journal_key(&filter, meta)).query_async(&mut redis).await.unwrap();
+    let read = store.catch_up_journal(&filter, meta, at, 1024).await;
+    assert!(read.is_err(), "a journal gone: the copy cannot answer, got {read:?}");
 }
 
 /// Whether a generation keeps a journal is decided when it is named and recorded with it, not

@@ -179,14 +179,15 @@ return redis.call('STRLEN', KEYS[1])
 /// Reads the journal after id ARGV[1] (at most ARGV[2] entries) with what decides whether the
 /// caller's position is still covered: {1, max-deleted-entry-id, entries-added,
 /// last-generated-id, entries}, or {0} if the journal is missing. With ARGV[3] = 1, for a
-/// caller whose position was read from this very journal (a local copy), {2} when the newest
-/// entry is the caller's: nothing to read, without the costlier XINFO (the read barrier's usual
-/// answer, made once per round trip).
+/// caller whose position was read from this very journal (a local copy), {2} when nothing
+/// follows the caller's position in a journal that holds entries (see `nothing_after`):
+/// nothing to read, without the costlier XINFO (the read barrier's usual answer, made once per
+/// round trip).
 const READ_JOURNAL_SCRIPT: &str = r"
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {0} end
-if ARGV[3] == '1' then
-  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-  if newest[1] ~= nil and newest[1][1] == ARGV[1] then return {2} end
+if ARGV[3] == '1' and redis.call('XLEN', KEYS[1]) > 0
+  and redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', 1)[1] == nil then
+  return {2}
 end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local f = {}
@@ -996,27 +997,34 @@ impl FilterStore for RedisFilterStore {
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable> {
         // The copy's position was read from this journal (never re-created, in this same
-        // incarnation), so "the newest entry is mine" means caught up. On a single Redis that
-        // is one plain XREVRANGE (the link only reaches the incarnation it knows, as for every
-        // plain read here); anything else it answers (a newer entry, no journal, a retired
-        // one) is read by the script, which tells them apart.
+        // incarnation), so "nothing after my position" means caught up (`nothing_after` says
+        // when that answer can be trusted). On a single Redis that is asked in one MULTI of two
+        // plain commands whose replies are a few bytes, whatever the size of the last add (the
+        // newest entry itself, an add of a thousand keys, is 16 KB); the link only reaches the
+        // incarnation it knows, as for every plain read here. Anything else it answers (newer
+        // entries, no journal, a retired one) is read by the script, which tells them apart.
         let single = matches!(self.backend, Backend::Single(_));
         if single {
             let key = journal_key(filter, meta.generation);
-            let newest = self
+            let after_position = format!("({}", after.stream_id());
+            let reply = self
                 .call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                    redis::cmd("XREVRANGE")
-                        .arg(key)
+                    redis::pipe()
+                        .atomic()
+                        .cmd("XRANGE")
+                        .arg(&key)
+                        .arg(after_position)
                         .arg("+")
-                        .arg("-")
                         .arg("COUNT")
                         .arg(1)
-                        .query_async::<Vec<StreamEntry>>(&mut c)
+                        .cmd("XLEN")
+                        .arg(&key)
+                        .query_async::<(Vec<StreamEntry>, u64)>(&mut c)
                         .await
                 })
                 .await;
-            match newest {
-                Ok(entries) if newest_is(&entries, after) => return Ok(JournalRead::caught_up(after)),
+            match reply {
+                Ok((newer, length)) if nothing_after(&newer, length) => return Ok(JournalRead::caught_up(after)),
                 Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
                 _ => {}
             }
@@ -1044,9 +1052,14 @@ impl FilterStore for RedisFilterStore {
 /// A stream entry as XRANGE returns it: its id and its field/value pairs.
 type StreamEntry = (String, Vec<(String, Vec<u8>)>);
 
-/// Whether XREVRANGE's newest entry is the one at `position`.
-fn newest_is(newest: &[StreamEntry], position: JournalPosition) -> bool {
-    newest.first().is_some_and(|(id, _)| parse_stream_id(id) == Some((position.id_ms, position.id_seq)))
+/// Whether a journal read atomically as `newer` (its entries after a position, at most one)
+/// and `length` (its entry count) holds nothing after that position, for a position read from
+/// this journal. An empty answer alone is not enough: a journal deleted (flushed, evicted) reads
+/// as empty too, and so would one trimmed to nothing. But entries are only ever trimmed oldest
+/// first, so what a journal holds is always the newest of all its entries; if it holds any,
+/// and none is after the position, no entry after the position was ever appended.
+fn nothing_after(newer: &[StreamEntry], length: u64) -> bool {
+    newer.is_empty() && length > 0
 }
 
 /// Interprets READ_JOURNAL_SCRIPT's reply for a caller at `after` (see `JournalRead`).
@@ -1270,10 +1283,10 @@ mod tests {
         let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])])];
         assert_eq!(parse_journal_read(&short, after, 100).unwrap(), JournalRead::Reset);
         assert!(matches!(parse_journal_read(&[Int(0)], after, 100), Err(FilterUnavailable::SegmentMissing(0))));
-        let newest = |id: &str| vec![(id.to_owned(), Vec::new())];
-        assert!(newest_is(&newest("100-0"), after));
-        assert!(!newest_is(&newest("101-0"), after), "a newer entry: read it");
-        assert!(!newest_is(&[], after), "no journal (or an empty one): the script tells which");
+        let newer = vec![("101-0".to_owned(), Vec::new())];
+        assert!(nothing_after(&[], 3), "entries, none after the position: caught up");
+        assert!(!nothing_after(&newer, 3), "a newer entry: read it");
+        assert!(!nothing_after(&[], 0), "no journal, or one trimmed to nothing: the script tells which");
         let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
         assert_eq!(parse_journal_read(&[Int(2)], after, 100).unwrap(), caught_up, "the newest entry is the caller's");
         assert_eq!(JournalRead::caught_up(after), caught_up);
