@@ -7,7 +7,12 @@
 //! (every answer a "no"); then, for the p99 target, each is run at a fixed rate of half its own
 //! median maximum (the floor at half *its* rate is the control: what this machine's scheduling
 //! alone does to a tail). Printed: medians of throughput and its ratio to the floor, CPU per
-//! "no" of the server, of Redis and of the load generator, and p50/p99.
+//! "no" of the server, of Redis and of the load generator, and p50/p99; and each target's
+//! *paired* ratio to the floor (the median over rounds of the ratio to the floor's run in the
+//! same round: neighbouring runs share the machine's mood). Each round starts one target later
+//! than the one before, so no target always runs right after another. With `--floor-control` a
+//! second, identical floor runs as a target too: its paired ratios are what two identical
+//! servers differ by on this machine, the yardstick for every other ratio.
 //!
 //! ```sh
 //! scripts/services start
@@ -37,6 +42,9 @@ struct Args {
     /// Skip the half-rate runs (p99).
     #[arg(long)]
     no_half_rate: bool,
+    /// Also run a second, identical floor (`floor-again`) as a target: the noise yardstick.
+    #[arg(long)]
+    floor_control: bool,
     /// An origin target: `NAME[:BLOOMGATE_SETTING=VALUE[,...]][@BINARY]` (another binary, e.g. a
     /// build of the commit before, for an A/B of code); repeat for more. Default:
     /// `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
@@ -76,14 +84,33 @@ fn parse_origin(spec: &str) -> anyhow::Result<OriginSpec> {
     Ok(OriginSpec { name: name.to_owned(), env, binary })
 }
 
-fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], floor_rate: f64) {
+/// The median over rounds of `metric`'s ratio to the floor's run in the same round.
+fn paired_ratio(runs: &[AbRun], floor: &[AbRun], metric: fn(&AbRun) -> f64) -> f64 {
+    let mut ratios: Vec<f64> =
+        runs.iter().zip(floor).map(|(r, f)| metric(r) / metric(f).max(f64::MIN_POSITIVE)).collect();
+    ratios.sort_by(f64::total_cmp);
+    match ratios.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => ratios[n / 2],
+        n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
+    }
+}
+
+/// The order targets run in, in round `round`: each round starts one target later.
+fn round_order(targets: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..targets).map(move |k| (k + round) % targets)
+}
+
+/// One table row per target; `paired` names the metric of the paired ratio column.
+fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: (&str, fn(&AbRun) -> f64)) {
+    let floor_rate = medians(&runs[0]).rate;
     println!("\n{title}\n");
-    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (target, runs) in targets.iter().zip(runs) {
-        let m = medians(runs);
+    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | paired {} ÷ floor's |", paired.0);
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (target, target_runs) in targets.iter().zip(runs) {
+        let m = medians(target_runs);
         println!(
-            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
             target.name,
             m.rate,
             m.rate / floor_rate.max(1.0),
@@ -94,7 +121,8 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], floor_rat
             m.p50_ms,
             m.p90_ms,
             m.p99_ms,
-            m.p999_ms
+            m.p999_ms,
+            paired_ratio(target_runs, &runs[0], paired.1)
         );
     }
 }
@@ -109,7 +137,8 @@ async fn rounds(
 ) -> anyhow::Result<Vec<Vec<AbRun>>> {
     let mut runs = vec![Vec::new(); targets.len()];
     for round in 0..rounds {
-        for (i, target) in targets.iter().enumerate() {
+        for i in round_order(targets.len(), round) {
+            let target = &targets[i];
             let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
             eprintln!(
                 "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms",
@@ -157,6 +186,17 @@ async fn main() -> anyhow::Result<()> {
         let origin = start_origin(&Launch::Process(binary), &settings).await?;
         targets.push(AbTarget::origin(&name, origin, redis_pids.clone(), &keys).await?);
     }
+    if args.floor_control {
+        let again = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
+        let again_cpu = CpuGroup { name: "floor-again".into(), pids: vec![again.pid] };
+        targets.push(AbTarget {
+            name: "floor-again".into(),
+            server: again,
+            filter: "floor".into(),
+            server_cpu: again_cpu,
+            redis_cpu: CpuGroup { name: "redis".into(), pids: Vec::new() },
+        });
+    }
     let workload = Workload::new(13, keys, 1.0, 1.0);
     let duration = Duration::from_secs(args.ab.duration);
     let closed = AbLoad { connections: args.connections, duration, rate: None };
@@ -164,11 +204,10 @@ async fn main() -> anyhow::Result<()> {
     let warm = AbLoad { duration: Duration::from_secs(2), ..closed };
     rounds(&targets, 1, |_| warm, &workload, "warm-up").await?;
     let max = rounds(&targets, args.ab.rounds, |_| closed, &workload, "max").await?;
-    let floor_rate = medians(&max[0]).rate;
-    print_table("Closed loop (maximum rate), medians", &targets, &max, floor_rate);
+    print_table("Closed loop (maximum rate), medians", &targets, &max, ("rate", |r| r.rate));
     let mut all = json!({
         "keys": args.ab.keys, "rounds": args.ab.rounds, "duration_secs": args.ab.duration,
-        "connections": args.connections, "targets": specs,
+        "connections": args.connections, "targets": specs, "floor_control": args.floor_control,
         "max": targets.iter().zip(&max).map(|(t, r)| json!({"target": t.name, "median": medians(r), "runs": r})).collect::<Vec<_>>(),
     });
     if !args.no_half_rate {
@@ -176,7 +215,7 @@ async fn main() -> anyhow::Result<()> {
         let half =
             rounds(&targets, args.ab.rounds, |i| AbLoad { rate: Some(half_rates[i]), ..closed }, &workload, "half")
                 .await?;
-        print_table("Fixed rate at half of each target's maximum, medians", &targets, &half, floor_rate);
+        print_table("Fixed rate at half of each target's maximum, medians", &targets, &half, ("p99", |r| r.p99_ms));
         all["half"] = targets
             .iter()
             .zip(&half)
@@ -189,4 +228,32 @@ async fn main() -> anyhow::Result<()> {
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(rate: f64) -> AbRun {
+        AbRun { rate, ..AbRun::default() }
+    }
+
+    #[test]
+    fn every_target_runs_first_in_some_round_and_each_round_runs_all() {
+        let orders: Vec<Vec<usize>> = (0..3).map(|r| round_order(3, r).collect()).collect();
+        assert_eq!(orders, [[0, 1, 2], [1, 2, 0], [2, 0, 1]]);
+    }
+
+    #[test]
+    fn the_paired_ratio_compares_runs_of_the_same_round() {
+        // The machine slowed down in round 2 for both: pairing keeps the ratio at 0.5.
+        let floor = [run(100.0), run(100.0), run(10.0)];
+        let target = [run(50.0), run(50.0), run(5.0)];
+        assert_eq!(paired_ratio(&target, &floor, |r| r.rate), 0.5);
+        assert_eq!(
+            paired_ratio(&[run(1.0), run(3.0)], &[run(1.0), run(1.0)], |r| r.rate),
+            2.0,
+            "even count: mean of the middle two"
+        );
+    }
 }
