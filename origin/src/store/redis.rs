@@ -1288,7 +1288,11 @@ mod tests {
         assert!(!nothing_after(&newer, 3), "a newer entry: read it");
         assert!(!nothing_after(&[], 0), "no journal, or one trimmed to nothing: the script tells which");
         let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
-        assert_eq!(parse_journal_read(&[Int(2)], after, 100).unwrap(), caught_up, "the newest entry is the caller's");
+        assert_eq!(
+            parse_journal_read(&[Int(2)], after, 100).unwrap(),
+            caught_up,
+            "nothing after the caller's position"
+        );
         assert_eq!(JournalRead::caught_up(after), caught_up);
     }
 

@@ -22,6 +22,7 @@
 //! ```
 
 use bloomgate_tests::loadgen::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
+use bloomgate_tests::loadgen::freshness::median;
 use bloomgate_tests::loadgen::probe::{pids_matching, CpuGroup};
 use bloomgate_tests::loadgen::servers::{start_floor, start_origin, Launch, OriginSettings};
 use bloomgate_tests::loadgen::workload::{present_keys, Workload};
@@ -86,14 +87,8 @@ fn parse_origin(spec: &str) -> anyhow::Result<OriginSpec> {
 
 /// The median over rounds of `metric`'s ratio to the floor's run in the same round.
 fn paired_ratio(runs: &[AbRun], floor: &[AbRun], metric: fn(&AbRun) -> f64) -> f64 {
-    let mut ratios: Vec<f64> =
-        runs.iter().zip(floor).map(|(r, f)| metric(r) / metric(f).max(f64::MIN_POSITIVE)).collect();
-    ratios.sort_by(f64::total_cmp);
-    match ratios.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => ratios[n / 2],
-        n => (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0,
-    }
+    median(runs.iter().zip(floor).map(|(r, f)| metric(r) / metric(f).max(f64::MIN_POSITIVE)).collect())
+        .unwrap_or(f64::NAN)
 }
 
 /// The order targets run in, in round `round`: each round starts one target later.
