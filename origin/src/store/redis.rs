@@ -179,15 +179,14 @@ return redis.call('STRLEN', KEYS[1])
 /// Reads the journal after id ARGV[1] (at most ARGV[2] entries) with what decides whether the
 /// caller's position is still covered: {1, max-deleted-entry-id, entries-added,
 /// last-generated-id, entries}, or {0} if the journal is missing. With ARGV[3] = 1, for a
-/// caller whose position was read from this very journal (a local copy), {2} when nothing
-/// follows the caller's position in a journal that holds entries (see `nothing_after`):
-/// nothing to read, without the costlier XINFO (the read barrier's usual answer, made once per
-/// round trip).
+/// caller whose position was read from this very journal (a local copy), {2} when the newest
+/// entry is the caller's: nothing to read, without the costlier XINFO (the read barrier's usual
+/// answer, made once per round trip, on a cluster; a single Redis asks first without a script).
 const READ_JOURNAL_SCRIPT: &str = r"
 if redis.call('TYPE', KEYS[1])['ok'] ~= 'stream' then return {0} end
-if ARGV[3] == '1' and redis.call('XLEN', KEYS[1]) > 0
-  and redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', 1)[1] == nil then
-  return {2}
+if ARGV[3] == '1' then
+  local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if newest[1] ~= nil and newest[1][1] == ARGV[1] then return {2} end
 end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
 local f = {}
