@@ -12,7 +12,11 @@
 //! same round: neighbouring runs share the machine's mood). Each round starts one target later
 //! than the one before, so no target always runs right after another. With `--floor-control` a
 //! second, identical floor runs as a target too: its paired ratios are what two identical
-//! servers differ by on this machine, the yardstick for every other ratio.
+//! servers differ by on this machine, the yardstick for every other ratio. With
+//! `--stack-control` an origin with default settings is also asked about a filter that was never
+//! created (`origin-stack`): every lookup is answered 404 from its cache of definitions, through
+//! the same route, extractors and layers, with no store read: what the origin's HTTP stack costs
+//! without the filter, its Redis round trips and its read barrier.
 //!
 //! ```sh
 //! scripts/services start
@@ -46,6 +50,10 @@ struct Args {
     /// Also run a second, identical floor (`floor-again`) as a target: the noise yardstick.
     #[arg(long)]
     floor_control: bool,
+    /// Also run `origin-stack`: lookups of a filter never created, answered by an origin without
+    /// reading any store (the origin's HTTP stack alone).
+    #[arg(long)]
+    stack_control: bool,
     /// An origin target: `NAME[:BLOOMGATE_SETTING=VALUE[,...]][@BINARY]` (another binary, e.g. a
     /// build of the commit before, for an A/B of code); repeat for more. Default:
     /// `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
@@ -55,6 +63,10 @@ struct Args {
     #[arg(long, default_value = "target/release/bloomgate-loadgen")]
     loadgen_bin: PathBuf,
 }
+
+/// The filter `origin-stack` is asked about: never created, so its origin answers every lookup
+/// from its cache of definitions.
+const STACK_CONTROL_FILTER: &str = "never-created-stack-control";
 
 /// An origin target as asked for on the command line.
 struct OriginSpec {
@@ -166,20 +178,34 @@ async fn main() -> anyhow::Result<()> {
         server_cpu: floor_cpu,
         redis_cpu: CpuGroup { name: "redis".into(), pids: Vec::new() },
     }];
+    // Every origin on the same Redis and Cassandra with the same filter settings; `extra_env` is
+    // the one setting a target differs in.
+    let origin_settings = |extra_env| OriginSettings {
+        redis_url: format!("redis://{}/", args.ab.redis),
+        redis_cluster_nodes: Vec::new(),
+        cassandra: bloomgate_tests::cassandra_addr(),
+        keyspace: "bloomgate_bench".into(),
+        filter_enabled: true,
+        journal_enabled: true,
+        extra_env,
+    };
     for spec in &specs {
         let OriginSpec { name, env: extra_env, binary } = parse_origin(spec)?;
-        let settings = OriginSettings {
-            redis_url: format!("redis://{}/", args.ab.redis),
-            redis_cluster_nodes: Vec::new(),
-            cassandra: bloomgate_tests::cassandra_addr(),
-            keyspace: "bloomgate_bench".into(),
-            filter_enabled: true,
-            journal_enabled: true,
-            extra_env,
-        };
+        let settings = origin_settings(extra_env);
         let binary = binary.unwrap_or_else(|| args.ab.origin_bin.clone());
         let origin = start_origin(&Launch::Process(binary), &settings).await?;
         targets.push(AbTarget::origin(&name, origin, redis_pids.clone(), &keys).await?);
+    }
+    if args.stack_control {
+        let origin = start_origin(&Launch::Process(args.ab.origin_bin.clone()), &origin_settings(Vec::new())).await?;
+        let pid = origin.pid;
+        targets.push(AbTarget {
+            name: "origin-stack".into(),
+            server: origin,
+            filter: STACK_CONTROL_FILTER.into(),
+            server_cpu: CpuGroup { name: "origin-stack".into(), pids: vec![pid] },
+            redis_cpu: CpuGroup { name: "redis".into(), pids: redis_pids.clone() },
+        });
     }
     if args.floor_control {
         let again = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
@@ -202,7 +228,7 @@ async fn main() -> anyhow::Result<()> {
     print_table("Closed loop (maximum rate), medians", &targets, &max, ("rate", |r| r.rate));
     let mut all = json!({
         "keys": args.ab.keys, "rounds": args.ab.rounds, "duration_secs": args.ab.duration,
-        "connections": args.connections, "targets": specs, "floor_control": args.floor_control,
+        "connections": args.connections, "targets": specs, "floor_control": args.floor_control, "stack_control": args.stack_control,
         "max": targets.iter().zip(&max).map(|(t, r)| json!({"target": t.name, "median": medians(r), "runs": r})).collect::<Vec<_>>(),
     });
     if !args.no_half_rate {
