@@ -108,16 +108,24 @@ fn round_order(targets: usize, round: usize) -> impl Iterator<Item = usize> {
     (0..targets).map(move |k| (k + round) % targets)
 }
 
-/// One table row per target; `paired` names the metric of the paired ratio column.
-fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: (&str, fn(&AbRun) -> f64)) {
+/// A metric a paired ratio column is taken of: its name, and how to read it from a run.
+type PairedMetric<'a> = (&'a str, fn(&AbRun) -> f64);
+
+/// One table row per target, with a paired ratio column per metric in `paired`.
+fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &[PairedMetric]) {
     let floor_rate = medians(&runs[0]).rate;
     println!("\n{title}\n");
-    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | paired {} ÷ floor's |", paired.0);
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let paired_heads: String = paired.iter().map(|(name, _)| format!(" paired {name} ÷ floor's |")).collect();
+    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | p99 of a typical second ms |{paired_heads}");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(paired.len()));
     for (target, target_runs) in targets.iter().zip(runs) {
         let m = medians(target_runs);
+        let ratios: String = paired
+            .iter()
+            .map(|(_, metric)| format!(" {:.2} |", paired_ratio(target_runs, &runs[0], *metric)))
+            .collect();
         println!(
-            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |{ratios}",
             target.name,
             m.rate,
             m.rate / floor_rate.max(1.0),
@@ -129,7 +137,7 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: (
             m.p90_ms,
             m.p99_ms,
             m.p999_ms,
-            paired_ratio(target_runs, &runs[0], paired.1)
+            m.p99_window_median_ms,
         );
     }
 }
@@ -148,8 +156,8 @@ async fn rounds(
             let target = &targets[i];
             let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
             eprintln!(
-                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms",
-                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms
+                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms",
+                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms, run.p99_window_median_ms
             );
             runs[i].push(run);
         }
@@ -225,7 +233,7 @@ async fn main() -> anyhow::Result<()> {
     let warm = AbLoad { duration: Duration::from_secs(2), ..closed };
     rounds(&targets, 1, |_| warm, &workload, "warm-up").await?;
     let max = rounds(&targets, args.ab.rounds, |_| closed, &workload, "max").await?;
-    print_table("Closed loop (maximum rate), medians", &targets, &max, ("rate", |r| r.rate));
+    print_table("Closed loop (maximum rate), medians", &targets, &max, &[("rate", |r| r.rate)]);
     let mut all = json!({
         "keys": args.ab.keys, "rounds": args.ab.rounds, "duration_secs": args.ab.duration,
         "connections": args.connections, "targets": specs, "floor_control": args.floor_control, "stack_control": args.stack_control,
@@ -236,7 +244,12 @@ async fn main() -> anyhow::Result<()> {
         let half =
             rounds(&targets, args.ab.rounds, |i| AbLoad { rate: Some(half_rates[i]), ..closed }, &workload, "half")
                 .await?;
-        print_table("Fixed rate at half of each target's maximum, medians", &targets, &half, ("p99", |r| r.p99_ms));
+        print_table(
+            "Fixed rate at half of each target's maximum, medians",
+            &targets,
+            &half,
+            &[("p99", |r| r.p99_ms), ("typical second's p99", |r| r.p99_window_median_ms)],
+        );
         all["half"] = targets
             .iter()
             .zip(&half)

@@ -70,6 +70,10 @@ pub struct AbRun {
     pub p99_ms: f64,
     /// 99.9th percentile latency, ms.
     pub p999_ms: f64,
+    /// The median over the run's one-second windows of each window's 99th percentile, ms: the
+    /// tail of a typical second, which a few seconds of host noise do not move (the p99 of the
+    /// whole run takes them in).
+    pub p99_window_median_ms: f64,
 }
 
 /// How each run drives its target.
@@ -141,6 +145,7 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
         p90_ms: stats.quantile_ms(0.9),
         p99_ms: stats.quantile_ms(0.99),
         p999_ms: stats.quantile_ms(0.999),
+        p99_window_median_ms: median(stats.window_quantiles_ms(0.99)).unwrap_or(f64::NAN),
     })
 }
 
@@ -160,5 +165,6 @@ pub fn medians(runs: &[AbRun]) -> AbRun {
         p90_ms: median_of(runs, |r| r.p90_ms),
         p99_ms: median_of(runs, |r| r.p99_ms),
         p999_ms: median_of(runs, |r| r.p999_ms),
+        p99_window_median_ms: median_of(runs, |r| r.p99_window_median_ms),
     }
 }

@@ -98,6 +98,17 @@ pub struct DriveStats {
     pub latency_us: Histogram<u64>,
     /// Slowest answer per second of the run (by when it was due), µs.
     pub max_us_by_second: Vec<u64>,
+    /// Latency of the answers per second of the run (by when they were due), µs: a tail per
+    /// window, so a few seconds of a noisy host can be told from a server's steady tail.
+    pub latency_by_second_us: Vec<Histogram<u64>>,
+}
+
+/// A window's tail is read only from this many answers or more (a p99 of fewer says little).
+pub const MIN_WINDOW_ANSWERS: u64 = 1000;
+
+/// An empty histogram of latencies (µs); `digits` significant digits.
+fn latency_histogram(digits: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, digits).expect("histogram bounds")
 }
 
 impl DriveStats {
@@ -111,8 +122,9 @@ impl DriveStats {
             wrong_answers: 0,
             errors: Errors::default(),
             seconds: 0.0,
-            latency_us: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("histogram bounds"),
+            latency_us: latency_histogram(3),
             max_us_by_second: Vec::new(),
+            latency_by_second_us: Vec::new(),
         }
     }
 
@@ -135,6 +147,27 @@ impl DriveStats {
         for (m, v) in self.max_us_by_second.iter_mut().zip(&o.max_us_by_second) {
             *m = (*m).max(*v);
         }
+        for (second, h) in o.latency_by_second_us.iter().enumerate() {
+            let _ = self.window(second).add(h);
+        }
+    }
+
+    /// The latency histogram of second `second` of the run, created on first use.
+    fn window(&mut self, second: usize) -> &mut Histogram<u64> {
+        if self.latency_by_second_us.len() <= second {
+            self.latency_by_second_us.resize_with(second + 1, || latency_histogram(2));
+        }
+        &mut self.latency_by_second_us[second]
+    }
+
+    /// Latency quantile `q` of each one-second window of the run holding at least
+    /// [`MIN_WINDOW_ANSWERS`] answers, in ms, in order.
+    pub fn window_quantiles_ms(&self, q: f64) -> Vec<f64> {
+        self.latency_by_second_us
+            .iter()
+            .filter(|h| h.len() >= MIN_WINDOW_ANSWERS)
+            .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
+            .collect()
     }
 
     /// Answered lookups per second.
@@ -233,6 +266,7 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
                             stats.max_us_by_second.resize(second + 1, 0);
                         }
                         stats.max_us_by_second[second] = stats.max_us_by_second[second].max(us);
+                        let _ = stats.window(second).record(us);
                         stats.lookups += 1;
                         done.fetch_add(1, Relaxed);
                         let seen = status == 200;
@@ -318,4 +352,33 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
         ));
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stats of one connection that answered `answers` (latency µs, count) in second `second`.
+    fn answered(second: usize, answers: &[(u64, u64)]) -> DriveStats {
+        let mut stats = DriveStats::new();
+        for &(us, n) in answers {
+            let _ = stats.window(second).record_n(us, n);
+        }
+        stats
+    }
+
+    #[test]
+    fn each_full_second_has_its_own_tail_and_thin_seconds_are_left_out() {
+        let mut total = DriveStats::new();
+        // Second 0: 2 % of answers at 50 ms (its p99 is theirs); second 1: too few answers to
+        // read a p99 from; second 2: all at 0.2 ms, from two connections merged.
+        total.merge(&answered(0, &[(100, 980), (50_000, 20)]));
+        total.merge(&answered(1, &[(30_000, MIN_WINDOW_ANSWERS - 1)]));
+        total.merge(&answered(2, &[(200, 600)]));
+        total.merge(&answered(2, &[(200, 600)]));
+        let p99s = total.window_quantiles_ms(0.99);
+        assert_eq!(p99s.len(), 2, "{p99s:?}");
+        assert!((p99s[0] - 50.0).abs() < 1.0, "{p99s:?}");
+        assert!((p99s[1] - 0.2).abs() < 0.01, "{p99s:?}");
+    }
 }
