@@ -115,6 +115,18 @@ impl Faults {
     }
 
     /// Stats from any running origin.
+    /// The rebuild progress the builder published (`bg:{f}:progress`, as the origins read it
+    /// for their stats): the generation being built and its phase. Read from Redis directly:
+    /// one small GET, where an origin's stats of a large filter fan out over every segment and
+    /// can take longer than a whole settle.
+    async fn published_phase(&self) -> Option<(u64, Phase)> {
+        let key = format!("bg:{{{}}}:progress", self.filter);
+        let reply = self.redis_command(redis::cmd("GET").arg(&key)).await.ok()?;
+        let redis::Value::BulkString(json) = reply else { return None };
+        let progress: Value = serde_json::from_slice(&json).ok()?;
+        Some((progress["generation"].as_u64()?, Phase::named(progress["phase"].as_str()?)?))
+    }
+
     async fn any_stats(&self) -> Option<Value> {
         for _ in 0..self.cluster.origins.len() {
             if let Some(stats) = self.stats(self.live_origin(None)?).await {
@@ -371,14 +383,25 @@ impl Faults {
             // `building_generation`) is given up on after the settle plus half a minute.
             let limit = Duration::from_millis(self.cluster.settings.tuning.rebuild_settle_ms) + Duration::from_secs(30);
             let mut killed = None;
+            let newer = |generation: u64| before.is_none_or(|b| generation > b);
             while posted.is_ok() && asked.elapsed() < limit {
-                if let Some(stats) = self.stats(watcher).await {
-                    if stats["rebuild"]["phase"].as_str() == Some(phase.name()) {
-                        let at = self.rec.now();
-                        origin.kill9();
-                        killed = Some((at, asked.elapsed()));
-                        break;
-                    }
+                // The published progress first (cheap, so polled often enough to catch a phase
+                // of a few seconds); the watcher's stats too, but never waited on for long: on a
+                // large filter they can take longer than the phase lasts.
+                let published = self.published_phase().await.filter(|(generation, _)| newer(*generation));
+                let stats = tokio::time::timeout(Duration::from_millis(500), self.stats(watcher)).await.ok().flatten();
+                let in_phase = published.is_some_and(|(_, seen)| seen == phase)
+                    || stats.as_ref().is_some_and(|s| s["rebuild"]["phase"].as_str() == Some(phase.name()));
+                if in_phase {
+                    let at = self.rec.now();
+                    origin.kill9();
+                    killed = Some((at, asked.elapsed()));
+                    break;
+                }
+                if published.is_some_and(|(_, seen)| seen > phase) {
+                    break; // went past the phase before it was seen
+                }
+                if let Some(stats) = stats {
                     let generation = stats["generation"].as_u64();
                     if stats["building_generation"].is_null() && generation.is_some() && generation != before {
                         break; // finished before the phase was seen

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Phases of a rebuild, as `GET /v1/filters/{f}/stats` shows them in `rebuild.phase`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
     /// New generation named, waiting out writes in flight.
     Settling,
@@ -21,6 +21,14 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in the order a rebuild goes through them.
+    pub const ALL: [Phase; 3] = [Phase::Settling, Phase::Scanning, Phase::Uploading];
+
+    /// The phase named `name` (as in the stats and the published progress).
+    pub fn named(name: &str) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// As in the stats.
     pub fn name(self) -> &'static str {
         match self {
@@ -221,6 +229,15 @@ pub fn describe(settings: &WorkloadSettings) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn phases_are_read_back_by_name_and_ordered_as_a_rebuild_goes() {
+        for phase in Phase::ALL {
+            assert_eq!(Phase::named(phase.name()), Some(phase));
+        }
+        assert_eq!(Phase::named("done"), None);
+        assert!(Phase::Settling < Phase::Scanning && Phase::Scanning < Phase::Uploading);
+    }
 
     #[test]
     fn the_rounds_of_both_redis_kinds_together_inject_every_fault() {
