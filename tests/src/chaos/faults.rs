@@ -119,11 +119,17 @@ impl Faults {
     /// for their stats): the generation being built and its phase. Read from Redis directly:
     /// one small GET, where an origin's stats of a large filter fan out over every segment and
     /// can take longer than a whole settle.
-    async fn published_phase(&self) -> Option<(u64, Phase)> {
+    /// Only progress whose phase started at or after `since_ms` (ms since the Unix epoch, this
+    /// machine's clock, as the origins') counts: a builder killed earlier leaves its last
+    /// progress behind until it expires, naming a newer generation than the active one.
+    async fn published_phase(&self, since_ms: u64) -> Option<(u64, Phase)> {
         let key = format!("bg:{{{}}}:progress", self.filter);
         let reply = self.redis_command(redis::cmd("GET").arg(&key)).await.ok()?;
         let redis::Value::BulkString(json) = reply else { return None };
         let progress: Value = serde_json::from_slice(&json).ok()?;
+        if progress["started_ms"].as_u64()? < since_ms {
+            return None;
+        }
         Some((progress["generation"].as_u64()?, Phase::named(progress["phase"].as_str()?)?))
     }
 
@@ -393,6 +399,8 @@ impl Faults {
                 // many segments then takes long enough to be seen.
                 proxy.slow(Duration::from_millis(10));
             }
+            let posted_ms =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
             let posted = self.post_rebuild(builder, capacity).await;
             let asked = Instant::now();
             // A rebuild that failed (it leaves no trace in the stats but its stale
@@ -404,7 +412,7 @@ impl Faults {
                 // The published progress first (cheap, so polled often enough to catch a phase
                 // of a few seconds); the watcher's stats too, but never waited on for long: on a
                 // large filter they can take longer than the phase lasts.
-                let published = self.published_phase().await.filter(|(generation, _)| newer(*generation));
+                let published = self.published_phase(posted_ms).await.filter(|(generation, _)| newer(*generation));
                 let stats = tokio::time::timeout(Duration::from_millis(500), self.stats(watcher)).await.ok().flatten();
                 let in_phase = published.is_some_and(|(_, seen)| seen == phase)
                     || stats.as_ref().is_some_and(|s| s["rebuild"]["phase"].as_str() == Some(phase.name()));
