@@ -4,7 +4,7 @@
 //! a new filter generation active; or the wait for it over).
 
 use super::cluster::{CassandraPause, Cluster};
-use super::history::{Fault, FaultKind, Micros, Recorder};
+use super::history::{unix_ms, Fault, FaultKind, Micros, Recorder};
 use super::schedule::{background, sequential_round, Phase, Step, Timed, BACKGROUND_CYCLE};
 use super::workload::Workload;
 use crate::origin::TOKEN;
@@ -114,7 +114,6 @@ impl Faults {
         r.json().await.ok()
     }
 
-    /// Stats from any running origin.
     /// The rebuild progress the builder published (`bg:{f}:progress`, as the origins read it
     /// for their stats): the generation being built and its phase. Read from Redis directly:
     /// one small GET, where an origin's stats of a large filter fan out over every segment and
@@ -133,6 +132,7 @@ impl Faults {
         Some((progress["generation"].as_u64()?, Phase::named(progress["phase"].as_str()?)?))
     }
 
+    /// Stats from any running origin.
     async fn any_stats(&self) -> Option<Value> {
         for _ in 0..self.cluster.origins.len() {
             if let Some(stats) = self.stats(self.live_origin(None)?).await {
@@ -399,8 +399,7 @@ impl Faults {
                 // many segments then takes long enough to be seen.
                 proxy.slow(Duration::from_millis(10));
             }
-            let posted_ms =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+            let posted_ms = unix_ms();
             let posted = self.post_rebuild(builder, capacity).await;
             let asked = Instant::now();
             // A rebuild that failed (it leaves no trace in the stats but its stale

@@ -452,6 +452,11 @@ pub struct Recorder {
     notes: Mutex<Vec<String>>,
 }
 
+/// Milliseconds since the Unix epoch by this machine's clock (the origins' clock too).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 impl Default for Recorder {
     fn default() -> Self {
         Recorder::new()
@@ -461,8 +466,7 @@ impl Default for Recorder {
 impl Recorder {
     /// Starts the clock.
     pub fn new() -> Recorder {
-        let started_unix_ms =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let started_unix_ms = unix_ms();
         Recorder {
             clock: Instant::now(),
             history: Mutex::new(History { started_unix_ms, ..History::default() }),
