@@ -116,8 +116,8 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &
     let floor_rate = medians(&runs[0]).rate;
     println!("\n{title}\n");
     let paired_heads: String = paired.iter().map(|(name, _)| format!(" paired {name} ÷ floor's |")).collect();
-    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | p99 of a typical second ms |{paired_heads}");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(paired.len()));
+    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | p99 of a typical second ms | answered by the copy | lookups per barrier round |{paired_heads}");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(paired.len()));
     for (target, target_runs) in targets.iter().zip(runs) {
         let m = medians(target_runs);
         let ratios: String = paired
@@ -125,7 +125,7 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &
             .map(|(_, metric)| format!(" {:.2} |", paired_ratio(target_runs, &runs[0], *metric)))
             .collect();
         println!(
-            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |{ratios}",
+            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |{ratios}",
             target.name,
             m.rate,
             m.rate / floor_rate.max(1.0),
@@ -138,7 +138,27 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &
             m.p99_ms,
             m.p999_ms,
             m.p99_window_median_ms,
+            percent_or_dash(m.copy_answered_share),
+            one_decimal_or_dash(m.lookups_per_round),
         );
+    }
+}
+
+/// `share` as a percentage; "–" for a server that does not report it.
+fn percent_or_dash(share: f64) -> String {
+    if share.is_finite() {
+        format!("{:.0} %", share * 100.0)
+    } else {
+        "–".into()
+    }
+}
+
+/// `x` to one decimal; "–" for a server that does not report it.
+fn one_decimal_or_dash(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.1}")
+    } else {
+        "–".into()
     }
 }
 
@@ -156,8 +176,9 @@ async fn rounds(
             let target = &targets[i];
             let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
             eprintln!(
-                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms",
-                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms, run.p99_window_median_ms
+                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms, copy answered {}, {} lookups per round, {} copy loads",
+                target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms, run.p99_window_median_ms,
+                percent_or_dash(run.copy_answered_share), one_decimal_or_dash(run.lookups_per_round), run.copy_loads
             );
             runs[i].push(run);
         }

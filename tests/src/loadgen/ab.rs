@@ -6,7 +6,7 @@
 use super::bench::{self, FilterSpec};
 use super::driver::{drive, DriveSpec};
 use super::freshness::median;
-use super::probe::CpuGroup;
+use super::probe::{CpuGroup, Samples};
 use super::servers::Server;
 use super::workload::Workload;
 use anyhow::Context as _;
@@ -74,6 +74,14 @@ pub struct AbRun {
     /// tail of a typical second, which a few seconds of host noise do not move (the p99 of the
     /// whole run takes them in).
     pub p99_window_median_ms: f64,
+    /// Of the run's lookups, the share its local copy answered (NaN: the server keeps none or
+    /// does not say).
+    pub copy_answered_share: f64,
+    /// Lookups the local copy answered per read-barrier round ended in the run: the
+    /// amortisation of the barrier's Redis round trips.
+    pub lookups_per_round: f64,
+    /// Local copies loaded (or reloaded) during the run.
+    pub copy_loads: f64,
 }
 
 /// How each run drives its target.
@@ -130,9 +138,13 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
         progress: false,
     };
     let loadgen = CpuGroup { name: "loadgen".into(), pids: vec![std::process::id()] };
+    // Scraped outside the CPU window; a server without `/metrics` (the floor) gives None.
+    let http = reqwest::Client::new();
+    let counters_before = Samples::scrape(&http, &target.server.base).await.ok();
     let before = [target.server_cpu.seconds(), target.redis_cpu.seconds(), loadgen.seconds()];
     let stats = drive(&spec, workload).await?;
     let after = [target.server_cpu.seconds(), target.redis_cpu.seconds(), loadgen.seconds()];
+    let counters_after = Samples::scrape(&http, &target.server.base).await.ok();
     anyhow::ensure!(stats.errors.total() == 0, "{}: errors {:?}", target.name, stats.errors);
     let lookups = (stats.lookups as f64).max(1.0);
     let per_lookup_us = |i: usize| (after[i] - before[i]) * 1e6 / lookups;
@@ -146,12 +158,41 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
         p99_ms: stats.quantile_ms(0.99),
         p999_ms: stats.quantile_ms(0.999),
         p99_window_median_ms: median(stats.window_quantiles_ms(0.99)).unwrap_or(f64::NAN),
+        ..copy_figures(counters_before.as_ref(), counters_after.as_ref(), lookups)
     })
+}
+
+/// What the server's local copy did in a run, from its counters before and after (NaN where a
+/// server does not say).
+fn copy_figures(before: Option<&Samples>, after: Option<&Samples>, lookups: f64) -> AbRun {
+    let (Some(before), Some(after)) = (before, after) else {
+        return AbRun {
+            copy_answered_share: f64::NAN,
+            lookups_per_round: f64::NAN,
+            copy_loads: f64::NAN,
+            ..AbRun::default()
+        };
+    };
+    let delta = |sample: &str| after.delta(before, sample);
+    let answered = delta("bloomgate_local_copy_lookups_total{outcome=\"answered\"}");
+    let rounds = delta("bloomgate_local_copy_rounds_total{result=\"current\"}")
+        + delta("bloomgate_local_copy_rounds_total{result=\"failed\"}");
+    AbRun {
+        copy_answered_share: answered / lookups,
+        lookups_per_round: if rounds > 0.0 { answered / rounds } else { f64::NAN },
+        copy_loads: delta("bloomgate_local_copy_loads_total{result=\"loaded\"}"),
+        ..AbRun::default()
+    }
 }
 
 /// The median of one figure over runs (0 when there are none).
 pub fn median_of(runs: &[AbRun], figure: fn(&AbRun) -> f64) -> f64 {
     median(runs.iter().map(figure).collect()).unwrap_or(0.0)
+}
+
+/// The median of a figure some servers do not report (NaN when none of the runs has it).
+fn median_or_nan(runs: &[AbRun], figure: fn(&AbRun) -> f64) -> f64 {
+    median(runs.iter().map(figure).collect()).unwrap_or(f64::NAN)
 }
 
 /// The medians of every figure over runs.
@@ -166,5 +207,39 @@ pub fn medians(runs: &[AbRun]) -> AbRun {
         p99_ms: median_of(runs, |r| r.p99_ms),
         p999_ms: median_of(runs, |r| r.p999_ms),
         p99_window_median_ms: median_of(runs, |r| r.p99_window_median_ms),
+        copy_answered_share: median_or_nan(runs, |r| r.copy_answered_share),
+        lookups_per_round: median_or_nan(runs, |r| r.lookups_per_round),
+        copy_loads: median_or_nan(runs, |r| r.copy_loads),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_figures_are_what_the_run_added_to_the_counters() {
+        let before = Samples::parse(
+            "bloomgate_local_copy_lookups_total{outcome=\"answered\"} 100\n\
+             bloomgate_local_copy_rounds_total{result=\"current\"} 10\n\
+             bloomgate_local_copy_loads_total{result=\"loaded\"} 1\n",
+        );
+        let after = Samples::parse(
+            "bloomgate_local_copy_lookups_total{outcome=\"answered\"} 900\n\
+             bloomgate_local_copy_rounds_total{result=\"current\"} 205\n\
+             bloomgate_local_copy_rounds_total{result=\"failed\"} 5\n\
+             bloomgate_local_copy_loads_total{result=\"loaded\"} 2\n",
+        );
+        let run = copy_figures(Some(&before), Some(&after), 1000.0);
+        assert_eq!(run.copy_answered_share, 0.8, "800 of the run's 1,000 lookups");
+        assert_eq!(run.lookups_per_round, 4.0, "800 answers over 200 rounds, failed ones included");
+        assert_eq!(run.copy_loads, 1.0);
+        let floor = copy_figures(None, Some(&after), 1000.0);
+        assert!(
+            floor.copy_answered_share.is_nan() && floor.lookups_per_round.is_nan(),
+            "a server without counters says nothing"
+        );
+        let median = medians(&[floor, floor]);
+        assert!(median.copy_answered_share.is_nan(), "not a 0 % share");
     }
 }
