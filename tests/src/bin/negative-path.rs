@@ -176,9 +176,10 @@ async fn rounds(
             let target = &targets[i];
             let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
             eprintln!(
-                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms, copy answered {}, {} lookups per round, {} copy loads",
+                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms, copy answered {}, {} lookups per round, {} copy loads, context switches per no: server {:.2}, loadgen {:.2}; steal {:.1} %",
                 target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms, run.p99_window_median_ms,
-                percent_or_dash(run.copy_answered_share), one_decimal_or_dash(run.lookups_per_round), run.copy_loads
+                percent_or_dash(run.copy_answered_share), one_decimal_or_dash(run.lookups_per_round), run.copy_loads,
+                run.server_switches, run.loadgen_switches, run.steal_share * 100.0
             );
             runs[i].push(run);
         }

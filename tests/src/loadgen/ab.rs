@@ -6,7 +6,8 @@
 use super::bench::{self, FilterSpec};
 use super::driver::{drive, DriveSpec};
 use super::freshness::median;
-use super::probe::{CpuGroup, Samples};
+use super::probe::{machine_steal_seconds, CpuGroup, Samples};
+use super::servers::cores;
 use super::servers::Server;
 use super::workload::Workload;
 use anyhow::Context as _;
@@ -82,6 +83,13 @@ pub struct AbRun {
     pub lookups_per_round: f64,
     /// Local copies loaded (or reloaded) during the run.
     pub copy_loads: f64,
+    /// The server's context switches per lookup (all its threads).
+    pub server_switches: f64,
+    /// The load generator's context switches per lookup.
+    pub loadgen_switches: f64,
+    /// Of the run's wall time, the share the hypervisor gave this machine's CPUs to other guests
+    /// while they wanted to run, per CPU (`steal`): how contended the host was.
+    pub steal_share: f64,
 }
 
 /// How each run drives its target.
@@ -141,9 +149,12 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
     // Scraped outside the CPU window; a server without `/metrics` (the floor) gives None.
     let http = reqwest::Client::new();
     let counters_before = Samples::scrape(&http, &target.server.base).await.ok();
+    let switches = || [target.server_cpu.context_switches(), loadgen.context_switches()];
+    let (switches_before, steal_before) = (switches(), machine_steal_seconds().unwrap_or(f64::NAN));
     let before = [target.server_cpu.seconds(), target.redis_cpu.seconds(), loadgen.seconds()];
     let stats = drive(&spec, workload).await?;
     let after = [target.server_cpu.seconds(), target.redis_cpu.seconds(), loadgen.seconds()];
+    let (switches_after, steal_after) = (switches(), machine_steal_seconds().unwrap_or(f64::NAN));
     let counters_after = Samples::scrape(&http, &target.server.base).await.ok();
     anyhow::ensure!(stats.errors.total() == 0, "{}: errors {:?}", target.name, stats.errors);
     let lookups = (stats.lookups as f64).max(1.0);
@@ -158,6 +169,9 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
         p99_ms: stats.quantile_ms(0.99),
         p999_ms: stats.quantile_ms(0.999),
         p99_window_median_ms: median(stats.window_quantiles_ms(0.99)).unwrap_or(f64::NAN),
+        server_switches: (switches_after[0] - switches_before[0]) / lookups,
+        loadgen_switches: (switches_after[1] - switches_before[1]) / lookups,
+        steal_share: (steal_after - steal_before) / (load.duration.as_secs_f64() * cores() as f64),
         ..copy_figures(counters_before.as_ref(), counters_after.as_ref(), lookups)
     })
 }
@@ -210,6 +224,9 @@ pub fn medians(runs: &[AbRun]) -> AbRun {
         copy_answered_share: median_or_nan(runs, |r| r.copy_answered_share),
         lookups_per_round: median_or_nan(runs, |r| r.lookups_per_round),
         copy_loads: median_or_nan(runs, |r| r.copy_loads),
+        server_switches: median_of(runs, |r| r.server_switches),
+        loadgen_switches: median_of(runs, |r| r.loadgen_switches),
+        steal_share: median_or_nan(runs, |r| r.steal_share),
     }
 }
 

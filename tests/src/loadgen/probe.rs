@@ -135,6 +135,38 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// Context switches of every thread of `pid` so far, voluntary (it waited) and involuntary (it
+/// was preempted), from `/proc/<pid>/task/*/status`; threads that exited are not counted.
+pub fn context_switches(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let switches = tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .map(|status| switches_in_status(&status))
+        .sum();
+    Some(switches)
+}
+
+/// The voluntary and involuntary context switches a `/proc/.../status` text reports.
+fn switches_in_status(status: &str) -> f64 {
+    status
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            matches!(name, "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches")
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum()
+}
+
+/// CPU seconds the hypervisor gave other guests while this machine's CPUs wanted to run, summed
+/// over its CPUs since boot (`steal` in `/proc/stat`): how contended the host was.
+pub fn machine_steal_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let steal: f64 = cpu.split_whitespace().nth(7)?.parse().ok()?;
+    Some(steal / 100.0)
+}
+
 /// Busy CPU seconds of the whole machine since boot (user, nice, system, irq, softirq, steal
 /// over all CPUs), from `/proc/stat`: what others on the machine used shows as the difference.
 pub fn machine_busy_seconds() -> Option<f64> {
@@ -188,6 +220,11 @@ impl CpuGroup {
     pub fn seconds(&self) -> f64 {
         self.pids.iter().filter_map(|p| cpu_seconds(*p)).sum()
     }
+
+    /// Summed context switches of its processes' threads so far.
+    pub fn context_switches(&self) -> f64 {
+        self.pids.iter().filter_map(|p| context_switches(*p)).sum()
+    }
 }
 
 /// Cores the machine spends outside `groups`' processes, over `window`.
@@ -223,6 +260,15 @@ mod tests {
         assert_eq!(s.get("bloomgate_lookups_total{answered_by=\"filter\"}"), 12.0);
         assert_eq!(s.get("bloomgate_database_reads_total"), 3.0);
         assert_eq!(s.get("missing"), 0.0);
+    }
+
+    #[test]
+    fn counts_both_kinds_of_context_switch() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(switches_in_status(status), 127.0);
+        let own = context_switches(std::process::id()).expect("this process's threads");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert!(context_switches(std::process::id()).unwrap() > own, "a sleep is a voluntary switch");
     }
 
     #[test]

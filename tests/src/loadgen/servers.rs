@@ -125,7 +125,8 @@ where
     })
 }
 
-fn cores() -> usize {
+/// CPUs this machine has (2 when it cannot tell).
+pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
