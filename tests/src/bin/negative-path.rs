@@ -18,6 +18,11 @@
 //! the same route, extractors and layers, with no store read: what the origin's HTTP stack costs
 //! without the filter, its Redis round trips and its read barrier.
 //!
+//! Around every run it also reads each origin's counters (the share of lookups its local copy
+//! answered, lookups per barrier round, copies loaded), the context switches per lookup of the
+//! server and of the load generator, and the host's steal time: a slow round then says whether
+//! the origin did more work in it or the same work ran on a slower host.
+//!
 //! ```sh
 //! scripts/services start
 //! cargo build --release -p bloomgate-origin -p bloomgate-tests \
