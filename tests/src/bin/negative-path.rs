@@ -52,6 +52,11 @@ struct Args {
     /// Skip the half-rate runs (p99).
     #[arg(long)]
     no_half_rate: bool,
+    /// Instead of the closed loop and the half rates: run every target at this one fixed rate
+    /// (lookups per second), to compare tails under the same traffic rather than at the same
+    /// share of each target's own maximum.
+    #[arg(long)]
+    same_rate: Option<f64>,
     /// Also run a second, identical floor (`floor-again`) as a target: the noise yardstick.
     #[arg(long)]
     floor_control: bool,
@@ -259,28 +264,47 @@ async fn main() -> anyhow::Result<()> {
     // Warm-up: connections, caches, local copies loaded.
     let warm = AbLoad { duration: Duration::from_secs(2), ..closed };
     rounds(&targets, 1, |_| warm, &workload, "warm-up").await?;
-    let max = rounds(&targets, args.ab.rounds, |_| closed, &workload, "max").await?;
-    print_table("Closed loop (maximum rate), medians", &targets, &max, &[("rate", |r| r.rate)]);
+    let max = match args.same_rate {
+        Some(_) => vec![Vec::new(); targets.len()],
+        None => {
+            let max = rounds(&targets, args.ab.rounds, |_| closed, &workload, "max").await?;
+            print_table("Closed loop (maximum rate), medians", &targets, &max, &[("rate", |r| r.rate)]);
+            max
+        }
+    };
     let mut all = json!({
         "keys": args.ab.keys, "rounds": args.ab.rounds, "duration_secs": args.ab.duration,
         "connections": args.connections, "targets": specs, "floor_control": args.floor_control, "stack_control": args.stack_control,
         "max": targets.iter().zip(&max).map(|(t, r)| json!({"target": t.name, "median": medians(r), "runs": r})).collect::<Vec<_>>(),
     });
     if !args.no_half_rate {
-        let half_rates: Vec<f64> = max.iter().map(|r| medians(r).rate / 2.0).collect();
-        let half =
-            rounds(&targets, args.ab.rounds, |i| AbLoad { rate: Some(half_rates[i]), ..closed }, &workload, "half")
-                .await?;
+        let (rates, title, kind) = match args.same_rate {
+            Some(rate) => {
+                anyhow::ensure!(rate > 0.0, "--same-rate {rate}: give lookups per second above 0");
+                (
+                    vec![rate; targets.len()],
+                    format!("Fixed rate of {rate:.0} lookups/s for every target, medians"),
+                    "same",
+                )
+            }
+            None => (
+                max.iter().map(|r| medians(r).rate / 2.0).collect::<Vec<f64>>(),
+                "Fixed rate at half of each target's maximum, medians".to_owned(),
+                "half",
+            ),
+        };
+        let fixed =
+            rounds(&targets, args.ab.rounds, |i| AbLoad { rate: Some(rates[i]), ..closed }, &workload, kind).await?;
         print_table(
-            "Fixed rate at half of each target's maximum, medians",
+            &title,
             &targets,
-            &half,
+            &fixed,
             &[("p99", |r| r.p99_ms), ("typical second's p99", |r| r.p99_window_median_ms)],
         );
-        all["half"] = targets
+        all[kind] = targets
             .iter()
-            .zip(&half)
-            .zip(&half_rates)
+            .zip(&fixed)
+            .zip(&rates)
             .map(|((t, r), rate)| json!({"target": t.name, "rate": rate, "median": medians(r), "runs": r}))
             .collect::<Vec<_>>()
             .into();
