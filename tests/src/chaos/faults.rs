@@ -147,35 +147,27 @@ impl Faults {
         self.any_stats().await.and_then(|s| s["generation"].as_u64())
     }
 
-    /// The stats once a generation is active and no build is under way, waiting up to `limit`:
-    /// a fault on the filter's keys needs one, and right after a failover or a flush the origins
-    /// are still rebuilding.
-    async fn settled_stats(&self, limit: Duration) -> anyhow::Result<Value> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(stats) = self.any_stats().await {
-                if stats["generation"].as_u64().is_some() && stats["building_generation"].is_null() {
-                    return Ok(stats);
-                }
-            }
-            anyhow::ensure!(Instant::now() < deadline, "no active generation within {limit:?}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Waits until a generation other than `from` is active and no build is under way.
-    async fn wait_switch(&self, from: Option<u64>, limit: Duration) -> bool {
+    /// The stats once a generation other than `other_than` is active and no build is under way,
+    /// waiting up to `limit`; None if that did not happen in time. With `None`, any active
+    /// generation will do: a fault on the filter's keys needs one, and right after a failover or
+    /// a flush the origins are still rebuilding.
+    async fn settled_stats(&self, other_than: Option<u64>, limit: Duration) -> Option<Value> {
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Some(stats) = self.any_stats().await {
                 let generation = stats["generation"].as_u64();
-                if generation.is_some() && generation != from && stats["building_generation"].is_null() {
-                    return true;
+                if generation.is_some() && generation != other_than && stats["building_generation"].is_null() {
+                    return Some(stats);
                 }
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        false
+        None
+    }
+
+    /// Waits until a generation other than `from` is active and no build is under way.
+    async fn wait_switch(&self, from: Option<u64>, limit: Duration) -> bool {
+        self.settled_stats(from, limit).await.is_some()
     }
 
     /// `POST /rebuild` on an origin; a 409 (another rebuild holds the lease) is retried.
@@ -324,7 +316,10 @@ impl Faults {
                 self.record(FaultKind::FlushAll, start, None, Some(recovered), String::new());
             }
             Step::DelSegmentBits | Step::DelSegmentVer | Step::DelMeta => {
-                let stats = self.settled_stats(wait).await?;
+                let stats = self
+                    .settled_stats(None, wait)
+                    .await
+                    .with_context(|| format!("no active generation within {wait:?}"))?;
                 let generation = stats["generation"].as_u64().context("no active generation")?;
                 let segments = stats["segment_count"].as_u64().unwrap_or(1).max(1) as usize;
                 let index = self.random(segments);
