@@ -210,14 +210,7 @@ async fn main() -> anyhow::Result<()> {
     let keys = Arc::new(present_keys(13, args.ab.keys));
 
     let floor = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
-    let floor_cpu = CpuGroup { name: "floor".into(), pids: vec![floor.pid] };
-    let mut targets = vec![AbTarget {
-        name: "floor".into(),
-        server: floor,
-        filter: "floor".into(),
-        server_cpu: floor_cpu,
-        redis_cpu: CpuGroup { name: "redis".into(), pids: Vec::new() },
-    }];
+    let mut targets = vec![AbTarget::floor("floor", floor)];
     // Every origin on the same Redis and Cassandra with the same filter settings; `extra_env` is
     // the one setting a target differs in.
     let origin_settings = |extra_env| OriginSettings {
@@ -249,14 +242,7 @@ async fn main() -> anyhow::Result<()> {
     }
     if args.floor_control {
         let again = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
-        let again_cpu = CpuGroup { name: "floor-again".into(), pids: vec![again.pid] };
-        targets.push(AbTarget {
-            name: "floor-again".into(),
-            server: again,
-            filter: "floor".into(),
-            server_cpu: again_cpu,
-            redis_cpu: CpuGroup { name: "redis".into(), pids: Vec::new() },
-        });
+        targets.push(AbTarget::floor("floor-again", again));
     }
     let workload = Workload::new(13, keys, 1.0, 1.0);
     let duration = Duration::from_secs(args.ab.duration);

@@ -115,6 +115,13 @@ pub async fn preload(name: &str, base: &str, keys: &Arc<Vec<String>>) -> anyhow:
 }
 
 impl AbTarget {
+    /// A floor (the hello-world) as a target named `name`: no filter, no Redis behind it.
+    pub fn floor(name: &str, server: Server) -> AbTarget {
+        let server_cpu = CpuGroup { name: name.into(), pids: vec![server.pid] };
+        let redis_cpu = CpuGroup { name: "redis".into(), pids: Vec::new() };
+        AbTarget { name: name.into(), server, filter: "floor".into(), server_cpu, redis_cpu }
+    }
+
     /// An origin as a target: its filter preloaded with `keys`, its CPU and that of `redis_pids`
     /// measured.
     pub async fn origin(
