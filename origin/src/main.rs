@@ -190,10 +190,14 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
         }
-        Command::CheckConfig(args) => {
-            check_config(*args)?;
-            println!("ok");
-        }
+        Command::CheckConfig(args) => match check_config(*args) {
+            Ok(_) => println!("ok"),
+            Err(problem) => {
+                // The message alone, for scripts to show: no backtrace, whatever RUST_BACKTRACE says.
+                eprintln!("bloomgate-origin check-config: {problem:#}");
+                std::process::exit(1);
+            }
+        },
         Command::Stats(args) => {
             let client = bloomgate_client::Client::new(&args.origin).with_token(&args.token);
             let stats = client.stats(&args.filter).await.map_err(|e| match e {
