@@ -523,13 +523,22 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_documents_every_setting() {
-        let readme = include_str!("../../README.md");
-        let section = readme.split("## Configuration").nth(1).expect("README has a Configuration section");
+    fn the_local_edge_secret_example_is_one_the_origin_accepts() {
+        let file = include_str!("../../.dev.vars.example");
+        let line = file.lines().find(|l| l.starts_with("EDGE_SECRET=")).expect("EDGE_SECRET= line");
+        let secret = line.trim_start_matches("EDGE_SECRET=").trim_matches('"');
+        let c = Config { edge_secret: Some(secret.into()), ..Config::default() };
+        c.validate().expect("wrangler dev and the origin share this secret: the origin must accept it");
+    }
+
+    #[test]
+    fn the_operations_guide_documents_every_setting() {
+        let guide = include_str!("../../docs/operations.md");
+        let section = guide.split("\n## Configuration").nth(1).expect("docs/operations.md has a Configuration section");
         let section = section.split("\n## ").next().unwrap_or_default();
         let missing: Vec<String> =
             Config::setting_names().into_iter().filter(|n| !section.contains(&format!("`{n}`"))).collect();
-        assert!(missing.is_empty(), "README's Configuration table lacks {missing:?}");
+        assert!(missing.is_empty(), "the Configuration table of docs/operations.md lacks {missing:?}");
     }
 
     #[test]

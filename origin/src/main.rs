@@ -39,6 +39,9 @@ enum Command {
     /// Print a filter's stats from a running origin: generations, fill, observed false
     /// positives, stale deletes, and a running rebuild's progress with its ETA.
     Stats(StatsArgs),
+    /// Check the settings `serve` would run with (same file, environment and flags) without
+    /// connecting to anything: prints "ok", or the problem and exits non-zero.
+    CheckConfig(Box<ServeArgs>),
 }
 
 #[derive(Args)]
@@ -73,6 +76,15 @@ impl ServeArgs {
     fn into_config(self) -> anyhow::Result<Config> {
         Ok(Config::load(self.config.as_deref(), &self.settings)?)
     }
+}
+
+/// `check-config`: what `serve` would refuse before it connects to a store (a bad value, a
+/// short token or secret), found by the same code `serve` runs, so scripts fail early with
+/// the origin's own message.
+fn check_config(args: ServeArgs) -> anyhow::Result<Config> {
+    let config = args.into_config()?;
+    config.validate()?;
+    Ok(config)
 }
 
 #[derive(Args)]
@@ -178,6 +190,14 @@ async fn main() -> anyhow::Result<()> {
                 );
             }
         }
+        Command::CheckConfig(args) => match check_config(*args) {
+            Ok(_) => println!("ok"),
+            Err(problem) => {
+                // The message alone, for scripts to show: no backtrace, whatever RUST_BACKTRACE says.
+                eprintln!("bloomgate-origin check-config: {problem:#}");
+                std::process::exit(1);
+            }
+        },
         Command::Stats(args) => {
             let client = bloomgate_client::Client::new(&args.origin).with_token(&args.token);
             let stats = client.stats(&args.filter).await.map_err(|e| match e {
@@ -219,6 +239,26 @@ mod tests {
             Command::Serve(args) => args.into_config().unwrap(),
             _ => unreachable!(),
         }
+    }
+
+    fn check(args: &[&str]) -> anyhow::Result<Config> {
+        let cli = Cli::try_parse_from([&["bloomgate-origin", "check-config"], args].concat()).unwrap();
+        match cli.command {
+            Command::CheckConfig(args) => check_config(*args),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn check_config_refuses_what_serve_would_refuse_with_the_same_message() {
+        let err = check(&["--edge-secret", "dev-edge-secret"]).unwrap_err().to_string();
+        assert!(err.contains("edge_secret must be at least 16 characters"), "{err}");
+        let err = check(&["--writer-tokens", "short"]).unwrap_err().to_string();
+        assert!(err.contains("writer tokens must be at least 16 characters"), "{err}");
+        let err = check(&["--max-batch", "0"]).unwrap_err().to_string();
+        assert!(err.contains("max_batch"), "{err}");
+        let ok = check(&["--edge-secret", "dev-edge-secret-0123", "--max-batch", "7"]).unwrap();
+        assert_eq!(ok.max_batch, 7, "check-config reads the flags serve reads");
     }
 
     #[test]

@@ -6,9 +6,14 @@
 //! for each subrequest with the whole response body, base64) until a DevTools client connects,
 //! which never happens here; after about 18 minutes of chaos load that buffer took workerd's
 //! heap past 1.1 GB and workerd aborted (BENCHMARKS.md, "Edge memory under sustained load").
-//! `VSCODE_INSPECTOR_OPTIONS` is how wrangler 4.86 recognises VS Code's JavaScript debug
-//! terminal, where it does not attach its bridge; console output still reaches the log (workerd
-//! prints it). Set `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1` to attach it as `wrangler dev` does.
+//! `VSCODE_INSPECTOR_OPTIONS` is how wrangler (4.86 to 4.164 at least) recognises VS Code's
+//! JavaScript debug terminal, where it does not attach its bridge (`wrangler dev` has no flag for
+//! that); console output still reaches the log (workerd prints it). Set
+//! `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1` to attach it as `wrangler dev` does.
+//!
+//! wrangler runs through `scripts/wrangler`, as every script runs it: the repository's pinned
+//! wrangler on the pinned Node, whatever Node the machine has (a checkout without that script,
+//! named by `BLOOMGATE_TEST_EDGE_ROOT`, runs its own `node_modules/.bin/wrangler`).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -71,6 +76,19 @@ fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// How the checkout at `root` runs wrangler: `scripts/wrangler` (pinned Node and wrangler,
+/// installed on first use; it `exec`s wrangler, so the child's pid is wrangler's), or an older
+/// checkout's `node_modules/.bin/wrangler` on the machine's Node.
+fn wrangler_command(root: &std::path::Path) -> std::path::PathBuf {
+    let script = root.join("scripts/wrangler");
+    if script.exists() {
+        return script;
+    }
+    let installed = root.join("node_modules/.bin/wrangler");
+    assert!(installed.exists(), "wrangler is not installed in {}: run `scripts/edge-build`", root.display());
+    installed
+}
+
 impl Wrangler {
     /// The `wrangler dev` process the harness started (its `workerd`s are descendants).
     pub fn pid(&self) -> u32 {
@@ -90,8 +108,7 @@ impl Wrangler {
     /// [`start`](Self::start) with more options.
     pub async fn start_with(origin_url: &str, edge_secret: &str, options: Options) -> Wrangler {
         let root = options.root.clone();
-        let wrangler = root.join("node_modules/.bin/wrangler");
-        assert!(wrangler.exists(), "wrangler is not installed: run `scripts/edge-build` (it runs npm ci)");
+        let wrangler = wrangler_command(&root);
         assert!(root.join("edge/build/index.js").exists(), "the edge is not built: run `scripts/edge-build`");
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let log_path = std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"));
