@@ -36,7 +36,7 @@ pub struct Options {
 impl Options {
     /// The defaults, with the freshness bound S.
     pub fn new(freshness_secs: u32) -> Options {
-        let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(repo_root, Into::into);
+        let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(crate::repo_root, Into::into);
         let wrangler_inspector = std::env::var("BLOOMGATE_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
         Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector }
     }
@@ -70,10 +70,6 @@ pub struct Wrangler {
     /// Its stdout and stderr.
     pub log: std::path::PathBuf,
     child: Child,
-}
-
-fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// How the checkout at `root` runs wrangler: `scripts/wrangler` (pinned Node and wrangler,

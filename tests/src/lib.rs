@@ -8,10 +8,8 @@
 //! A service that cannot be reached fails the test with the command that starts it.
 #![forbid(unsafe_code)]
 
-pub mod chaos;
 pub mod edge;
 pub mod edge_load;
-pub mod loadgen;
 pub mod origin;
 pub mod procs;
 pub mod proxy;
@@ -20,7 +18,13 @@ pub mod raw_http;
 pub mod redis_cluster;
 pub mod redis_server;
 
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// The checkout this harness was built from (its `scripts/`, `edge/`, `.state/`).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the checkout").to_path_buf()
+}
 
 /// The shared Redis started by `scripts/services`.
 pub fn redis_addr() -> String {

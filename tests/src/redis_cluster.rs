@@ -37,7 +37,7 @@ pub fn parse_listing(text: &str) -> Vec<RedisNode> {
 }
 
 fn services() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/services")
+    crate::repo_root().join("scripts/services")
 }
 
 /// The cluster's nodes now.

@@ -7,7 +7,7 @@
 //! `scripts/services start` and `scripts/edge-build`, then
 //! `cargo test -p bloomgate-tests --test edge_memory -- --test-threads 1`.
 //! The longer measurement behind BENCHMARKS.md is the `edge-memory` binary
-//! (tests/src/bin/edge-memory.rs).
+//! (tools/bench/src/bin/edge-memory.rs).
 
 use bloomgate_tests::edge_load::{on_a_fresh_stack, Load};
 use std::time::Duration;

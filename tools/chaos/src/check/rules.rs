@@ -1,0 +1,291 @@
+//! The rules, one function each, over one operation or one kind of end-of-run evidence.
+
+use super::windows::{Excuse, FaultWindows};
+use super::{secs, CheckSettings, Verdicts, Violation, ViolationKind};
+use crate::history::{Answer, History, Micros, Op, OpKind, Outcome, Target};
+use crate::keys::{KeyClass, KeyId};
+use std::collections::{HashMap, HashSet};
+
+/// Who acknowledged what, when; and which keys anyone ever tried to write.
+pub(super) struct Writes {
+    /// Each key's earliest acknowledgement: (its end, the operation's index).
+    acked: HashMap<KeyId, (Micros, usize)>,
+    attempted: HashSet<KeyId>,
+}
+
+impl Writes {
+    pub(super) fn of(history: &History) -> Writes {
+        let mut acked: HashMap<KeyId, (Micros, usize)> = HashMap::new();
+        let mut attempted: HashSet<KeyId> = HashSet::new();
+        for (i, op) in history.ops.iter().enumerate().filter(|(_, op)| op.kind.is_write()) {
+            attempted.extend(op.keys.iter().copied());
+            if op.outcome == Outcome::Acked {
+                for key in &op.keys {
+                    let entry = acked.entry(*key).or_insert((op.end, i));
+                    if op.end < entry.0 {
+                        *entry = (op.end, i);
+                    }
+                }
+            }
+        }
+        Writes { acked, attempted }
+    }
+}
+
+/// What the per-operation rules read besides the operation.
+pub(super) struct Context<'a> {
+    pub(super) history: &'a History,
+    pub(super) settings: &'a CheckSettings,
+    pub(super) writes: &'a Writes,
+    pub(super) windows: &'a FaultWindows,
+}
+
+impl Context<'_> {
+    /// From when the edge counts as dead: the first refusal of the run that made the harness
+    /// give up on it.
+    fn edge_dead_from(&self) -> Option<Micros> {
+        self.history.edge_down.as_ref().map(|d| d.refused_since)
+    }
+}
+
+/// The operation's status: an answer of the right shape, or an error a fault allows.
+pub(super) fn status(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op) {
+    let what = format!("{} via {} ({})", op.kind.name(), op.target, op.why.name());
+    let violation = |kind, detail: String| Violation {
+        kind,
+        at: op.start,
+        target: Some(op.target),
+        key: op.keys.first().copied(),
+        op: Some(i),
+        detail: format!("{what} from {} to {}: {detail}", secs(op.start), secs(op.end)),
+    };
+    match &op.outcome {
+        Outcome::Acked if op.kind.is_write() || op.kind == OpKind::Delete => {}
+        Outcome::Answers(answers) if op.kind.is_lookup() && answers.len() == op.keys.len() => {}
+        Outcome::Acked | Outcome::Answers(_) => {
+            let detail = "an answer of the wrong shape for the call".to_owned();
+            v.add(violation(ViolationKind::BadStatus, detail), "wrong shape".into());
+        }
+        Outcome::Status { code, retry_after, detail } if *code == 503 || *code == 429 => {
+            if !retry_after {
+                let d = format!("{code} without Retry-After: {detail}");
+                v.add(violation(ViolationKind::MissingRetryAfter, d), format!("{code} via {}", op.target));
+                return;
+            }
+            match cx.windows.unavailable(op.start, op.end) {
+                Some(Excuse::Injected) => v.result.checked.tolerated_errors += 1,
+                Some(Excuse::Observed) => {
+                    v.result.checked.tolerated_errors += 1;
+                    v.result.checked.tolerated_in_observed_stalls += 1;
+                }
+                None => {
+                    let d = format!("{code} outside every fault window, injected or observed: {detail}");
+                    v.add(violation(ViolationKind::ErrorOutsideFault, d), format!("{code} {}", op.kind.name()));
+                }
+            }
+        }
+        Outcome::Status { code, detail, .. } => {
+            let d = format!("status {code}: {detail}");
+            v.add(violation(ViolationKind::BadStatus, d), format!("{code} {}", op.kind.name()));
+        }
+        Outcome::Transport { error } => match op.target {
+            Target::Origin(o) if cx.windows.killed(o, op.start, op.end) => v.result.checked.tolerated_errors += 1,
+            // Counted once, as the edge's death (see `edge_down`).
+            Target::Edge if cx.edge_dead_from().is_some_and(|from| op.start >= from) => {
+                v.result.checked.edge_down_failures += 1;
+            }
+            _ => {
+                let d = format!("no answer: {error}");
+                v.add(violation(ViolationKind::TransportError, d), op.target.to_string());
+            }
+        },
+    }
+}
+
+/// One key's answer: "seen" where it must be, never "seen" for a key nobody wrote.
+pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key: KeyId, answer: Answer) {
+    v.result.checked.answers += 1;
+    if key.class == KeyClass::Deletable {
+        v.result.checked.unconstrained += 1;
+        return;
+    }
+    if !cx.writes.attempted.contains(&key) {
+        v.result.checked.must_not_be_seen += 1;
+        if answer.seen {
+            let detail = format!(
+                "{} answered seen=true (by {}) at {} for {key}, which nobody ever tried to write",
+                op.target,
+                answer.by.name(),
+                secs(op.start)
+            );
+            let violation = Violation {
+                kind: ViolationKind::SeenNeverWritten,
+                at: op.start,
+                target: Some(op.target),
+                key: Some(key),
+                op: Some(i),
+                detail,
+            };
+            v.add(violation, format!("{} by {}", op.target, answer.by.name()));
+        }
+        return;
+    }
+    let Some(&(ack, write)) = cx.writes.acked.get(&key) else {
+        v.result.checked.unconstrained += 1;
+        return;
+    };
+    let (deadline, kind) = match op.target {
+        Target::Origin(_) => (ack, ViolationKind::FalseNegativeOrigin),
+        Target::Edge => (ack + cx.settings.freshness, ViolationKind::FalseNegativeEdge),
+    };
+    if deadline >= op.start {
+        v.result.checked.unconstrained += 1;
+        return;
+    }
+    match op.target {
+        Target::Origin(_) => v.result.checked.must_be_seen_origin += 1,
+        Target::Edge => v.result.checked.must_be_seen_edge += 1,
+    }
+    if !answer.seen {
+        let w = &cx.history.ops[write];
+        let detail = format!(
+            "{} answered seen=false (by {}) at {} for {key}, acknowledged {:.1} ms before the lookup started ({:?} via {}, {} to {})",
+            op.target,
+            answer.by.name(),
+            secs(op.start),
+            (op.start - ack) as f64 / 1000.0,
+            w.kind,
+            w.target,
+            secs(w.start),
+            secs(w.end),
+        );
+        let violation = Violation { kind, at: op.start, target: Some(op.target), key: Some(key), op: Some(i), detail };
+        let label = format!("{} by {}, {}, written via {}", op.target, answer.by.name(), op.why.name(), w.target);
+        v.add(violation, label);
+    }
+}
+
+/// Every acknowledged written key is in Cassandra at the end.
+pub(super) fn durability(v: &mut Verdicts, history: &History, writes: &Writes) {
+    let read_back: HashMap<KeyId, Option<bool>> = history.db_checks.iter().map(|c| (c.key, c.present)).collect();
+    let mut durable: Vec<(&KeyId, &(Micros, usize))> =
+        writes.acked.iter().filter(|(k, _)| k.class == KeyClass::Written).collect();
+    durable.sort_unstable_by_key(|(_, (at, _))| *at);
+    for (key, (at, op)) in durable {
+        v.result.checked.db_keys += 1;
+        let problem = match read_back.get(key) {
+            Some(Some(true)) => continue,
+            Some(Some(false)) => "is not in Cassandra",
+            Some(None) => "could not be read from Cassandra",
+            None => "was not read back from Cassandra",
+        };
+        let detail = format!("{key} acknowledged at {} {problem} at the end of the run", secs(*at));
+        let violation = Violation {
+            kind: ViolationKind::LostWrite,
+            at: *at,
+            target: Some(history.ops[*op].target),
+            key: Some(*key),
+            op: Some(*op),
+            detail,
+        };
+        v.add(violation, problem.to_owned());
+    }
+}
+
+/// Every origin's and the edge's RSS under its limit.
+pub(super) fn memory(v: &mut Verdicts, history: &History, settings: &CheckSettings) {
+    for sample in &history.rss {
+        v.result.checked.rss_samples += 1;
+        let limit = match sample.process.target() {
+            Target::Origin(_) => settings.rss_limit_kib,
+            Target::Edge => settings.edge_rss_limit_kib,
+        };
+        if sample.kib > limit {
+            let detail = format!(
+                "{} (pid {}) had {} MiB resident at {}, limit {} MiB",
+                sample.process,
+                sample.pid,
+                sample.kib / 1024,
+                secs(sample.at),
+                limit / 1024
+            );
+            let violation = Violation {
+                kind: ViolationKind::RssOverLimit,
+                at: sample.at,
+                target: Some(sample.process.target()),
+                key: None,
+                op: None,
+                detail,
+            };
+            v.add(violation, sample.process.to_string());
+        }
+    }
+}
+
+/// Faults the origins promise to repair are followed by a new generation in time.
+pub(super) fn repairs(v: &mut Verdicts, history: &History) {
+    for fault in history.faults.iter().filter(|f| f.kind.repaired_automatically()) {
+        match fault.recovered {
+            None => continue,
+            Some(true) => v.result.checked.repairs_awaited += 1,
+            Some(false) => {
+                v.result.checked.repairs_awaited += 1;
+                let detail = format!(
+                    "{} at {}: no new filter generation by {} ({})",
+                    fault.kind.name(),
+                    secs(fault.start),
+                    secs(fault.end),
+                    fault.note
+                );
+                let violation = Violation {
+                    kind: ViolationKind::NotRepaired,
+                    at: fault.start,
+                    target: None,
+                    key: None,
+                    op: None,
+                    detail,
+                };
+                v.add(violation, fault.kind.name().to_owned());
+            }
+        }
+    }
+}
+
+/// No panic in any log.
+pub(super) fn panics(v: &mut Verdicts, history: &History) {
+    for line in &history.panics {
+        let violation = Violation {
+            kind: ViolationKind::Panic,
+            at: 0,
+            target: None,
+            key: None,
+            op: None,
+            detail: format!("{}: {}", line.source, line.line),
+        };
+        v.add(violation, line.source.clone());
+    }
+}
+
+/// The edge answered to the end: its death is one violation, whatever it cost (the
+/// operations that failed after it, and those not sent, are counted in it).
+pub(super) fn edge_down(v: &mut Verdicts, history: &History) {
+    let Some(down) = &history.edge_down else { return };
+    let how = if down.note.is_empty() { String::new() } else { format!("; its log ends: {}", down.note) };
+    let detail = format!(
+        "the edge stopped answering at {}: every connection refused until the harness gave up on it at {}; \
+         {} edge operations failed from then on and {} were not sent{how}",
+        secs(down.refused_since),
+        secs(down.at),
+        v.result.checked.edge_down_failures,
+        down.not_sent,
+    );
+    let violation = Violation {
+        kind: ViolationKind::EdgeDown,
+        at: down.refused_since,
+        target: Some(Target::Edge),
+        key: None,
+        op: None,
+        detail,
+    };
+    v.add(violation, "connection refused".into());
+}

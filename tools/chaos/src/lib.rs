@@ -1,0 +1,32 @@
+//! `bloomgate-chaos`: the history checker. Writers and readers run against several
+//! origins (separate processes) and the edge on real Redis, Cassandra and `wrangler dev`,
+//! every operation is recorded with its start and end on one clock, faults are injected on a
+//! schedule, and the history is checked afterwards (DESIGN.md invariant 9: proofs are
+//! histories, not sequences that wait out every cache).
+//!
+//! # Layout
+//! - [`keys`]: the run's keys, as (class, number) ids spelled as 64 hex digits from a seed.
+//! - [`history`]: operations, faults and end-of-run evidence, and the recorder.
+//! - [`check`]: the checker: pure functions over a history, one rule each, unit-tested.
+//! - [`workload`]: writers and readers at bounded rates.
+//! - [`schedule`]: which faults, in which order, as data.
+//! - [`faults`]: the injectors and the tracks that run them.
+//! - [`probe`]: observed fault windows: stalls of Cassandra or Redis nobody injected.
+//! - [`memory`]: RSS samples of the origins and the edge's `workerd`.
+//! - [`cluster`]: Redis, its proxies, the origin processes, the edge, Cassandra's pause.
+//! - [`run`]: one run from start to report.
+//! - [`report`]: JSON and the Markdown summary.
+
+#![forbid(unsafe_code)]
+
+pub mod check;
+pub mod cluster;
+pub mod faults;
+pub mod history;
+pub mod keys;
+pub mod memory;
+pub mod probe;
+pub mod report;
+pub mod run;
+pub mod schedule;
+pub mod workload;

@@ -1,0 +1,275 @@
+//! The Markdown summary: what failed first (the verdict, and the edge's death if it died),
+//! then the run, the operations, the fault tables, memory, and one column per violation kind.
+
+use super::Report;
+use crate::check::ViolationKind;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The Markdown summary.
+pub fn markdown(r: &Report) -> String {
+    let mut md = String::new();
+    let verdict = if r.passed {
+        "PASSED: no violations".to_owned()
+    } else if r.violations > 0 {
+        format!("FAILED: {} violations", r.violations)
+    } else {
+        format!("FAILED: faults not injected: {}", r.faults_missing.join(", "))
+    };
+    let _ = writeln!(md, "### bloomgate-chaos: {verdict}\n");
+    if let Some(down) = &r.edge_down {
+        let _ = writeln!(
+            md,
+            "**The edge stopped answering at {:.1} s**: every connection refused, no edge_cut active, until the harness \
+             gave up on it at {:.1} s and sent it nothing more. {} edge operations failed from then on and {} were not \
+             sent; the one `edge_down` violation stands for them all.{}\n",
+            down.refused_since as f64 / 1e6,
+            down.at as f64 / 1e6,
+            r.checked.edge_down_failures,
+            down.not_sent,
+            if down.note.is_empty() { String::new() } else { format!(" Its log ends: `{}`", down.note.replace('`', "'")) }
+        );
+    }
+    let _ = writeln!(md, "`{}`\n", r.settings.command);
+    let set = &r.settings;
+    let edge = if set.edge { format!(" + edge (S = {} s)", set.freshness_secs) } else { String::new() };
+    let _ = writeln!(
+        md,
+        "{:.1} s from {}, seed {}, {} origins{edge}, keyspace `{}`; errors tolerated until {} s after a fault; RSS limit {} MiB per origin, {} MiB for the edge.\n",
+        r.run_secs, r.started_at, set.seed, set.origins, set.keyspace, set.allowance_secs, set.rss_limit_mib, set.edge_rss_limit_mib
+    );
+    let c = &r.checked;
+    let _ = writeln!(
+        md,
+        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge, {} had to be not seen, {} unconstrained; {} acknowledged keys read back from Cassandra; {} tolerated errors ({} of them only inside observed stalls); operations skipped at the client's in-flight caps: {} to the origins, {} to the edge.\n",
+        c.ops,
+        c.ops as f64 / r.run_secs.max(1e-9),
+        c.answers,
+        c.must_be_seen_origin,
+        c.must_be_seen_edge,
+        c.must_not_be_seen,
+        c.unconstrained,
+        c.db_keys,
+        c.tolerated_errors,
+        c.tolerated_in_observed_stalls,
+        r.skipped_ops.0,
+        r.skipped_ops.1
+    );
+    let answers: Vec<String> = r.answered_by.iter().map(|(what, n)| format!("{what} {n}")).collect();
+    let _ = writeln!(md, "Answers: {}.\n", answers.join(", "));
+    let _ = writeln!(md, "| operation | count |\n|---|---:|");
+    for (kind, n) in &r.ops_by_kind {
+        let _ = writeln!(md, "| {kind} | {n} |");
+    }
+    let _ = writeln!(md, "\n| outcome | count |\n|---|---:|");
+    for (outcome, n) in &r.outcomes {
+        let _ = writeln!(md, "| {outcome} | {n} |");
+    }
+    let _ = writeln!(md, "\n| latency | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|");
+    for (what, [p50, p99, max]) in &r.latency_ms {
+        let _ = writeln!(md, "| {what} | {p50:.1} | {p99:.1} | {max:.1} |");
+    }
+    if !r.errors.is_empty() {
+        let mut errors: Vec<(&String, &u64)> = r.errors.iter().collect();
+        errors.sort_by(|a, b| b.1.cmp(a.1));
+        let _ = writeln!(md, "\n| failed operations (most frequent) | count |\n|---|---:|");
+        for (what, n) in errors.into_iter().take(8) {
+            let _ = writeln!(md, "| {} | {n} |", what.replace('|', "/"));
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n| fault | injected | seconds | new generation in time | first note |\n|---|---:|---:|---:|---|"
+    );
+    for f in &r.faults {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.1} | {} | {} |",
+            f.fault,
+            f.injected,
+            f.seconds,
+            f.repaired.as_deref().unwrap_or("-"),
+            f.note.replace('|', "/")
+        );
+    }
+    for missing in &r.faults_missing {
+        let _ = writeln!(md, "| {missing} | **0** | - | - | not injected |");
+    }
+    if r.observed.is_empty() {
+        let _ = writeln!(md, "\nNo stall observed (Cassandra and Redis probed directly every 200 ms).");
+    } else {
+        let _ = writeln!(
+            md,
+            "\n| observed stall (not injected) | windows | seconds | outside injected faults | longest |\n|---|---:|---:|---:|---|"
+        );
+        for o in &r.observed {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.1} | {} | {} |",
+                o.fault,
+                o.windows,
+                o.seconds,
+                o.outside_injected,
+                o.note.replace('|', "/")
+            );
+        }
+    }
+    if !r.automatic_rebuilds.is_empty() {
+        let rebuilds: Vec<String> = r.automatic_rebuilds.iter().map(|(why, n)| format!("{why} ×{n}")).collect();
+        let _ = writeln!(md, "\nAutomatic rebuilds started (origin logs): {}.", rebuilds.join(", "));
+    }
+    let mut rss: Vec<(&String, &f64)> = r.rss_max_mib.iter().collect();
+    rss.sort_by_key(|(process, _)| process.starts_with("edge")); // the origins first
+    let rss: Vec<String> = rss.into_iter().map(|(p, m)| format!("{p} {m:.0} MiB")).collect();
+    let _ =
+        writeln!(md, "\nHighest RSS: {}.\n", if rss.is_empty() { "not sampled".to_owned() } else { rss.join(", ") });
+    let kinds: Vec<&str> = ViolationKind::ALL.iter().map(|k| k.name()).collect();
+    let _ = writeln!(md, "| {} |", kinds.join(" | "));
+    let _ = writeln!(md, "|{}", "---:|".repeat(kinds.len()));
+    let counts: Vec<String> =
+        kinds.iter().map(|k| r.violation_counts.get(*k).copied().unwrap_or(0).to_string()).collect();
+    let _ = writeln!(md, "| {} |", counts.join(" | "));
+    for (kind, by) in &r.violation_breakdown {
+        let mut by: Vec<(&String, &u64)> = by.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1));
+        let parts: Vec<String> = by.iter().take(6).map(|(what, n)| format!("{what}: {n}")).collect();
+        let _ = writeln!(md, "\n- **{kind}**: {}", parts.join("; "));
+    }
+    if !r.examples.is_empty() {
+        let _ = writeln!(md, "\nExamples (first of each kind):\n");
+        let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
+        for e in &r.examples {
+            let n = shown.entry(e.kind.as_str()).or_insert(0);
+            *n += 1;
+            if *n > 3 {
+                continue;
+            }
+            let key = e.key.as_deref().map(|k| format!(" key `{k}`")).unwrap_or_default();
+            let _ = writeln!(md, "- {}: {}{key}", e.kind, e.detail);
+        }
+    }
+    if !r.harness_notes.is_empty() {
+        let _ = writeln!(md, "\nHarness notes: {}", r.harness_notes.join("; "));
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{check, CheckSettings};
+    use crate::history::{
+        Answer, AnsweredBy, EdgeDown, Fault, FaultKind, History, Op, OpKind, Outcome, Process, RssSample, Target, Why,
+    };
+    use crate::keys::{KeyId, KeySpace};
+    use crate::report::{build, RunFacts, RunSettings};
+    use crate::workload::WorkloadSettings;
+    use std::time::Duration;
+
+    #[test]
+    fn the_summary_says_what_failed_first_and_lists_observed_stalls_apart() {
+        let k = KeyId::written(1);
+        let history = History {
+            ops: vec![
+                Op {
+                    kind: OpKind::Write,
+                    why: Why::Write,
+                    target: Target::Origin(1),
+                    start: 0,
+                    end: 10,
+                    keys: vec![k],
+                    outcome: Outcome::Acked,
+                },
+                Op {
+                    kind: OpKind::Lookup,
+                    why: Why::ReadAfterWrite,
+                    target: Target::Origin(0),
+                    start: 20,
+                    end: 30,
+                    keys: vec![k],
+                    outcome: Outcome::Answers(vec![Answer { seen: false, by: AnsweredBy::Filter }]),
+                },
+            ],
+            faults: vec![Fault {
+                kind: FaultKind::ObservedCassandraStall,
+                start: 100,
+                end: 2_000_100,
+                origin: None,
+                recovered: None,
+                note: "probe took 2000 ms (threshold 750 ms; 1 slow probes), then answered in 3 ms".into(),
+            }],
+            rss: vec![
+                RssSample { process: Process::Origin(0), pid: 1, at: 5, kib: 30 * 1024 },
+                RssSample { process: Process::EdgeWorker, pid: 2, at: 5, kib: 600 * 1024 },
+            ],
+            edge_down: Some(EdgeDown {
+                refused_since: 1_075_300_000,
+                at: 1_080_300_000,
+                not_sent: 140_615,
+                note: "V8 fatal error; location = Reached heap limit".into(),
+            }),
+            ..History::default()
+        };
+        let settings =
+            CheckSettings { freshness: 3_000_000, allowance: 0, rss_limit_kib: 1 << 20, edge_rss_limit_kib: 512 << 10 };
+        let result = check(&history, &settings);
+        let keys = KeySpace::new(1);
+        let workload = WorkloadSettings {
+            write_rate: 1.0,
+            read_rate: 1.0,
+            edge_read_rate: 1.0,
+            batch_rate: 1.0,
+            batch_write_keys: 1,
+            batch_lookup_keys: 1,
+            delete_rate: 0.0,
+            absent_share: 0.5,
+            freshness: Duration::from_secs(3),
+            max_in_flight: 1,
+        };
+        let settings = RunSettings {
+            command: "bloomgate-chaos run".into(),
+            seed: 1,
+            keyspace: "chaos_x".into(),
+            filter: "chaos".into(),
+            origins: 2,
+            edge: true,
+            freshness_secs: 3,
+            allowance_secs: 10.0,
+            rss_limit_mib: 512,
+            edge_rss_limit_mib: 512,
+            workload,
+        };
+        let facts = RunFacts {
+            settings,
+            skipped_ops: (0, 0),
+            required_faults: [FaultKind::FlushAll].into(),
+            automatic_rebuilds: vec![],
+            notes: vec![],
+            logs: vec![],
+        };
+        let report = build(&history, &result, &keys, facts);
+        assert!(!report.passed);
+        assert_eq!(report.violation_counts["false_negative_origin"], 1);
+        assert_eq!(report.violation_counts["lost_write"], 1, "never read back");
+        assert_eq!(report.faults_missing, vec!["flushall"]);
+        assert_eq!(report.examples[0].key.as_deref(), Some(keys.hex(k).as_str()));
+        let md = markdown(&report);
+        for kind in ViolationKind::ALL {
+            assert!(md.contains(kind.name()), "{md}");
+        }
+        assert!(md.contains("| flushall | **0** |"));
+        assert_eq!(report.violation_counts["edge_down"], 1);
+        assert_eq!(report.violation_counts["rss_over_limit"], 1);
+        // The edge's death comes right after the verdict.
+        let third = md.lines().nth(2).unwrap();
+        assert!(third.starts_with("**The edge stopped answering at 1075.3 s**"), "{md}");
+        assert!(third.contains("140615 were not sent") && third.contains("Reached heap limit"), "{third}");
+        // Observed stalls: their own table, not required, not missing.
+        assert_eq!(report.observed.len(), 1);
+        assert_eq!(report.observed[0].outside_injected, 1);
+        assert!(md.contains("| observed stall (not injected) |"), "{md}");
+        assert!(md.contains("| observed_cassandra_stall | 1 | 2.0 | 1 | probe took 2000 ms"), "{md}");
+        assert!(md.contains("origin-0 30 MiB, edge workerd 600 MiB"), "{md}");
+        assert!(serde_json::to_string(&report).is_ok());
+    }
+}

@@ -1,0 +1,385 @@
+//! One chaos run from start to end: start the processes, create the filter, run the workload
+//! with both fault tracks, stop, read every acknowledged key back from Cassandra, scan the
+//! logs, check the history and build the report. Cassandra is continued and every process
+//! started is stopped on every way out: the end, an error, Ctrl-C / SIGTERM, or a panic.
+
+use super::check::{check, CheckSettings};
+use super::cluster::{
+    automatic_rebuilds, crash_lines, log_tail, panic_lines, resume_cassandra, Cluster, ClusterSettings, OriginTuning,
+};
+use super::faults::{FaultSettings, Faults};
+use super::history::{DbCheck, History, Outcome, Recorder};
+use super::keys::{KeyClass, KeyId, KeySpace};
+use super::memory::sample_rss;
+use super::probe::{ProbeSettings, Prober};
+use super::report::{self, Report, RunFacts, RunSettings};
+use super::schedule::{required_faults, RedisKind};
+use super::workload::{Endpoints, Workload, WorkloadSettings};
+use anyhow::Context as _;
+use bloomgate_tests::origin::TOKEN;
+use futures::StreamExt;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Everything a run is configured with.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The command line, for the report.
+    pub command: String,
+    /// This executable (re-executed as `origin`).
+    pub exe: PathBuf,
+    /// How long to run the schedule (the first round always completes).
+    pub duration: Duration,
+    /// Origin processes.
+    pub origins: usize,
+    /// Seed of keys and random choices.
+    pub seed: u64,
+    /// Start the edge.
+    pub edge: bool,
+    /// The edge's FRESHNESS_SECS.
+    pub freshness_secs: u32,
+    /// Rates.
+    pub workload: WorkloadSettings,
+    /// Fault settings (the Cassandra pid is filled in here).
+    pub faults: FaultSettings,
+    /// Where Cassandra's pid file is, if not found by itself.
+    pub cassandra_pid_file: Option<PathBuf>,
+    /// Errors tolerated this long after a fault's end.
+    pub allowance: Duration,
+    /// RSS limit per origin, MiB.
+    pub rss_limit_mib: u64,
+    /// RSS limit of the edge's `workerd`, MiB.
+    pub edge_rss_limit_mib: u64,
+    /// Cassandra `host:port`.
+    pub cassandra: String,
+    /// Configs, logs and Redis data.
+    pub work_dir: PathBuf,
+    /// Keep the run's keyspace at the end (default: dropped).
+    pub keep_keyspace: bool,
+    /// Write the whole history as JSON lines here.
+    pub history_path: Option<PathBuf>,
+    /// The origins' configuration.
+    pub tuning: OriginTuning,
+    /// A Redis Cluster's nodes (`host:port`) the origins share instead of a private Redis.
+    pub redis_cluster: Vec<String>,
+}
+
+/// The filter every run uses (in a keyspace and a Redis of its own).
+pub const FILTER: &str = "chaos";
+
+/// Continues Cassandra from the panic hook, then panics as before.
+fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        resume_cassandra();
+        previous(info);
+    }));
+}
+
+async fn interrupted() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// What the driven part of a run hands back.
+struct Driven {
+    history: History,
+    skipped: (u64, u64),
+    notes: Vec<String>,
+}
+
+/// Runs the whole thing.
+pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
+    install_panic_hook();
+    let reachable =
+        tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&options.cassandra)).await;
+    anyhow::ensure!(
+        matches!(reachable, Ok(Ok(_))),
+        "Cassandra is not reachable at {}: start it with `scripts/services start` (or set BLOOMGATE_TEST_CASSANDRA)",
+        options.cassandra
+    );
+    match super::cluster::cassandra_pid(options.cassandra_pid_file.as_deref()) {
+        Some((pid, path)) => {
+            eprintln!("chaos: Cassandra is pid {pid} ({})", path.display());
+            options.faults.cassandra_pid = Some(pid);
+        }
+        None => eprintln!("chaos: Cassandra's pid file not found: the cassandra_pause fault will be missing"),
+    }
+    let keyspace = format!("chaos_{:08x}", rand::random::<u32>());
+    let dir = options.work_dir.join(&keyspace);
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(5))
+        .pool_max_idle_per_host(64)
+        // Below the keep-alive timeout of wrangler's Node proxy (5 s): a connection it is
+        // closing is never reused (that race is a reset, not an answer).
+        .pool_idle_timeout(Duration::from_secs(2))
+        .build()?;
+    let settings = ClusterSettings {
+        origins: options.origins,
+        exe: options.exe.clone(),
+        cassandra: options.cassandra.clone(),
+        keyspace: keyspace.clone(),
+        dir: dir.clone(),
+        edge: options.edge,
+        freshness_secs: options.freshness_secs,
+        tuning: options.tuning.clone(),
+        redis_cluster: options.redis_cluster.clone(),
+    };
+    eprintln!(
+        "chaos: starting Redis, {} origins{} in {}",
+        options.origins,
+        if options.edge { " and the edge" } else { "" },
+        dir.display()
+    );
+    let cluster = Arc::new(Cluster::start(settings, &http).await?);
+    let driven = tokio::select! {
+        driven = drive(&options, cluster.clone(), &http) => driven,
+        _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
+    };
+    resume_cassandra();
+    cluster.stop_origins();
+    let logs = cluster.logs();
+    // Tasks of an interrupted run drop their handles of the cluster as they are aborted.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Arc::strong_count(&cluster) > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    match Arc::into_inner(cluster) {
+        Some(cluster) => tokio::task::spawn_blocking(move || drop(cluster)).await?,
+        None => eprintln!("chaos: the cluster is still referenced; Redis and wrangler stop with this process"),
+    }
+    if !options.keep_keyspace {
+        drop_keyspace(&options.cassandra, &keyspace).await;
+    }
+    let Driven { mut history, skipped, notes } = driven?;
+
+    let mut reasons = Vec::new();
+    for (source, path) in &logs {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines = panic_lines(&text);
+        history.panics.extend(lines.into_iter().map(|line| super::history::LogLine { source: source.clone(), line }));
+        reasons.extend(automatic_rebuilds(&text));
+        if let (Some(down), "wrangler") = (&mut history.edge_down, source.as_str()) {
+            down.note = crash_lines(&log_tail(path, 64 * 1024)).join(" / ");
+        }
+    }
+    let keys = KeySpace::new(options.seed);
+    if let Some(path) = &options.history_path {
+        report::write_history(path, &history, &keys).with_context(|| format!("write {}", path.display()))?;
+    }
+    let result = check(
+        &history,
+        &CheckSettings {
+            freshness: u64::from(options.freshness_secs) * 1_000_000,
+            allowance: options.allowance.as_micros() as u64,
+            rss_limit_kib: options.rss_limit_mib * 1024,
+            edge_rss_limit_kib: options.edge_rss_limit_mib * 1024,
+        },
+    );
+    let settings = RunSettings {
+        command: options.command.clone(),
+        seed: options.seed,
+        keyspace,
+        filter: FILTER.into(),
+        origins: options.origins,
+        edge: options.edge,
+        freshness_secs: options.freshness_secs,
+        allowance_secs: options.allowance.as_secs_f64(),
+        rss_limit_mib: options.rss_limit_mib,
+        edge_rss_limit_mib: options.edge_rss_limit_mib,
+        workload: options.workload.clone(),
+    };
+    let facts = RunFacts {
+        settings,
+        skipped_ops: skipped,
+        required_faults: required_faults(options.edge, RedisKind::of(&options.redis_cluster)),
+        automatic_rebuilds: reasons,
+        notes,
+        logs: logs.iter().map(|(_, p)| p.display().to_string()).collect(),
+    };
+    Ok(report::build(&history, &result, &keys, facts))
+}
+
+/// The part of the run that uses the started cluster.
+async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Client) -> anyhow::Result<Driven> {
+    // The origin answers /readyz once Cassandra does; its Redis link may still be connecting
+    // (a create then fails half way: definition stored, no bits). Wait until it reaches Redis.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ready = format!("{}/readyz", cluster.origins[0].base);
+    while http.get(&ready).send().await?.json::<serde_json::Value>().await?["filter"] != "ok" {
+        anyhow::ensure!(Instant::now() < deadline, "origin-0 did not reach Redis within 60 s (GET {ready})");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A 503 (with Retry-After) is the origin's honest "not yet": ask again, as a client should,
+    // for a bounded time.
+    loop {
+        let created = http
+            .put(format!("{}/v1/filters/{FILTER}", cluster.origins[0].base))
+            .bearer_auth(TOKEN)
+            .json(&json!({ "capacity": options.faults.initial_capacity, "fp_rate": 0.01 }))
+            .send()
+            .await?;
+        let status = created.status().as_u16();
+        if status == 201 {
+            break;
+        }
+        let body = created.text().await?;
+        anyhow::ensure!(status == 503 && Instant::now() < deadline, "create the filter: {status} {body}");
+        eprintln!("chaos: create the filter: 503 ({body}); asking again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    let rec = Arc::new(Recorder::new());
+    let keys = KeySpace::new(options.seed);
+    let endpoints = Endpoints {
+        origins: cluster.origins.iter().map(|o| o.base.clone()).collect(),
+        edge: cluster.edge.as_ref().map(|e| e.wrangler.base.clone()),
+    };
+    let workload = Arc::new(Workload::new(
+        http.clone(),
+        endpoints,
+        FILTER.into(),
+        keys,
+        rec.clone(),
+        options.workload.clone(),
+        options.seed,
+    ));
+    let faults = Arc::new(Faults::new(
+        cluster.clone(),
+        rec.clone(),
+        workload.clone(),
+        http.clone(),
+        FILTER.into(),
+        options.faults.clone(),
+        options.seed,
+    ));
+    let cassandra = match session(&options.cassandra).await {
+        Ok(s) => Some(Arc::new(s)),
+        Err(e) => {
+            rec.note(format!("the prober has no Cassandra session ({e:#}): Cassandra stalls are not observed"));
+            None
+        }
+    };
+    let prober =
+        Prober::start(rec.clone(), ProbeSettings::from_tuning(&options.tuning), cassandra, cluster.redis_url());
+    let mut background = tokio::task::JoinSet::new();
+    background.spawn(workload.clone().run());
+    background.spawn(sample_rss(cluster.clone(), rec.clone()));
+    let started = Instant::now();
+    let until = started + options.duration;
+    eprintln!("chaos: running for {:?} (the first round of faults always completes)", options.duration);
+    {
+        let (rec, workload) = (rec.clone(), workload.clone());
+        background.spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                let (origin, edge) = workload.skipped();
+                eprintln!(
+                    "chaos: {:>6.1}s {} operations, {} keys acknowledged, skipped at the in-flight cap: {origin} to origins, {edge} to the edge",
+                    rec.now() as f64 / 1e6,
+                    rec.op_count(),
+                    workload.acked_count(),
+                );
+            }
+        });
+    }
+    tokio::join!(faults.clone().sequential_track(until), faults.clone().background_track(started, until));
+    // Faults over: heal everything and let the workload run a little longer, so the last
+    // writes are read at the edge too and the system shows it is well again.
+    resume_cassandra();
+    if let Some(edge) = &cluster.edge {
+        edge.proxy.heal();
+    }
+    for proxy in cluster.redis_proxies() {
+        proxy.heal();
+    }
+    tokio::time::sleep(options.workload.freshness + Duration::from_secs(2)).await;
+    workload.stop(Duration::from_secs(40)).await;
+    background.abort_all();
+    while background.join_next().await.is_some() {}
+    prober.stop().await;
+
+    let mut history = rec.take();
+    if let Some(down) = &mut history.edge_down {
+        down.not_sent = workload.edge_not_sent();
+    }
+    let acked: BTreeSet<KeyId> = history
+        .ops
+        .iter()
+        .filter(|o| o.kind.is_write() && o.outcome == Outcome::Acked)
+        .flat_map(|o| o.keys.iter().copied())
+        .filter(|k| k.class == KeyClass::Written)
+        .collect();
+    eprintln!("chaos: reading {} acknowledged keys back from Cassandra", acked.len());
+    history.db_checks = read_back(&options.cassandra, &cluster.settings.keyspace, &keys, acked).await?;
+    Ok(Driven { history, skipped: workload.skipped(), notes: rec.notes() })
+}
+
+async fn session(cassandra: &str) -> anyhow::Result<scylla::client::session::Session> {
+    scylla::client::session_builder::SessionBuilder::new()
+        .known_node(cassandra)
+        .build()
+        .await
+        .with_context(|| format!("connect to Cassandra at {cassandra}"))
+}
+
+/// Reads every key directly from Cassandra (LOCAL_QUORUM, as the origins write), 64 at a
+/// time, each tried up to three times.
+async fn read_back(
+    cassandra: &str,
+    keyspace: &str,
+    keys: &KeySpace,
+    acked: BTreeSet<KeyId>,
+) -> anyhow::Result<Vec<DbCheck>> {
+    let session = session(cassandra).await?;
+    let mut select = session.prepare(format!("SELECT key FROM {keyspace}.keys WHERE filter = ? AND key = ?")).await?;
+    select.set_consistency(scylla::statement::Consistency::LocalQuorum);
+    let (session, select) = (&session, &select);
+    let checks = futures::stream::iter(acked)
+        .map(|key| async move {
+            let bytes = keys.bytes(key).to_vec();
+            for attempt in 0..3 {
+                match session.execute_unpaged(select, (FILTER, &bytes)).await {
+                    Ok(result) => {
+                        let rows = result.into_rows_result().map(|r| r.rows_num()).unwrap_or(0);
+                        return DbCheck { key, present: Some(rows > 0) };
+                    }
+                    Err(e) if attempt == 2 => eprintln!("chaos: cannot read {key} back: {e}"),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                }
+            }
+            DbCheck { key, present: None }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    Ok(checks)
+}
+
+async fn drop_keyspace(cassandra: &str, keyspace: &str) {
+    let dropped = match session(cassandra).await {
+        Ok(s) => s
+            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = dropped {
+        eprintln!("chaos: keyspace {keyspace} not dropped: {e}");
+    }
+}
