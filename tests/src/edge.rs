@@ -50,7 +50,7 @@ pub struct EdgeStack {
     /// The origin.
     pub origin: crate::origin::TestOrigin,
     /// Between the edge and the origin.
-    pub proxy: crate::proxy::ChaosProxy,
+    pub proxy: crate::fault_proxy::ChaosProxy,
     /// The edge.
     pub edge: Wrangler,
 }
@@ -58,7 +58,7 @@ pub struct EdgeStack {
 /// Starts an [`EdgeStack`] with `tune` applied to the origin's config.
 pub async fn edge_stack(freshness_secs: u32, tune: impl FnOnce(&mut bloomgate_origin::config::Config)) -> EdgeStack {
     let origin = crate::origin::TestOrigin::on_services(tune).await;
-    let proxy = crate::proxy::ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
+    let proxy = crate::fault_proxy::ChaosProxy::start(origin.base.trim_start_matches("http://")).await;
     let edge = Wrangler::start(&format!("http://{}", proxy.addr), crate::origin::EDGE_SECRET, freshness_secs).await;
     EdgeStack { origin, proxy, edge }
 }
@@ -106,7 +106,7 @@ impl Wrangler {
         let root = options.root.clone();
         let wrangler = wrangler_command(&root);
         assert!(root.join("edge/build/index.js").exists(), "the edge is not built: run `scripts/edge-build`");
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = crate::free_port().unwrap();
         let log_path = std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
         let mut command = Command::new(wrangler);
@@ -137,37 +137,17 @@ impl Wrangler {
             .expect("start wrangler dev");
         let base = format!("http://127.0.0.1:{port}");
         let w = Wrangler { base, log: log_path, child };
+        let healthz = format!("{}/healthz", w.base);
         let http = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Ok(r) = http.get(format!("{}/healthz", w.base)).send().await {
-                if r.status().is_success() {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "wrangler dev did not answer /healthz within 90 s (log in the temp dir)"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let up = crate::wait_until_ok(&http, &healthz, Duration::from_secs(90), Duration::from_millis(250)).await;
+        assert!(up, "wrangler dev did not answer /healthz within 90 s (log in the temp dir)");
         w
     }
 }
 
 impl Drop for Wrangler {
     fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-INT", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::procs::stop(&mut self.child, "INT", Duration::from_secs(5));
     }
 }
 

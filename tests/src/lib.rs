@@ -1,18 +1,31 @@
-//! Harness for bloomgate's end-to-end tests: real services, started by `scripts/services`,
-//! plus what a test needs to break them on purpose: a private `redis-server` it may kill, and
-//! a TCP proxy that can delay or cut a connection (a real network failure, not a mock), and
-//! raw HTTP requests for paths an HTTP client would normalise.
+//! Harness for bloomgate's end-to-end tests, and for the tools that measure and break it
+//! (`tools/chaos`, `tools/bench`): real services, started by `scripts/services`, plus what a
+//! test needs to break them on purpose: a private `redis-server` it may kill, a TCP proxy that
+//! can delay or cut a connection (a real network failure, not a mock), and raw HTTP requests
+//! for paths an HTTP client would normalise.
 //!
 //! Service addresses come from the environment with local defaults:
 //! `BLOOMGATE_TEST_REDIS` (127.0.0.1:6399), `BLOOMGATE_TEST_CASSANDRA` (127.0.0.1:9042).
 //! A service that cannot be reached fails the test with the command that starts it.
+//!
+//! # Layout
+//! - this file: service addresses, reachability, free ports, waiting for a server, test keys.
+//! - [`origin`]: an origin served in-process on the test services, with an API client.
+//! - [`edge`]: `wrangler dev` running the built edge worker, and an origin-proxy-edge stack.
+//! - [`edge_load`]: a bounded lookup load on the edge, with its `workerd`s' memory sampled.
+//! - [`fault_proxy`]: a TCP proxy that delays, cuts or corrupts a connection.
+//! - [`redis_server`]: a private `redis-server` a test may kill, restart or roll back.
+//! - [`redis_cluster`]: the shared Redis Cluster's nodes, and bringing killed ones back.
+//! - [`race`]: writes through one origin read at once through another, under change.
+//! - [`raw_http`]: HTTP/1.1 requests written byte for byte.
+//! - [`procs`]: the machine's processes from `/proc`, and signals to the ones started here.
 #![forbid(unsafe_code)]
 
 pub mod edge;
 pub mod edge_load;
+pub mod fault_proxy;
 pub mod origin;
 pub mod procs;
-pub mod proxy;
 pub mod race;
 pub mod raw_http;
 pub mod redis_cluster;
@@ -20,6 +33,27 @@ pub mod redis_server;
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// A port on 127.0.0.1 that was free a moment ago (the OS picked it).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Polls `url` every `every` until it answers 2xx; false if it has not within `within`.
+pub async fn wait_until_ok(http: &reqwest::Client, url: &str, within: Duration, every: Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Ok(r) = http.get(url).send().await {
+            if r.status().is_success() {
+                return true;
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
 
 /// The checkout this harness was built from (its `scripts/`, `edge/`, `.state/`).
 pub fn repo_root() -> PathBuf {

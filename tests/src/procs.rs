@@ -1,8 +1,44 @@
 //! The machine's processes, from `/proc`: who descends from whom, their names, arguments and
-//! resident memory. The harnesses use it to find `wrangler dev`'s `workerd`s and to sum the CPU
-//! and memory of what they started.
+//! resident memory; and signals to the processes the harness started. The harnesses use it to
+//! find `wrangler dev`'s `workerd`s, to sum the CPU and memory of what they started, and to
+//! stop it.
 
 use std::collections::HashMap;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// Sends signal `name` (`TERM`, `INT`, `KILL`, `STOP`, `CONT`) to `pid` with `kill` (the crates
+/// forbid `unsafe`, so no libc); whether `kill` succeeded.
+pub fn signal(pid: u32, name: &str) -> bool {
+    Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status().is_ok_and(|s| s.success())
+}
+
+/// Stops a child the harness started: signal `name` (a graceful stop), then SIGKILL if it has
+/// not exited within `grace`.
+pub fn stop(child: &mut Child, name: &str, grace: Duration) {
+    signal(child.id(), name);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Processes whose command line (arguments joined by spaces) contains `needle`, and `also`
+/// when given.
+pub fn pids_matching(needle: &str, also: Option<&str>) -> Vec<u32> {
+    processes()
+        .into_keys()
+        .filter(|pid| {
+            let line = cmdline(*pid).join(" ");
+            line.contains(needle) && also.is_none_or(|a| line.contains(a))
+        })
+        .collect()
+}
 
 /// `VmRSS` of a process in KiB, from `/proc/<pid>/status`.
 pub fn rss_kib(pid: u32) -> Option<u64> {

@@ -11,16 +11,12 @@ pub struct RedisServer {
     dir: std::path::PathBuf,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 impl RedisServer {
     /// Starts one and waits until it answers.
     pub fn start() -> RedisServer {
         let dir = std::env::temp_dir().join(format!("bloomgate-redis-{:x}", rand::random::<u64>()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut server = RedisServer { port: free_port(), child: None, dir };
+        let mut server = RedisServer { port: crate::free_port().unwrap(), child: None, dir };
         server.restart();
         server
     }

@@ -8,8 +8,8 @@
 //! Each test owns its filter (random name), and tests that break Redis own a private
 //! `redis-server`; Cassandra is shared and cut only through a per-test proxy.
 
+use bloomgate_tests::fault_proxy::ChaosProxy;
 use bloomgate_tests::origin::{config, TestOrigin, TOKEN};
-use bloomgate_tests::proxy::ChaosProxy;
 use bloomgate_tests::redis_server::RedisServer;
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, require, unique_filter};
 use redis::AsyncCommands;

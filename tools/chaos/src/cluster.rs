@@ -7,8 +7,8 @@
 use super::schedule::RedisKind;
 use anyhow::Context as _;
 use bloomgate_tests::edge::Wrangler;
+use bloomgate_tests::fault_proxy::ChaosProxy;
 use bloomgate_tests::origin::{EDGE_SECRET, TOKEN};
-use bloomgate_tests::proxy::ChaosProxy;
 use bloomgate_tests::redis_server::RedisServer;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
