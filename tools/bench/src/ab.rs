@@ -3,12 +3,13 @@
 //! generator's per lookup. This machine is shared and noisy: alternating rounds put the same
 //! noise on every target, and medians over rounds are what get compared.
 
-use super::bench::{self, FilterSpec};
-use super::driver::{drive, DriveSpec};
-use super::freshness::median;
-use super::probe::{machine_steal_seconds, CpuGroup, Samples};
-use super::servers::{cores, Server};
-use super::workload::Workload;
+use crate::counters::Samples;
+use crate::cpu::{machine_steal_seconds, CpuGroup};
+use crate::driver::{drive, DriveSpec};
+use crate::filters::{self, FilterSpec};
+use crate::report::median;
+use crate::servers::{cores, Server};
+use crate::workload::Workload;
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -108,7 +109,7 @@ pub struct AbLoad {
 pub async fn preload(name: &str, base: &str, keys: &Arc<Vec<String>>) -> anyhow::Result<String> {
     let filter = format!("ab-{:08x}", rand::random::<u32>());
     let spec = FilterSpec { name: &filter, fp_rate: 0.01, capacity: keys.len() as u64 * 2, segment_bytes: None };
-    bench::preload(&reqwest::Client::new(), base, &spec, keys, false)
+    filters::preload(&reqwest::Client::new(), base, &spec, keys, false)
         .await
         .with_context(|| format!("preload {name}"))?;
     Ok(filter)

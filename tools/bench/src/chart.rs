@@ -4,7 +4,7 @@
 //! by default; `--font` to use another); without one no chart is drawn and the JSON and tables
 //! still are.
 
-use super::report::BenchReport;
+use crate::report::BenchReport;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
@@ -30,7 +30,7 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(0x93, 0x78, 0x60),
 ];
 
-pub(super) type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
+pub(crate) type DrawResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Registers the font once; the path used, or why none could be.
 pub fn load_font(path: Option<&Path>) -> Result<PathBuf, String> {
@@ -89,7 +89,7 @@ fn label_at(names: &[String], x: f64) -> String {
 }
 
 /// Grouped bars: one group per name, one bar per series; optional dashed reference line.
-pub(super) struct Bars<'a> {
+pub(crate) struct Bars<'a> {
     pub title: &'a str,
     pub y_desc: &'a str,
     pub names: Vec<String>,
@@ -99,15 +99,45 @@ pub(super) struct Bars<'a> {
     pub value_fmt: fn(f64) -> String,
 }
 
-pub(super) fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
-    draw(path, (W, H), |root| {
-        let n = b.names.len();
-        let max = b
-            .series
+impl Bars<'_> {
+    /// The highest bar or reference line.
+    fn top(&self) -> f64 {
+        self.series
             .iter()
             .flat_map(|(_, v)| v.iter().flatten().copied())
-            .chain(b.reference.as_ref().map(|r| r.0))
-            .fold(0.0f64, f64::max);
+            .chain(self.reference.as_ref().map(|r| r.0))
+            .fold(0.0f64, f64::max)
+    }
+}
+
+/// The legend every chart with more than one series shows: upper right, on white.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>) -> DrawResult<()>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// A bar's value, centred above it.
+fn value_style() -> TextStyle<'static> {
+    (FONT, 13).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(
+        plotters::style::text_anchor::HPos::Center,
+        plotters::style::text_anchor::VPos::Bottom,
+    ))
+}
+
+/// Draws grouped bars into a PNG at `path`.
+pub(crate) fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
+    draw(path, (W, H), |root| {
+        let n = b.names.len();
+        let max = b.top();
         let x_range = -0.5f64..(n as f64 - 0.5);
         let per = 0.8 / b.series.len() as f64;
         let mut builder = ChartBuilder::on(root);
@@ -139,14 +169,7 @@ pub(super) fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
                     chart.draw_series(values.iter().enumerate().filter_map(|(i, v)| {
                         let v = (*v)?;
                         let x = i as f64 - 0.4 + per * (si as f64 + 0.46);
-                        Some(Text::new(
-                            (b.value_fmt)(v),
-                            (x, v),
-                            (FONT, 13).into_font().color(&BLACK).pos(plotters::style::text_anchor::Pos::new(
-                                plotters::style::text_anchor::HPos::Center,
-                                plotters::style::text_anchor::VPos::Bottom,
-                            )),
-                        ))
+                        Some(Text::new((b.value_fmt)(v), (x, v), value_style()))
                     }))?;
                 }
                 if let Some((y, label)) = &b.reference {
@@ -162,13 +185,7 @@ pub(super) fn bars(path: &Path, b: &Bars) -> DrawResult<()> {
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], red.stroke_width(2)));
                 }
                 if b.series.len() > 1 || b.reference.is_some() {
-                    chart
-                        .configure_series_labels()
-                        .position(SeriesLabelPosition::UpperRight)
-                        .label_font((FONT, 14))
-                        .background_style(WHITE.mix(0.85))
-                        .border_style(BLACK)
-                        .draw()?;
+                    draw_legend(&mut chart)?;
                 }
             }};
         }
@@ -187,103 +204,115 @@ fn expected_fp(report: &BenchReport, fp: f64) -> Option<f64> {
     report.sweep.iter().find(|p| p.fp_rate == fp).and_then(|p| p.filter_expected_fp)
 }
 
+/// The sweep's two panels side by side: reads per lookup, and the false positives' share of them.
 fn sweep(path: &Path, report: &BenchReport) -> DrawResult<()> {
     let mut fps: Vec<f64> = report.sweep.iter().map(|p| p.fp_rate).collect();
     fps.sort_by(|a, b| b.total_cmp(a));
     fps.dedup();
     draw(path, (2 * W - 200, H), |root| {
         let (left, right) = root.split_horizontally(W - 100);
-        let mut chart = ChartBuilder::on(&left)
-            .caption("Cassandra reads/lookup: dots measured, lines fp_rate, dashed the filter's FPR", (FONT, 18))
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0.0f64..100.0, 0.0f64..1.05)?;
-        chart
-            .configure_mesh()
-            .x_desc("absent keys, % of lookups")
-            .y_desc("Cassandra reads per lookup")
-            .label_style((FONT, 14))
-            .draw()?;
-        for (i, fp) in fps.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let theory = (0..=100).map(|m| {
-                let m = m as f64 / 100.0;
-                (m * 100.0, (1.0 - m) + m * fp)
-            });
-            chart
-                .draw_series(LineSeries::new(theory, color.stroke_width(2)))?
-                .label(format!("fp_rate {} %", fp * 100.0))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-            // The filter's own expectation at its fill (sizing rounds up to whole blocks and
-            // segments, so it is at or under the fp_rate asked for), dashed.
-            if let Some(e) = expected_fp(report, *fp) {
-                let expected = (0..=100).map(|m| {
-                    let m = m as f64 / 100.0;
-                    (m * 100.0, (1.0 - m) + m * e)
-                });
-                chart.draw_series(DashedLineSeries::new(expected, 6, 4, color.stroke_width(1)))?;
-            }
-            chart.draw_series(
-                report
-                    .sweep
-                    .iter()
-                    .filter(|p| p.fp_rate == *fp)
-                    .map(|p| Circle::new((p.miss_share * 100.0, p.reads_per_lookup), 5, color.filled())),
-            )?;
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, 14))
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        // The same runs with the hits taken out: the reads the false positives cost, on a log
-        // scale where the three fp_rates separate.
-        let mut chart = ChartBuilder::on(&right)
-            .caption("…of which false positives: reads − hits (log)", (FONT, 18))
-            .margin(16)
-            .x_label_area_size(44)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0.0f64..100.0, (0.0001f64..0.2).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_desc("absent keys, % of lookups")
-            .y_desc("false-positive reads per lookup")
-            .label_style((FONT, 14))
-            .draw()?;
-        for (i, fp) in fps.iter().enumerate() {
-            let color = PALETTE[i % PALETTE.len()];
-            let theory = (5..=100).map(|m| (m as f64, m as f64 / 100.0 * fp));
-            chart.draw_series(LineSeries::new(theory, color.stroke_width(2)))?;
-            if let Some(e) = expected_fp(report, *fp) {
-                let expected = (5..=100).map(|m| (m as f64, m as f64 / 100.0 * e));
-                chart.draw_series(DashedLineSeries::new(expected, 6, 4, color.stroke_width(1)))?;
-            }
-            chart.draw_series(
-                report
-                    .sweep
-                    .iter()
-                    .filter(|p| p.fp_rate == *fp && p.excess_reads_per_lookup > 0.0)
-                    .map(|p| Circle::new((p.miss_share * 100.0, p.excess_reads_per_lookup), 5, color.filled())),
-            )?;
-        }
-        Ok(())
+        sweep_reads(&left, report, &fps)?;
+        sweep_false_positive_reads(&right, report, &fps)
     })
+}
+
+/// Cassandra reads per lookup over the miss share: measured dots, theory lines per fp_rate.
+fn sweep_reads(area: &DrawingArea<BitMapBackend, Shift>, report: &BenchReport, fps: &[f64]) -> DrawResult<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption("Cassandra reads/lookup: dots measured, lines fp_rate, dashed the filter's FPR", (FONT, 18))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0.0f64..100.0, 0.0f64..1.05)?;
+    chart
+        .configure_mesh()
+        .x_desc("absent keys, % of lookups")
+        .y_desc("Cassandra reads per lookup")
+        .label_style((FONT, 14))
+        .draw()?;
+    for (i, fp) in fps.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let theory = (0..=100).map(|m| {
+            let m = m as f64 / 100.0;
+            (m * 100.0, (1.0 - m) + m * fp)
+        });
+        chart
+            .draw_series(LineSeries::new(theory, color.stroke_width(2)))?
+            .label(format!("fp_rate {} %", fp * 100.0))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+        // The filter's own expectation at its fill (sizing rounds up to whole blocks and
+        // segments, so it is at or under the fp_rate asked for), dashed.
+        if let Some(e) = expected_fp(report, *fp) {
+            let expected = (0..=100).map(|m| {
+                let m = m as f64 / 100.0;
+                (m * 100.0, (1.0 - m) + m * e)
+            });
+            chart.draw_series(DashedLineSeries::new(expected, 6, 4, color.stroke_width(1)))?;
+        }
+        chart.draw_series(
+            report
+                .sweep
+                .iter()
+                .filter(|p| p.fp_rate == *fp)
+                .map(|p| Circle::new((p.miss_share * 100.0, p.reads_per_lookup), 5, color.filled())),
+        )?;
+    }
+    draw_legend(&mut chart)
+}
+
+/// The same runs with the hits taken out: the reads the false positives cost, on a log scale
+/// where the fp_rates separate.
+fn sweep_false_positive_reads(
+    area: &DrawingArea<BitMapBackend, Shift>,
+    report: &BenchReport,
+    fps: &[f64],
+) -> DrawResult<()> {
+    let mut chart = ChartBuilder::on(area)
+        .caption("…of which false positives: reads − hits (log)", (FONT, 18))
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0.0f64..100.0, (0.0001f64..0.2).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("absent keys, % of lookups")
+        .y_desc("false-positive reads per lookup")
+        .label_style((FONT, 14))
+        .draw()?;
+    for (i, fp) in fps.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let theory = (5..=100).map(|m| (m as f64, m as f64 / 100.0 * fp));
+        chart.draw_series(LineSeries::new(theory, color.stroke_width(2)))?;
+        if let Some(e) = expected_fp(report, *fp) {
+            let expected = (5..=100).map(|m| (m as f64, m as f64 / 100.0 * e));
+            chart.draw_series(DashedLineSeries::new(expected, 6, 4, color.stroke_width(1)))?;
+        }
+        chart.draw_series(
+            report
+                .sweep
+                .iter()
+                .filter(|p| p.fp_rate == *fp && p.excess_reads_per_lookup > 0.0)
+                .map(|p| Circle::new((p.miss_share * 100.0, p.excess_reads_per_lookup), 5, color.filled())),
+        )?;
+    }
+    Ok(())
 }
 
 /// Draws every chart of `report` into `dir`; the files written.
 pub fn draw_all(report: &BenchReport, dir: &Path, font: Option<&Path>) -> Result<Vec<PathBuf>, String> {
     load_font(font)?;
-    let err = |e: Box<dyn std::error::Error>| e.to_string();
     let names: Vec<String> = report.targets.iter().map(|t| t.name.clone()).collect();
     let mut written = Vec::new();
-    let p = dir.join("throughput.png");
+    let mut save = |file: &str, spec: Bars| {
+        let p = dir.join(file);
+        bars(&p, &spec).map_err(|e| e.to_string())?;
+        written.push(p);
+        Ok::<(), String>(())
+    };
     let floor = report.target("floor").map(|f| f.lookups_per_sec);
-    bars(
-        &p,
-        &Bars {
+    save(
+        "throughput.png",
+        Bars {
             title: "Lookups per second, closed loop (fixed-rate runs at their offered rate)",
             y_desc: "lookups/s",
             names: names.clone(),
@@ -292,13 +321,10 @@ pub fn draw_all(report: &BenchReport, dir: &Path, font: Option<&Path>) -> Result
             log_y: false,
             value_fmt: |v| format!("{v:.0}"),
         },
-    )
-    .map_err(err)?;
-    written.push(p);
-    let p = dir.join("latency.png");
-    bars(
-        &p,
-        &Bars {
+    )?;
+    save(
+        "latency.png",
+        Bars {
             title: "Latency per lookup (ms, log scale)",
             y_desc: "ms",
             names: names.clone(),
@@ -311,13 +337,10 @@ pub fn draw_all(report: &BenchReport, dir: &Path, font: Option<&Path>) -> Result
             log_y: true,
             value_fmt: |v| format!("{v:.2}"),
         },
-    )
-    .map_err(err)?;
-    written.push(p);
-    let p = dir.join("reads_per_lookup.png");
-    bars(
-        &p,
-        &Bars {
+    )?;
+    save(
+        "reads_per_lookup.png",
+        Bars {
             title: "What reaches the back: per lookup",
             y_desc: "per lookup",
             names,
@@ -336,12 +359,10 @@ pub fn draw_all(report: &BenchReport, dir: &Path, font: Option<&Path>) -> Result
             log_y: false,
             value_fmt: |v| format!("{v:.3}"),
         },
-    )
-    .map_err(err)?;
-    written.push(p);
+    )?;
     if !report.sweep.is_empty() {
         let p = dir.join("sweep.png");
-        sweep(&p, report).map_err(err)?;
+        sweep(&p, report).map_err(|e| e.to_string())?;
         written.push(p);
     }
     Ok(written)

@@ -5,7 +5,7 @@
 //! report, so a committed run's charts can be drawn again without running it:
 //! `bloomgate-loadgen charts --from docs/bench/writes-w25-quiet/results.json`.
 
-use super::chart::{bars, load_font, Bars};
+use crate::chart::{bars, load_font, Bars};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

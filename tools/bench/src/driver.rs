@@ -2,12 +2,12 @@
 //! closed-loop or at a fixed total rate, for a duration or a number of lookups. Records an HDR
 //! latency histogram, who answered, wrong answers and errors.
 //!
-//! At a fixed rate, requests fall due evenly (see [`super::pacer`]) and latency counts from the
+//! At a fixed rate, requests fall due evenly (see [`crate::pacer`]) and latency counts from the
 //! moment a request was *due*, not from when it was sent, so a stalled server shows up in the
 //! tail instead of hiding it (coordinated omission).
 
-use super::pacer::{Pacer, Ticket};
-use super::workload::Workload;
+use crate::pacer::{Pacer, Ticket};
+use crate::workload::{KeyStream, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
@@ -66,7 +66,18 @@ impl Errors {
         self.io + self.status_429 + self.status_5xx + self.status_other
     }
 
-    pub(super) fn add(&mut self, o: &Errors) {
+    /// Counts an answer with a status that is not the one asked for (200/404 for a lookup, 201
+    /// for a write), by kind.
+    pub(crate) fn count_status(&mut self, status: u16) {
+        match status {
+            429 => self.status_429 += 1,
+            s if s >= 500 => self.status_5xx += 1,
+            _ => self.status_other += 1,
+        }
+    }
+
+    /// Adds `o`'s counts.
+    pub(crate) fn add(&mut self, o: &Errors) {
         self.io += o.io;
         self.status_429 += o.status_429;
         self.status_5xx += o.status_5xx;
@@ -107,7 +118,7 @@ pub struct DriveStats {
 pub const MIN_WINDOW_ANSWERS: u64 = 1000;
 
 /// An empty histogram of latencies (µs); `digits` significant digits.
-fn latency_histogram(digits: u8) -> Histogram<u64> {
+pub(crate) fn latency_histogram(digits: u8) -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, digits).expect("histogram bounds")
 }
 
@@ -170,6 +181,30 @@ impl DriveStats {
             .collect()
     }
 
+    /// One lookup answered 200 (`seen`) or 404, `due` at its time since `start`.
+    fn record_answer(&mut self, start: Instant, due: Instant, seen: bool, present: bool, by: Option<String>) {
+        let us = (due.elapsed().as_micros() as u64).clamp(1, MAX_LATENCY_US);
+        let _ = self.latency_us.record(us);
+        let second = due.saturating_duration_since(start).as_secs() as usize;
+        if self.max_us_by_second.len() <= second {
+            self.max_us_by_second.resize(second + 1, 0);
+        }
+        self.max_us_by_second[second] = self.max_us_by_second[second].max(us);
+        let _ = self.window(second).record(us);
+        self.lookups += 1;
+        if seen != present {
+            self.wrong_answers += 1;
+        }
+        let by = by.unwrap_or_else(|| "none".into());
+        if present {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+            *self.misses_answered_by.entry(by.clone()).or_default() += 1;
+        }
+        *self.answered_by.entry(by).or_default() += 1;
+    }
+
     /// Answered lookups per second.
     pub fn rate(&self) -> f64 {
         if self.seconds > 0.0 {
@@ -220,7 +255,6 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
         senders.push(connect(&authority).await?);
     }
     let start = Instant::now();
-    let deadline = spec.duration.map(|d| start + d);
     let pacer = spec.rate.map(|rate| {
         let tickets = spec.duration.map_or(u64::MAX, |d| Pacer::tickets_in(d, rate));
         Pacer::new(start, rate, tickets.min(spec.max_lookups.unwrap_or(u64::MAX)))
@@ -229,105 +263,21 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
         let connections = spec.connections;
         std::thread::spawn(move || pacer.run(connections))
     });
-    let issued = Arc::new(AtomicU64::new(0));
-    let done = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::with_capacity(spec.connections);
-    for (conn, mut sender) in senders.into_iter().enumerate() {
-        let mut keys = workload.stream(&spec.label, conn);
-        let (issued, done, pacer) = (issued.clone(), done.clone(), pacer.clone());
-        let (authority, spec) = (authority.clone(), spec.clone());
-        tasks.push(tokio::spawn(async move {
-            let prefix = format!("/v1/filters/{}/keys/", spec.filter);
-            let mut stats = DriveStats::new();
-            loop {
-                let due = match &pacer {
-                    Some(pacer) => match pacer.next().await {
-                        Ticket::Send { due } => due,
-                        Ticket::Done => break,
-                    },
-                    None => {
-                        let now = Instant::now();
-                        if deadline.is_some_and(|d| now >= d)
-                            || spec.max_lookups.is_some_and(|max| issued.fetch_add(1, Relaxed) >= max)
-                        {
-                            break;
-                        }
-                        now
-                    }
-                };
-                let (key, present) = keys.next_key();
-                let path = format!("{prefix}{key}");
-                match lookup(&mut sender, &authority, &path).await {
-                    Ok((status @ (200 | 404), by)) => {
-                        let us = (due.elapsed().as_micros() as u64).clamp(1, MAX_LATENCY_US);
-                        let _ = stats.latency_us.record(us);
-                        let second = due.saturating_duration_since(start).as_secs() as usize;
-                        if stats.max_us_by_second.len() <= second {
-                            stats.max_us_by_second.resize(second + 1, 0);
-                        }
-                        stats.max_us_by_second[second] = stats.max_us_by_second[second].max(us);
-                        let _ = stats.window(second).record(us);
-                        stats.lookups += 1;
-                        done.fetch_add(1, Relaxed);
-                        let seen = status == 200;
-                        if seen != present {
-                            stats.wrong_answers += 1;
-                        }
-                        let by = by.unwrap_or_else(|| "none".into());
-                        if present {
-                            stats.hits += 1;
-                        } else {
-                            stats.misses += 1;
-                            *stats.misses_answered_by.entry(by.clone()).or_default() += 1;
-                        }
-                        *stats.answered_by.entry(by).or_default() += 1;
-                    }
-                    Ok((429, _)) => stats.errors.status_429 += 1,
-                    Ok((s, _)) if s >= 500 => stats.errors.status_5xx += 1,
-                    Ok(_) => stats.errors.status_other += 1,
-                    Err(_) => {
-                        stats.errors.io += 1;
-                        // Back off a little so a dead target is not a busy loop.
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        match connect(&authority).await {
-                            Ok(s) => sender = s,
-                            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                        }
-                    }
-                }
-            }
-            stats
-        }));
-    }
-    let progress = if spec.progress {
-        let bar = match (spec.duration, spec.max_lookups) {
-            (Some(d), _) => ProgressBar::new(d.as_millis() as u64),
-            (None, Some(n)) => ProgressBar::new(n),
-            (None, None) => ProgressBar::hidden(),
-        };
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>28} [{bar:30}] {msg}").expect("template").progress_chars("=> "),
-        );
-        bar.set_prefix(spec.label.clone());
-        Some(bar)
-    } else {
-        None
+    let clock = Clock {
+        start,
+        deadline: spec.duration.map(|d| start + d),
+        pacer: pacer.clone(),
+        issued: Arc::new(AtomicU64::new(0)),
+        done: Arc::new(AtomicU64::new(0)),
     };
-    let ticker = progress.clone().map(|bar| {
-        let (done, duration) = (done.clone(), spec.duration);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                let n = done.load(Relaxed);
-                let secs = start.elapsed().as_secs_f64();
-                bar.set_position(match duration {
-                    Some(_) => start.elapsed().as_millis() as u64,
-                    None => n,
-                });
-                bar.set_message(format!("{n} lookups, {:.0}/s", n as f64 / secs));
-            }
-        })
-    });
+    let mut tasks = Vec::with_capacity(spec.connections);
+    for (conn, sender) in senders.into_iter().enumerate() {
+        let keys = workload.stream(&spec.label, conn);
+        let (clock, authority, spec) = (clock.clone(), authority.clone(), spec.clone());
+        tasks.push(tokio::spawn(async move { clock.run_connection(sender, &authority, &spec, keys).await }));
+    }
+    let progress = spec.progress.then(|| progress_bar(spec));
+    let ticker = progress.clone().map(|bar| tick(bar, clock.done.clone(), start, spec.duration));
     let mut total = DriveStats::new();
     for task in tasks {
         let stats = task.await;
@@ -352,6 +302,105 @@ pub async fn drive(spec: &DriveSpec, workload: &Workload) -> anyhow::Result<Driv
         ));
     }
     Ok(total)
+}
+
+/// When the connections of one drive send: the start, the end (a deadline or a number of
+/// lookups), the pacer at a fixed rate; and what they have done so far.
+#[derive(Clone)]
+struct Clock {
+    start: Instant,
+    deadline: Option<Instant>,
+    pacer: Option<Arc<Pacer>>,
+    /// Lookups taken by closed-loop connections, against `max_lookups`.
+    issued: Arc<AtomicU64>,
+    /// Lookups answered, for the progress bar.
+    done: Arc<AtomicU64>,
+}
+
+impl Clock {
+    /// When the next lookup is due (now, in a closed loop); None once the drive is over.
+    async fn next_due(&self, max_lookups: Option<u64>) -> Option<Instant> {
+        match &self.pacer {
+            Some(pacer) => match pacer.next().await {
+                Ticket::Send { due } => Some(due),
+                Ticket::Done => None,
+            },
+            None => {
+                let now = Instant::now();
+                let over = self.deadline.is_some_and(|d| now >= d)
+                    || max_lookups.is_some_and(|max| self.issued.fetch_add(1, Relaxed) >= max);
+                (!over).then_some(now)
+            }
+        }
+    }
+
+    /// One connection's lookups until the drive is over; what it measured.
+    async fn run_connection(
+        self,
+        mut sender: Sender,
+        authority: &str,
+        spec: &DriveSpec,
+        mut keys: KeyStream,
+    ) -> DriveStats {
+        let prefix = format!("/v1/filters/{}/keys/", spec.filter);
+        let mut stats = DriveStats::new();
+        while let Some(due) = self.next_due(spec.max_lookups).await {
+            let (key, present) = keys.next_key();
+            let path = format!("{prefix}{key}");
+            match lookup(&mut sender, authority, &path).await {
+                Ok((status @ (200 | 404), by)) => {
+                    stats.record_answer(self.start, due, status == 200, present, by);
+                    self.done.fetch_add(1, Relaxed);
+                }
+                Ok((status, _)) => stats.errors.count_status(status),
+                Err(_) => {
+                    stats.errors.io += 1;
+                    // Back off a little so a dead target is not a busy loop.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    match connect(authority).await {
+                        Ok(s) => sender = s,
+                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+            }
+        }
+        stats
+    }
+}
+
+/// A progress bar over the drive's length (or its number of lookups).
+fn progress_bar(spec: &DriveSpec) -> ProgressBar {
+    let bar = match (spec.duration, spec.max_lookups) {
+        (Some(d), _) => ProgressBar::new(d.as_millis() as u64),
+        (None, Some(n)) => ProgressBar::new(n),
+        (None, None) => ProgressBar::hidden(),
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>28} [{bar:30}] {msg}").expect("template").progress_chars("=> "),
+    );
+    bar.set_prefix(spec.label.clone());
+    bar
+}
+
+/// Moves `bar` on four times a second until aborted.
+fn tick(
+    bar: ProgressBar,
+    done: Arc<AtomicU64>,
+    start: Instant,
+    duration: Option<Duration>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let n = done.load(Relaxed);
+            let secs = start.elapsed().as_secs_f64();
+            bar.set_position(match duration {
+                Some(_) => start.elapsed().as_millis() as u64,
+                None => n,
+            });
+            bar.set_message(format!("{n} lookups, {:.0}/s", n as f64 / secs));
+        }
+    })
 }
 
 #[cfg(test)]

@@ -6,28 +6,36 @@
 //! - [`workload`]: seeded present keys (hex SHA-256), miss streams that never repeat, Zipf hits.
 //! - [`driver`]: N HTTP/1.1 connections, closed loop or fixed rate, HDR latency, errors.
 //! - [`pacer`]: a fixed rate's request tickets, released with sub-millisecond precision.
-//! - [`servers`]: origins (child process or own-runtime thread) and the hello-world floor.
-//! - [`proxy`]: a proxy counting the edge's requests to the origin and the bytes back, by kind.
 //! - [`writes`]: fixed-rate writes of fresh keys, and the probe following them to "seen".
-//! - [`probe`]: origin counters, Cassandra's coordinator read count, per-process CPU time.
+//! - [`servers`]: origins (child process or own-runtime thread) and the hello-world floor.
+//! - [`counting_proxy`]: a proxy counting the edge's requests to the origin and the bytes back.
+//! - [`counters`]: the origin's samples, Cassandra's coordinator reads, Redis's command counts.
+//! - [`cpu`]: CPU time per process, per group and of the whole machine; waiting for quiet.
+//! - [`filters`]: filters created and preloaded for a run, and their stats.
+//! - [`run`]: one run as configured: the side-by-side targets, the sweep, the writes A/B.
+//! - [`side_by_side`]: floor, baseline, filtered origin and edge, measured alike, and checks.
+//! - [`sweep`]: Cassandra reads per lookup over miss share × fp_rate, against theory.
+//! - [`writes_ab`]: edge freshness and bytes per write, the insert journal on and off.
 //! - [`ab`]: servers measured in alternating rounds, CPU per lookup, medians (A/B binaries).
-//! - [`bench`]: one run over every target plus the miss-share × fp_rate sweep.
-//! - [`freshness`]: issue 10's A/B, edge freshness and bytes per write, journal on and off.
-//! - [`report`]: results, issue 6's targets as checks, Markdown tables, JSON.
-//! - [`chart`]: PNG charts; [`chart_writes`]: the writes A/B's, from a results.json.
+//! - [`report`]: results, the targets as checks, Markdown tables, JSON.
+//! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
 
 #![forbid(unsafe_code)]
 
 pub mod ab;
-pub mod bench;
 pub mod chart;
 pub mod chart_writes;
+pub mod counters;
+pub mod counting_proxy;
+pub mod cpu;
 pub mod driver;
-pub mod freshness;
+pub mod filters;
 pub mod pacer;
-pub mod probe;
-pub mod proxy;
 pub mod report;
+pub mod run;
 pub mod servers;
+pub mod side_by_side;
+pub mod sweep;
 pub mod workload;
 pub mod writes;
+pub mod writes_ab;

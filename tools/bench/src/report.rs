@@ -1,9 +1,9 @@
 //! The results of a bench run: per target, the sweep, the machine, the targets of issue 6 as
 //! checks, the JSON written to disk and the Markdown tables printed.
 
-use super::driver::Errors;
-use super::freshness::WritesReport;
-use super::proxy::ProxyTally;
+use crate::counting_proxy::ProxyTally;
+use crate::driver::Errors;
+use crate::writes_ab::WritesReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -202,6 +202,22 @@ impl BenchReport {
             self.checks_markdown(&mut out);
             return out;
         }
+        self.targets_markdown(&mut out);
+        if self.targets.iter().any(|t| !t.cpu_cores.is_empty()) {
+            self.cpu_markdown(&mut out);
+        }
+        if !self.sweep.is_empty() {
+            self.sweep_markdown(&mut out);
+        }
+        if let Some(w) = &self.writes {
+            out.push_str(&w.markdown());
+        }
+        self.checks_markdown(&mut out);
+        out
+    }
+
+    /// One line per target: rate, latency, what reached the back, errors.
+    fn targets_markdown(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "| target | miss share | conns | lookups/s | p50 ms | p99 ms | p99.9 ms | Cassandra reads/lookup (origin · Cassandra) | origin requests/lookup | observed FP | Redis fall-throughs/lookup | errors | wrong |"
@@ -236,57 +252,56 @@ impl BenchReport {
                 t.wrong_answers,
             );
         }
-        if self.targets.iter().any(|t| !t.cpu_cores.is_empty()) {
-            let mut groups: Vec<&String> = self.targets.iter().flat_map(|t| t.cpu_cores.keys()).collect();
-            groups.sort();
-            groups.dedup();
-            let _ = writeln!(out, "\nCPU, cores busy on average during each run (2 = the whole machine; zz-others = everything else on it):\n");
-            let _ = write!(out, "| target |");
+    }
+
+    /// Cores busy per process group and target.
+    fn cpu_markdown(&self, out: &mut String) {
+        let mut groups: Vec<&String> = self.targets.iter().flat_map(|t| t.cpu_cores.keys()).collect();
+        groups.sort();
+        groups.dedup();
+        let _ = writeln!(out, "\nCPU, cores busy on average during each run (2 = the whole machine; zz-others = everything else on it):\n");
+        let _ = write!(out, "| target |");
+        for g in &groups {
+            let _ = write!(out, " {g} |");
+        }
+        let _ = write!(out, "\n|---|");
+        for _ in &groups {
+            let _ = write!(out, "---|");
+        }
+        let _ = writeln!(out);
+        for t in &self.targets {
+            let _ = write!(out, "| {} |", t.name);
             for g in &groups {
-                let _ = write!(out, " {g} |");
-            }
-            let _ = write!(out, "\n|---|");
-            for _ in &groups {
-                let _ = write!(out, "---|");
+                let _ = write!(out, " {} |", opt(t.cpu_cores.get(*g).copied(), 2));
             }
             let _ = writeln!(out);
-            for t in &self.targets {
-                let _ = write!(out, "| {} |", t.name);
-                for g in &groups {
-                    let _ = write!(out, " {} |", opt(t.cpu_cores.get(*g).copied(), 2));
-                }
-                let _ = writeln!(out);
-            }
         }
-        if !self.sweep.is_empty() {
+    }
+
+    /// One line per point of the sweep, against theory.
+    fn sweep_markdown(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "\n| fp_rate | miss share | lookups | Cassandra reads/lookup | theory | excess reads/lookup (FP) | theory m×fp | observed FP | filter's expected FP | errors |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        for p in &self.sweep {
             let _ = writeln!(
                 out,
-                "\n| fp_rate | miss share | lookups | Cassandra reads/lookup | theory | excess reads/lookup (FP) | theory m×fp | observed FP | filter's expected FP | errors |"
+                "| {} % | {:.0} % | {} | {:.4} | {:.4} | {:.5} | {:.5} | {} | {} | {} |",
+                p.fp_rate * 100.0,
+                p.miss_share * 100.0,
+                p.lookups,
+                p.reads_per_lookup,
+                p.theory,
+                p.excess_reads_per_lookup,
+                p.excess_theory,
+                opt(p.fp_observed.map(|f| f * 100.0), 3) + if p.fp_observed.is_some() { " %" } else { "" },
+                opt(p.filter_expected_fp.map(|f| f * 100.0), 3)
+                    + if p.filter_expected_fp.is_some() { " %" } else { "" },
+                p.errors,
             );
-            let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
-            for p in &self.sweep {
-                let _ = writeln!(
-                    out,
-                    "| {} % | {:.0} % | {} | {:.4} | {:.4} | {:.5} | {:.5} | {} | {} | {} |",
-                    p.fp_rate * 100.0,
-                    p.miss_share * 100.0,
-                    p.lookups,
-                    p.reads_per_lookup,
-                    p.theory,
-                    p.excess_reads_per_lookup,
-                    p.excess_theory,
-                    opt(p.fp_observed.map(|f| f * 100.0), 3) + if p.fp_observed.is_some() { " %" } else { "" },
-                    opt(p.filter_expected_fp.map(|f| f * 100.0), 3)
-                        + if p.filter_expected_fp.is_some() { " %" } else { "" },
-                    p.errors,
-                );
-            }
         }
-        if let Some(w) = &self.writes {
-            out.push_str(&w.markdown());
-        }
-        self.checks_markdown(&mut out);
-        out
     }
 
     fn checks_markdown(&self, out: &mut String) {
@@ -298,4 +313,15 @@ impl BenchReport {
             }
         }
     }
+}
+
+/// The median of the values present (none if there are none).
+pub fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
 }

@@ -1,6 +1,6 @@
 //! What the harness starts: origins (the real `bloomgate-origin` binary as a child process, or
 //! in this process on a runtime of its own) and the axum hello-world floor. The proxy that
-//! counts what the edge asks of the origin is in [`super::proxy`].
+//! counts what the edge asks of the origin is in [`crate::counting_proxy`].
 
 use anyhow::Context as _;
 use axum::http::{HeaderValue, StatusCode};
@@ -11,7 +11,7 @@ use bloomgate_origin::config::Config;
 use bloomgate_tests::origin::{EDGE_SECRET, TOKEN};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpListener;
 
 /// How to run a server the harness needs.
@@ -57,16 +57,7 @@ pub struct Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            bloomgate_tests::procs::stop(&mut child, "TERM", Duration::from_secs(5));
         }
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
@@ -77,22 +68,24 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// Polls `url` until it answers 200.
 async fn wait_ready(url: &str, what: &str) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = http.get(url).send().await {
-            if r.status().is_success() {
-                return Ok(());
-            }
+    let ready = bloomgate_tests::wait_until_ok(&http, url, Duration::from_secs(60), Duration::from_millis(100)).await;
+    anyhow::ensure!(ready, "{what} did not answer {url} within 60 s");
+    Ok(())
+}
+
+impl Server {
+    /// A server that is the child process `child`, on `port`.
+    fn child(port: u16, child: Child) -> Server {
+        Server {
+            base: format!("http://127.0.0.1:{port}"),
+            pid: child.id(),
+            child: Some(child),
+            shutdown: None,
+            thread: None,
         }
-        anyhow::ensure!(Instant::now() < deadline, "{what} did not answer {url} within 60 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -132,7 +125,7 @@ pub fn cores() -> usize {
 
 /// Starts an origin and waits until `/readyz` answers.
 pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow::Result<Server> {
-    let port = free_port()?;
+    let port = bloomgate_tests::free_port()?;
     let server = match launch {
         Launch::Process(bin) => {
             let log_path = std::env::temp_dir().join(format!("bloomgate-loadgen-origin-{port}.log"));
@@ -155,13 +148,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 .stderr(log)
                 .spawn()
                 .with_context(|| format!("start {}", bin.display()))?;
-            Server {
-                base: format!("http://127.0.0.1:{port}"),
-                pid: child.id(),
-                child: Some(child),
-                shutdown: None,
-                thread: None,
-            }
+            Server::child(port, child)
         }
         Launch::Thread => {
             let no_flags = serde_json::Map::new();
@@ -229,7 +216,7 @@ pub async fn serve_floor(
 
 /// Starts the floor: `Process(exe)` runs `exe floor --listen ADDR` (the loadgen itself).
 pub async fn start_floor(launch: &Launch) -> anyhow::Result<Server> {
-    let port = free_port()?;
+    let port = bloomgate_tests::free_port()?;
     let server = match launch {
         Launch::Process(exe) => {
             let child = Command::new(exe)
@@ -237,13 +224,7 @@ pub async fn start_floor(launch: &Launch) -> anyhow::Result<Server> {
                 .stdin(Stdio::null())
                 .spawn()
                 .with_context(|| format!("start {} floor", exe.display()))?;
-            Server {
-                base: format!("http://127.0.0.1:{port}"),
-                pid: child.id(),
-                child: Some(child),
-                shutdown: None,
-                thread: None,
-            }
+            Server::child(port, child)
         }
         Launch::Thread => serve_on_thread(port, cores(), |listener, rx| async move {
             let _ = serve_floor(listener, async {

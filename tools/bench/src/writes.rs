@@ -11,8 +11,8 @@
 //! lag is never over-stated by the client and a "not seen" asked for more than the bound after
 //! it is a wrong answer for certain.
 
-use super::driver::{connect, Errors, Sender, MAX_LATENCY_US};
-use super::workload::written_key;
+use crate::driver::{connect, latency_histogram, Errors, Sender, MAX_LATENCY_US};
+use crate::workload::written_key;
 use bloomgate_tests::origin::TOKEN;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
@@ -123,10 +123,6 @@ async fn put(sender: &mut Sender, authority: &str, path: &str) -> anyhow::Result
 pub async fn write(spec: &WriteSpec) -> anyhow::Result<WriteStats> {
     anyhow::ensure!(spec.connections > 0 && spec.rate > 0.0, "writes need a connection and a rate");
     let authority = spec.origin.trim_start_matches("http://").trim_end_matches('/').to_owned();
-    let barrier = Arc::new(Barrier::new(spec.connections + 1));
-    let start_cell: Arc<std::sync::OnceLock<Instant>> = Arc::new(std::sync::OnceLock::new());
-    let acked = Arc::new(AtomicU64::new(0));
-    let probes: Arc<Mutex<Vec<JoinHandle<ProbeOutcome>>>> = Arc::default();
     // Idle connections are dropped well before a server's keep-alive close (Node's, in front
     // of wrangler dev, is 5 s): a poll sent on a connection just as it closes would fail for
     // no fault of the front's.
@@ -135,74 +131,105 @@ pub async fn write(spec: &WriteSpec) -> anyhow::Result<WriteStats> {
         .pool_idle_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(30))
         .build()?;
+    let shared = Writers {
+        barrier: Arc::new(Barrier::new(spec.connections + 1)),
+        start_cell: Arc::default(),
+        acked: Arc::default(),
+        probes: Arc::default(),
+        http,
+    };
     let mut tasks = Vec::with_capacity(spec.connections);
     for conn in 0..spec.connections {
-        let mut sender = connect(&authority).await?;
-        let (barrier, start_cell, acked, probes) = (barrier.clone(), start_cell.clone(), acked.clone(), probes.clone());
-        let (authority, spec, http) = (authority.clone(), spec.clone(), http.clone());
-        tasks.push(tokio::spawn(async move {
-            let prefix = format!("/v1/filters/{}/keys/", spec.filter);
-            let mut errors = Errors::default();
-            let mut latency = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).expect("histogram bounds");
-            barrier.wait().await;
-            let start = *start_cell.get().expect("start set before the barrier");
-            let deadline = start + spec.duration;
-            // Each connection writes every `interval`, offset so the connections interleave.
-            let interval = Duration::from_secs_f64(spec.connections as f64 / spec.rate);
-            let offset = interval.mul_f64(conn as f64 / spec.connections as f64);
-            let mut n: u32 = 0;
-            loop {
-                let due = start + offset + interval * n;
-                if due >= deadline {
-                    break;
-                }
-                tokio::time::sleep_until(due.into()).await;
-                let key = written_key(spec.seed, &spec.label, conn as u64, u64::from(n));
-                n += 1;
-                match put(&mut sender, &authority, &format!("{prefix}{key}")).await {
-                    Ok(201) => {
-                        let acked_at = Instant::now();
-                        let _ = latency.record((due.elapsed().as_micros() as u64).clamp(1, MAX_LATENCY_US));
-                        let nth = acked.fetch_add(1, Relaxed);
-                        if let Some(p) = &spec.probe {
-                            if nth % p.every.max(1) == 0 && acked_at < start + p.window {
-                                let probe = follow(http.clone(), p.clone(), spec.filter.clone(), key, acked_at);
-                                probes.lock().unwrap_or_else(|e| e.into_inner()).push(tokio::spawn(probe));
-                            }
-                        }
-                    }
-                    Ok(429) => errors.status_429 += 1,
-                    Ok(s) if s >= 500 => errors.status_5xx += 1,
-                    Ok(_) => errors.status_other += 1,
-                    Err(_) => {
-                        errors.io += 1;
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        if let Ok(s) = connect(&authority).await {
-                            sender = s;
-                        }
-                    }
-                }
-            }
-            (errors, latency)
-        }));
+        let sender = connect(&authority).await?;
+        let (shared, authority, spec) = (shared.clone(), authority.clone(), spec.clone());
+        tasks.push(tokio::spawn(async move { shared.run_connection(conn, sender, &authority, &spec).await }));
     }
     let start = Instant::now();
-    start_cell.set(start).expect("start set once");
-    barrier.wait().await;
+    shared.start_cell.set(start).expect("start set once");
+    shared.barrier.wait().await;
     let mut errors = Errors::default();
-    let mut latency_us = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).expect("histogram bounds");
+    let mut latency_us = latency_histogram(3);
     for task in tasks {
         let (e, l) = task.await?;
         errors.add(&e);
         let _ = latency_us.add(&l);
     }
     let seconds = start.elapsed().as_secs_f64();
-    let handles = std::mem::take(&mut *probes.lock().unwrap_or_else(|e| e.into_inner()));
+    let handles = std::mem::take(&mut *shared.probes.lock().unwrap_or_else(|e| e.into_inner()));
     let mut outcomes = Vec::with_capacity(handles.len());
     for h in handles {
         outcomes.push(h.await?);
     }
-    Ok(WriteStats { acked: acked.load(Relaxed), errors, seconds, latency_us, probes: outcomes })
+    Ok(WriteStats { acked: shared.acked.load(Relaxed), errors, seconds, latency_us, probes: outcomes })
+}
+
+/// What the connections of one [`write`] share: the start (set once every connection is
+/// open), the count of acknowledged writes, the probes started, the probes' HTTP client.
+#[derive(Clone)]
+struct Writers {
+    barrier: Arc<Barrier>,
+    start_cell: Arc<std::sync::OnceLock<Instant>>,
+    acked: Arc<AtomicU64>,
+    probes: Arc<Mutex<Vec<JoinHandle<ProbeOutcome>>>>,
+    http: reqwest::Client,
+}
+
+impl Writers {
+    /// Connection `conn`'s writes, every `connections / rate`, offset so the connections
+    /// interleave; its errors and latency.
+    async fn run_connection(
+        &self,
+        conn: usize,
+        mut sender: Sender,
+        authority: &str,
+        spec: &WriteSpec,
+    ) -> (Errors, Histogram<u64>) {
+        let prefix = format!("/v1/filters/{}/keys/", spec.filter);
+        let mut errors = Errors::default();
+        let mut latency = latency_histogram(3);
+        self.barrier.wait().await;
+        let start = *self.start_cell.get().expect("start set before the barrier");
+        let deadline = start + spec.duration;
+        let interval = Duration::from_secs_f64(spec.connections as f64 / spec.rate);
+        let offset = interval.mul_f64(conn as f64 / spec.connections as f64);
+        let mut n: u32 = 0;
+        loop {
+            let due = start + offset + interval * n;
+            if due >= deadline {
+                break;
+            }
+            tokio::time::sleep_until(due.into()).await;
+            let key = written_key(spec.seed, &spec.label, conn as u64, u64::from(n));
+            n += 1;
+            match put(&mut sender, authority, &format!("{prefix}{key}")).await {
+                Ok(201) => {
+                    let acked_at = Instant::now();
+                    let _ = latency.record((due.elapsed().as_micros() as u64).clamp(1, MAX_LATENCY_US));
+                    self.acknowledged(spec, key, start, acked_at);
+                }
+                Ok(status) => errors.count_status(status),
+                Err(_) => {
+                    errors.io += 1;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    if let Ok(s) = connect(authority).await {
+                        sender = s;
+                    }
+                }
+            }
+        }
+        (errors, latency)
+    }
+
+    /// Counts an acknowledged write, and follows its key if it is one of the probe's share.
+    fn acknowledged(&self, spec: &WriteSpec, key: String, start: Instant, acked_at: Instant) {
+        let nth = self.acked.fetch_add(1, Relaxed);
+        if let Some(p) = &spec.probe {
+            if nth.is_multiple_of(p.every.max(1)) && acked_at < start + p.window {
+                let probe = follow(self.http.clone(), p.clone(), spec.filter.clone(), key, acked_at);
+                self.probes.lock().unwrap_or_else(|e| e.into_inner()).push(tokio::spawn(probe));
+            }
+        }
+    }
 }
 
 /// Looks `key` up at the front from `acked_at` on, every `interval`, until it is "seen" or
@@ -235,9 +262,7 @@ async fn follow(http: reqwest::Client, p: ProbeSpec, filter: String, key: String
                     out.late_not_seen += 1;
                 }
             }
-            Some(429) => out.errors.status_429 += 1,
-            Some(s) if s >= 500 => out.errors.status_5xx += 1,
-            Some(_) => out.errors.status_other += 1,
+            Some(status) => out.errors.count_status(status),
             None => out.errors.io += 1,
         }
         // On the grid from the acknowledgement: a slow answer does not push later polls back.

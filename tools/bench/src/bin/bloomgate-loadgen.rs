@@ -14,11 +14,12 @@
 #![forbid(unsafe_code)]
 
 use anyhow::Context as _;
-use bloomgate_bench::bench::{run_bench, BenchConfig, SweepConfig};
 use bloomgate_bench::chart::draw_all;
 use bloomgate_bench::chart_writes::draw_writes;
-use bloomgate_bench::freshness::WritesConfig;
+use bloomgate_bench::report::BenchReport;
+use bloomgate_bench::run::{run_bench, BenchConfig, SweepConfig};
 use bloomgate_bench::servers::{serve_floor, Launch};
+use bloomgate_bench::writes_ab::WritesConfig;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -226,21 +227,38 @@ fn main() -> anyhow::Result<()> {
 fn run(args: RunArgs) -> anyhow::Result<()> {
     anyhow::ensure!(!args.writes_only || args.write_rate > 0.0, "--writes-only needs --write-rate");
     let me = std::env::current_exe()?;
-    let (origin, floor) = if args.in_process {
-        (Launch::Thread, Launch::Thread)
+    let cfg = config(&args, &me)?;
+    let rt = if args.client_threads <= 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()?
     } else {
-        let bin = args
-            .origin_bin
-            .clone()
-            .unwrap_or_else(|| me.parent().map(|d| d.join("bloomgate-origin")).unwrap_or_default());
-        anyhow::ensure!(
-            bin.exists(),
-            "{} not found: `cargo build --release -p bloomgate-origin`, or pass --origin-bin or --in-process",
-            bin.display()
-        );
-        (Launch::Process(bin), Launch::Process(me.clone()))
+        tokio::runtime::Builder::new_multi_thread().worker_threads(args.client_threads).enable_all().build()?
     };
-    let cfg = BenchConfig {
+    let report = rt.block_on(run_bench(&cfg))?;
+    write_results(&report, &args)?;
+    eprintln!("[loadgen] done in {:.0} s", report.wall_seconds);
+    Ok(())
+}
+
+/// How the origins and the floor run: threads of this process, or child processes of the
+/// origin binary and of this executable (`floor`).
+fn launches(args: &RunArgs, me: &std::path::Path) -> anyhow::Result<(Launch, Launch)> {
+    if args.in_process {
+        return Ok((Launch::Thread, Launch::Thread));
+    }
+    let bin =
+        args.origin_bin.clone().unwrap_or_else(|| me.parent().map(|d| d.join("bloomgate-origin")).unwrap_or_default());
+    anyhow::ensure!(
+        bin.exists(),
+        "{} not found: `cargo build --release -p bloomgate-origin`, or pass --origin-bin or --in-process",
+        bin.display()
+    );
+    Ok((Launch::Process(bin), Launch::Process(me.to_owned())))
+}
+
+/// The run's configuration, from the arguments.
+fn config(args: &RunArgs, me: &std::path::Path) -> anyhow::Result<BenchConfig> {
+    let (origin, floor) = launches(args, me)?;
+    Ok(BenchConfig {
         seed: args.seed,
         present: args.present,
         fp_rate: args.fp_rate,
@@ -290,22 +308,20 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             .map(|a| if a == me.to_string_lossy() { "bloomgate-loadgen".into() } else { a })
             .collect::<Vec<_>>()
             .join(" "),
-    };
-    let rt = if args.client_threads <= 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(args.client_threads).enable_all().build()?
-    };
-    let report = rt.block_on(run_bench(&cfg))?;
+    })
+}
+
+/// Prints the tables and writes `results.json` and the charts into `--out`.
+fn write_results(report: &BenchReport, args: &RunArgs) -> anyhow::Result<()> {
     println!("{}", report.markdown());
     std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
     let json_path = args.out.join("results.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&report)? + "\n")?;
+    std::fs::write(&json_path, serde_json::to_string_pretty(report)? + "\n")?;
     eprintln!("[loadgen] wrote {}", json_path.display());
     // The side-by-side targets' charts, then the writes A/B's.
     let mut charts =
-        if report.targets.is_empty() { Ok(Vec::new()) } else { draw_all(&report, &args.out, args.font.as_deref()) };
-    if let (Ok(files), Some(writes)) = (&mut charts, serde_json::to_value(&report)?.get("writes")) {
+        if report.targets.is_empty() { Ok(Vec::new()) } else { draw_all(report, &args.out, args.font.as_deref()) };
+    if let (Ok(files), Some(writes)) = (&mut charts, serde_json::to_value(report)?.get("writes")) {
         if writes.is_object() {
             match draw_writes(writes, &args.out, args.font.as_deref()) {
                 Ok(more) => files.extend(more),
@@ -321,6 +337,5 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         Err(e) => eprintln!("[loadgen] charts skipped: {e}"),
     }
-    eprintln!("[loadgen] done in {:.0} s", report.wall_seconds);
     Ok(())
 }

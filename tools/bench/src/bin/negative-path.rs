@@ -31,10 +31,11 @@
 //! ```
 
 use bloomgate_bench::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
-use bloomgate_bench::freshness::median;
-use bloomgate_bench::probe::{pids_matching, CpuGroup};
+use bloomgate_bench::cpu::CpuGroup;
+use bloomgate_bench::report::median;
 use bloomgate_bench::servers::{start_floor, start_origin, Launch, OriginSettings};
 use bloomgate_bench::workload::{present_keys, Workload};
+use bloomgate_tests::procs::pids_matching;
 use clap::Parser;
 use serde_json::json;
 use std::path::PathBuf;
@@ -197,18 +198,14 @@ async fn rounds(
     Ok(runs)
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let specs = match args.origins.is_empty() {
-        true => vec!["redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0".to_owned(), "local-copy".to_owned()],
-        false => args.origins.clone(),
-    };
-    let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
-    let redis_pids = pids_matching("redis-server", Some(&format!(":{redis_port}")));
-    anyhow::ensure!(!redis_pids.is_empty(), "no redis-server on port {redis_port}: run scripts/services start");
-    let keys = Arc::new(present_keys(13, args.ab.keys));
-
+/// The floor, an origin per spec, and the controls asked for, each with the processes whose CPU
+/// it costs.
+async fn start_targets(
+    args: &Args,
+    specs: &[String],
+    redis_pids: &[u32],
+    keys: &Arc<Vec<String>>,
+) -> anyhow::Result<Vec<AbTarget>> {
     let floor = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
     let mut targets = vec![AbTarget::floor("floor", floor)];
     // Every origin on the same Redis and Cassandra with the same filter settings; `extra_env` is
@@ -222,12 +219,12 @@ async fn main() -> anyhow::Result<()> {
         journal_enabled: true,
         extra_env,
     };
-    for spec in &specs {
+    for spec in specs {
         let OriginSpec { name, env: extra_env, binary } = parse_origin(spec)?;
         let settings = origin_settings(extra_env);
         let binary = binary.unwrap_or_else(|| args.ab.origin_bin.clone());
         let origin = start_origin(&Launch::Process(binary), &settings).await?;
-        targets.push(AbTarget::origin(&name, origin, redis_pids.clone(), &keys).await?);
+        targets.push(AbTarget::origin(&name, origin, redis_pids.to_vec(), keys).await?);
     }
     if args.stack_control {
         let origin = start_origin(&Launch::Process(args.ab.origin_bin.clone()), &origin_settings(Vec::new())).await?;
@@ -237,13 +234,65 @@ async fn main() -> anyhow::Result<()> {
             server: origin,
             filter: STACK_CONTROL_FILTER.into(),
             server_cpu: CpuGroup { name: "origin-stack".into(), pids: vec![pid] },
-            redis_cpu: CpuGroup { name: "redis".into(), pids: redis_pids.clone() },
+            redis_cpu: CpuGroup { name: "redis".into(), pids: redis_pids.to_vec() },
         });
     }
     if args.floor_control {
         let again = start_floor(&Launch::Process(args.loadgen_bin.clone())).await?;
         targets.push(AbTarget::floor("floor-again", again));
     }
+    Ok(targets)
+}
+
+/// The fixed-rate rounds: every target at `--same-rate`, or at half its median maximum from
+/// `max`; the kind of run (`same` or `half`) and its runs as JSON.
+async fn fixed_rate_rounds(
+    args: &Args,
+    targets: &[AbTarget],
+    max: &[Vec<AbRun>],
+    workload: &Workload,
+    closed: AbLoad,
+) -> anyhow::Result<(&'static str, serde_json::Value)> {
+    let (rates, title, kind) = match args.same_rate {
+        Some(rate) => {
+            anyhow::ensure!(rate > 0.0, "--same-rate {rate}: give lookups per second above 0");
+            (vec![rate; targets.len()], format!("Fixed rate of {rate:.0} lookups/s for every target, medians"), "same")
+        }
+        None => (
+            max.iter().map(|r| medians(r).rate / 2.0).collect::<Vec<f64>>(),
+            "Fixed rate at half of each target's maximum, medians".to_owned(),
+            "half",
+        ),
+    };
+    let fixed = rounds(targets, args.ab.rounds, |i| AbLoad { rate: Some(rates[i]), ..closed }, workload, kind).await?;
+    print_table(
+        &title,
+        targets,
+        &fixed,
+        &[("p99", |r| r.p99_ms), ("typical second's p99", |r| r.p99_window_median_ms)],
+    );
+    let runs = targets
+        .iter()
+        .zip(&fixed)
+        .zip(&rates)
+        .map(|((t, r), rate)| json!({"target": t.name, "rate": rate, "median": medians(r), "runs": r}))
+        .collect::<Vec<_>>();
+    Ok((kind, runs.into()))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let specs = match args.origins.is_empty() {
+        true => vec!["redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0".to_owned(), "local-copy".to_owned()],
+        false => args.origins.clone(),
+    };
+    let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
+    let redis_pids = pids_matching("redis-server", Some(&format!(":{redis_port}")));
+    anyhow::ensure!(!redis_pids.is_empty(), "no redis-server on port {redis_port}: run scripts/services start");
+    let keys = Arc::new(present_keys(13, args.ab.keys));
+
+    let targets = start_targets(&args, &specs, &redis_pids, &keys).await?;
     let workload = Workload::new(13, keys, 1.0, 1.0);
     let duration = Duration::from_secs(args.ab.duration);
     let closed = AbLoad { connections: args.connections, duration, rate: None };
@@ -264,36 +313,8 @@ async fn main() -> anyhow::Result<()> {
         "max": targets.iter().zip(&max).map(|(t, r)| json!({"target": t.name, "median": medians(r), "runs": r})).collect::<Vec<_>>(),
     });
     if !args.no_half_rate {
-        let (rates, title, kind) = match args.same_rate {
-            Some(rate) => {
-                anyhow::ensure!(rate > 0.0, "--same-rate {rate}: give lookups per second above 0");
-                (
-                    vec![rate; targets.len()],
-                    format!("Fixed rate of {rate:.0} lookups/s for every target, medians"),
-                    "same",
-                )
-            }
-            None => (
-                max.iter().map(|r| medians(r).rate / 2.0).collect::<Vec<f64>>(),
-                "Fixed rate at half of each target's maximum, medians".to_owned(),
-                "half",
-            ),
-        };
-        let fixed =
-            rounds(&targets, args.ab.rounds, |i| AbLoad { rate: Some(rates[i]), ..closed }, &workload, kind).await?;
-        print_table(
-            &title,
-            &targets,
-            &fixed,
-            &[("p99", |r| r.p99_ms), ("typical second's p99", |r| r.p99_window_median_ms)],
-        );
-        all[kind] = targets
-            .iter()
-            .zip(&fixed)
-            .zip(&rates)
-            .map(|((t, r), rate)| json!({"target": t.name, "rate": rate, "median": medians(r), "runs": r}))
-            .collect::<Vec<_>>()
-            .into();
+        let (kind, runs) = fixed_rate_rounds(&args, &targets, &max, &workload, closed).await?;
+        all[kind] = runs;
     }
     if let Some(out) = &args.ab.out {
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;

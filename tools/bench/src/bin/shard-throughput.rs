@@ -12,9 +12,9 @@
 
 use anyhow::Context as _;
 use bloomgate_bench::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
-use bloomgate_bench::probe::pids_matching;
 use bloomgate_bench::servers::{start_origin, Launch, OriginSettings};
 use bloomgate_bench::workload::{present_keys, Workload};
+use bloomgate_tests::procs::pids_matching;
 use clap::Parser;
 use serde_json::json;
 use std::sync::Arc;

@@ -1,103 +1,30 @@
-//! One bench run, side by side: the hello-world floor, the origin without its filter
-//! (baseline), the origin with the Redis filter (the mix, negatives only, and negatives at half
-//! their maximum rate), and the edge under `wrangler dev` in front of that origin; then the
-//! miss-share × fp_rate sweep, and the writes A/B of [`super::freshness`]. Every target sees the
-//! same seeded workload.
+//! The side-by-side targets: the hello-world floor, the origin without its filter (baseline),
+//! the origin with the Redis filter (the mix, negatives only, and negatives at half their
+//! maximum rate), and the edge under `wrangler dev` in front of that origin, each measured with
+//! the same workload; then the sweep ([`crate::sweep`]) on the filtered origin, and the targets'
+//! checks.
 
-use super::driver::{drive, DriveSpec, DriveStats};
-use super::freshness::{self, run_writes, WritesConfig};
-use super::probe::{descendants, machine_busy_seconds, pids_matching, wait_quiet, CassandraReads, CpuGroup, Samples};
-use super::proxy::{CountingProxy, ProxyTally};
-use super::report::{BenchReport, Check, Machine, SweepPoint, TargetResult};
-use super::servers::{start_floor, start_origin, Launch, OriginSettings, Server};
-use super::workload::{present_keys, Workload};
+use crate::counters::{CassandraReads, Samples};
+use crate::counting_proxy::{CountingProxy, ProxyTally};
+use crate::cpu::{descendants, service_groups, wait_quiet, CpuGroup, CpuReading, OTHERS};
+use crate::driver::{drive, DriveSpec, DriveStats};
+use crate::filters::{filter_stats, preload, FilterSpec};
+use crate::report::{BenchReport, Check, Machine, TargetResult};
+use crate::run::BenchConfig;
+use crate::servers::{start_floor, start_origin, Server};
+use crate::sweep::run_sweep;
+use crate::workload::{present_keys, Workload};
 use bloomgate_tests::edge::Wrangler;
-use bloomgate_tests::origin::{EDGE_SECRET, TOKEN};
-use indicatif::{ProgressBar, ProgressStyle};
+use bloomgate_tests::origin::EDGE_SECRET;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The sweep of miss share × fp_rate against theory.
-#[derive(Clone, Debug)]
-pub struct SweepConfig {
-    /// Present keys of each sweep filter (one filter per fp_rate).
-    pub present: usize,
-    /// Filters' false-positive rates.
-    pub fp_rates: Vec<f64>,
-    /// Miss shares.
-    pub miss_shares: Vec<f64>,
-    /// Lookups per point.
-    pub lookups: u64,
-    /// Segment size of the sweep filters: small segments size a small filter close to its
-    /// fp_rate (a filter is whole segments, so a 64 KiB default would over-size it).
-    pub segment_bytes: Option<u64>,
-}
-
-/// Everything a run needs.
-#[derive(Clone, Debug)]
-pub struct BenchConfig {
-    /// Seeds keys and streams.
-    pub seed: u64,
-    /// Present keys preloaded into the main filter (its capacity too).
-    pub present: usize,
-    /// The main filter's false-positive rate.
-    pub fp_rate: f64,
-    /// Filters are created for `keys × capacity_headroom` (≥ 1).
-    pub capacity_headroom: f64,
-    /// Segment size of the main filter (`None` = the origin's default, 64 KiB). A filter is
-    /// whole segments, so at 10⁵ keys 64 KiB segments over-size it (lower FPR than asked).
-    pub segment_bytes: Option<u64>,
-    /// Share of lookups for absent keys in the mixed runs.
-    pub miss_share: f64,
-    /// Zipf exponent of the hits.
-    pub zipf_s: f64,
-    /// Connections per run.
-    pub connections: usize,
-    /// Length of each measured run.
-    pub duration: Duration,
-    /// Unmeasured run before each measured one (connections, caches, JIT, edge segments).
-    pub warmup: Duration,
-    /// Also run the negatives at half of their measured maximum rate (p99 target).
-    pub half_rate: bool,
-    /// Run the edge with this freshness bound S (seconds); `None` = no edge.
-    pub edge_freshness_secs: Option<u32>,
-    /// How the origins run.
-    pub origin: Launch,
-    /// How the floor runs.
-    pub floor: Launch,
-    /// `redis://host:port/`.
-    pub redis_url: String,
-    /// Cassandra `host:port`.
-    pub cassandra: String,
-    /// Keyspace.
-    pub keyspace: String,
-    /// The sweep, if any.
-    pub sweep: Option<SweepConfig>,
-    /// Connections for the edge (wrangler dev), `None` = `connections`.
-    pub edge_connections: Option<usize>,
-    /// Length of the edge's measured run, `None` = `duration` (wrangler dev is slow: a longer
-    /// run gives a steadier hit share, and so a steadier origin-requests figure).
-    pub edge_duration: Option<Duration>,
-    /// Before each measured run, wait up to this long for the rest of the machine to go quiet
-    /// (other processes using under half a core over one second).
-    pub quiet_wait: Duration,
-    /// Progress bars and step lines on stderr.
-    pub progress: bool,
-    /// Measure the side-by-side targets of issue 6 (floor, baseline, filter, edge) and the
-    /// sweep (if asked); `false` = only the writes A/B.
-    pub side_by_side: bool,
-    /// The writes A/B of issue 10 (edge freshness and bytes per write, journal on and off).
-    pub writes: Option<WritesConfig>,
-    /// How this run was started, for the report.
-    pub command: String,
-}
-
+/// What the measured runs share: the client, Cassandra's own read count, the CPU groups.
 struct Env {
     http: reqwest::Client,
     cassandra: Option<CassandraReads>,
     groups: Vec<CpuGroup>,
-    progress: bool,
 }
 
 /// What is read before and after a measured run.
@@ -105,8 +32,7 @@ struct Snapshot {
     origin: Option<Samples>,
     coordinator_reads: Option<u64>,
     proxy: Option<ProxyTally>,
-    cpu: Vec<f64>,
-    machine: f64,
+    cpu: CpuReading,
 }
 
 /// One target to measure.
@@ -156,12 +82,6 @@ impl<'a> Target<'a> {
     }
 }
 
-fn step(env: &Env, msg: &str) {
-    if env.progress {
-        eprintln!("[loadgen] {msg}");
-    }
-}
-
 impl Env {
     async fn snapshot(&self, t: &Target<'_>) -> anyhow::Result<Snapshot> {
         let origin = match t.origin {
@@ -176,113 +96,29 @@ impl Env {
             origin,
             coordinator_reads,
             proxy: t.proxy.map(|p| p.counts.tally()),
-            cpu: self.groups.iter().map(CpuGroup::seconds).collect(),
-            machine: machine_busy_seconds().unwrap_or(0.0),
+            cpu: CpuReading::now(&self.groups),
         })
     }
-
-    /// Waits up to `max` for others to use under half a core; the last reading.
-    async fn wait_quiet(&self, max: Duration) -> f64 {
-        wait_quiet(&self.groups, max).await
-    }
 }
 
-/// A filter to create.
-#[derive(Clone, Debug)]
-pub struct FilterSpec<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// Target false-positive rate at capacity.
-    pub fp_rate: f64,
-    /// Keys it is sized for.
-    pub capacity: u64,
-    /// Segment size; `None` = the origin's default.
-    pub segment_bytes: Option<u64>,
-}
-
-/// Creates the filter and stores `keys` through the origin's batch API, four batches at a time.
-pub async fn preload(
-    http: &reqwest::Client,
-    base: &str,
-    spec: &FilterSpec<'_>,
-    keys: &Arc<Vec<String>>,
-    progress: bool,
-) -> anyhow::Result<()> {
-    let filter = spec.name;
-    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
-    let mut create = bloomgate_client::api::CreateFilter::new(spec.capacity.max(1), spec.fp_rate);
-    if let Some(b) = spec.segment_bytes {
-        create.segment_bytes = b;
-    }
-    client.create_filter(filter, &create).await.map_err(|e| anyhow::anyhow!("create filter {filter}: {e}"))?;
-    let bar = if progress {
-        let bar = ProgressBar::new(keys.len() as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} keys {per_sec}")
-                .expect("template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("preload {filter}"));
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let mut tasks = tokio::task::JoinSet::new();
-    let chunks = keys.len().div_ceil(1000);
-    for c in 0..chunks {
-        if tasks.len() >= 4 {
-            tasks.join_next().await.expect("a task")??;
-        }
-        let (client, keys, bar, filter) = (client.clone(), keys.clone(), bar.clone(), filter.to_owned());
-        tasks.spawn(async move {
-            let chunk = &keys[c * 1000..((c + 1) * 1000).min(keys.len())];
-            // Writes are refused with 503 while Redis or Cassandra hiccup (a filter-state read
-            // timing out behind other batches' Redis scripts, see BENCHMARKS.md): back off and
-            // retry, at least as long as the origin asks.
-            for attempt in 0u32.. {
-                match client.insert_batch(&filter, chunk).await {
-                    Ok(_) => break,
-                    Err(e) if attempt < 30 && e.is_retryable() => {
-                        let backoff = Duration::from_millis(200 * u64::from((attempt + 1).min(10)));
-                        tokio::time::sleep(e.retry_after().unwrap_or_default().max(backoff)).await;
-                    }
-                    Err(e) => return Err(anyhow::anyhow!("insert batch: {e}")),
-                }
-            }
-            bar.inc(chunk.len() as u64);
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        r??;
-    }
-    bar.finish();
-    Ok(())
-}
-
-/// The origin's stats of a filter (null when it cannot be read).
-pub(super) async fn filter_stats(http: &reqwest::Client, base: &str, filter: &str) -> serde_json::Value {
-    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
-    match client.stats(filter).await {
-        Ok(stats) => serde_json::to_value(stats).unwrap_or_default(),
-        Err(_) => serde_json::Value::Null,
-    }
-}
-
-fn fp_from_origin(before: &Samples, after: &Samples, filter: &str) -> Option<f64> {
+/// The false-positive rate the origin counted between two scrapes: of the absent keys its
+/// filter was asked about, the share it did not stop.
+pub(crate) fn fp_from_origin(before: &Samples, after: &Samples, filter: &str) -> Option<f64> {
     let neg = after.delta(before, &format!("bloomgate_filter_negatives_total{{filter=\"{filter}\"}}"));
     let fp = after.delta(before, &format!("bloomgate_false_positives_total{{filter=\"{filter}\"}}"));
     (neg + fp > 0.0).then(|| fp / (neg + fp))
 }
 
+/// Measures one target: waits for the machine to go quiet, warms up, then drives the measured
+/// run between two snapshots.
 async fn measure(
     env: &Env,
     cfg: &BenchConfig,
     workload: &Workload,
     filter: &str,
     t: Target<'_>,
-) -> anyhow::Result<(TargetResult, DriveStats)> {
-    step(env, &format!("{}: {}", t.name, t.description));
+) -> anyhow::Result<TargetResult> {
+    cfg.step(&format!("{}: {}", t.name, t.description));
     let spec = DriveSpec {
         label: format!("{}/warmup", t.name),
         base: t.base.clone(),
@@ -300,8 +136,8 @@ async fn measure(
         zipf: workload.zipf.clone(),
     };
     if !cfg.quiet_wait.is_zero() {
-        let others = env.wait_quiet(cfg.quiet_wait).await;
-        step(env, &format!("  others on the machine: {others:.2} cores"));
+        let others = wait_quiet(&env.groups, cfg.quiet_wait).await;
+        cfg.step(&format!("  others on the machine: {others:.2} cores"));
     }
     if !cfg.warmup.is_zero() {
         drive(&spec, &workload).await?;
@@ -310,17 +146,35 @@ async fn measure(
     let spec = DriveSpec {
         label: t.name.to_owned(),
         duration: Some(t.duration.unwrap_or(cfg.duration)),
-        progress: env.progress,
+        progress: cfg.progress,
         ..spec
     };
     let stats = drive(&spec, &workload).await?;
     let after = env.snapshot(&t).await?;
+    let mut result = driven(&t, spec.connections, &stats);
+    add_origin_counters(&mut result, &before, &after, filter, &stats);
+    if stats.misses > 0 && t.filtered {
+        let first_no = if t.proxy.is_some() { "edge" } else { "filter" };
+        let stopped = stats.misses_answered_by.get(first_no).copied().unwrap_or(0);
+        result.fp_observed = Some((stats.misses - stopped) as f64 / stats.misses as f64);
+    }
     let n = stats.lookups.max(1) as f64;
-    let mut result = TargetResult {
+    for (group, secs) in after.cpu.since(&before.cpu, &env.groups) {
+        if group != OTHERS {
+            result.cpu_ms_per_1k_lookups.insert(group.clone(), secs * 1000.0 / n * 1000.0);
+        }
+        result.cpu_cores.insert(group, secs / stats.seconds.max(1e-9));
+    }
+    Ok(result)
+}
+
+/// What the client measured of a target's run (the services' counters still to add).
+fn driven(t: &Target<'_>, connections: usize, stats: &DriveStats) -> TargetResult {
+    TargetResult {
         name: t.name.to_owned(),
-        description: t.description,
+        description: t.description.clone(),
         miss_share: t.miss_share,
-        connections: spec.connections,
+        connections,
         fixed_rate: t.rate,
         lookups: stats.lookups,
         hits: stats.hits,
@@ -346,7 +200,18 @@ async fn measure(
         fallthroughs: BTreeMap::new(),
         cpu_ms_per_1k_lookups: BTreeMap::new(),
         cpu_cores: BTreeMap::new(),
-    };
+    }
+}
+
+/// What the run moved in the origin's, Cassandra's and the counting proxy's counters, per lookup.
+fn add_origin_counters(
+    result: &mut TargetResult,
+    before: &Snapshot,
+    after: &Snapshot,
+    filter: &str,
+    stats: &DriveStats,
+) {
+    let n = stats.lookups.max(1) as f64;
     if let (Some(b), Some(a)) = (&before.origin, &after.origin) {
         result.cassandra_reads_per_lookup = Some(a.delta(b, "bloomgate_database_reads_total") / n);
         result.fp_observed_origin = fp_from_origin(b, a, filter);
@@ -367,70 +232,8 @@ async fn measure(
         let not_by_edge = stats.lookups - stats.answered_by.get("edge").copied().unwrap_or(0);
         result.edge_no_forwarded = Some(d.requests.lookups as i64 - not_by_edge as i64);
     }
-    if stats.misses > 0 && t.filtered {
-        let first_no = if t.proxy.is_some() { "edge" } else { "filter" };
-        let stopped = stats.misses_answered_by.get(first_no).copied().unwrap_or(0);
-        result.fp_observed = Some((stats.misses - stopped) as f64 / stats.misses as f64);
-    }
-    let mut mine = 0.0;
-    for (i, g) in env.groups.iter().enumerate() {
-        let secs = (after.cpu[i] - before.cpu[i]).max(0.0);
-        mine += secs;
-        result.cpu_ms_per_1k_lookups.insert(g.name.clone(), secs * 1000.0 / n * 1000.0);
-        result.cpu_cores.insert(g.name.clone(), secs / stats.seconds.max(1e-9));
-    }
-    // Everything else on the machine: other people's builds and tests share these cores.
-    let others = ((after.machine - before.machine) - mine).max(0.0);
-    result.cpu_cores.insert("zz-others".into(), others / stats.seconds.max(1e-9));
-    Ok((result, stats))
 }
 
-fn redis_port(url: &str) -> String {
-    url.trim_end_matches('/').rsplit(':').next().unwrap_or("6379").to_owned()
-}
-
-/// Runs everything `cfg` asks for and returns the report.
-pub async fn run_bench(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
-    let started = Instant::now();
-    let mut report = if cfg.side_by_side {
-        run_side_by_side(cfg).await?
-    } else {
-        let mut settings = BTreeMap::new();
-        settings.insert("seed".to_owned(), cfg.seed.to_string());
-        settings.insert("targets".to_owned(), "writes A/B only".to_owned());
-        BenchReport {
-            command: cfg.command.clone(),
-            machine: Machine::describe(),
-            settings,
-            targets: Vec::new(),
-            sweep: Vec::new(),
-            sweep_error: None,
-            checks: Vec::new(),
-            filter_stats: BTreeMap::new(),
-            writes: None,
-            writes_error: None,
-            wall_seconds: 0.0,
-        }
-    };
-    if let Some(w) = &cfg.writes {
-        match run_writes(cfg, w).await {
-            Ok(writes) => {
-                report.checks.extend(freshness::checks(&writes));
-                report.writes = Some(writes);
-            }
-            // Alone, its failure is the run's; after the side-by-side run, it must not lose it.
-            Err(e) if !cfg.side_by_side => return Err(e),
-            Err(e) => {
-                eprintln!("[loadgen] writes A/B failed: {e:#}");
-                report.writes_error = Some(format!("{e:#}"));
-            }
-        }
-    }
-    report.wall_seconds = started.elapsed().as_secs_f64();
-    Ok(report)
-}
-
-/// Issue 6's targets side by side, and the sweep.
 /// The servers of a side-by-side run.
 struct Servers {
     origin: Server,
@@ -440,34 +243,19 @@ struct Servers {
 
 /// Starts the origins (filter on, filter off) and the floor, and the CPU groups to measure.
 async fn start_servers(cfg: &BenchConfig, env: &mut Env) -> anyhow::Result<Servers> {
-    let settings_for = |filter_enabled| OriginSettings {
-        redis_url: cfg.redis_url.clone(),
-        redis_cluster_nodes: Vec::new(),
-        cassandra: cfg.cassandra.clone(),
-        keyspace: cfg.keyspace.clone(),
-        filter_enabled,
-        journal_enabled: true,
-        extra_env: Vec::new(),
-    };
-    step(env, "starting the origins (filter on, filter off) and the floor");
-    let origin = start_origin(&cfg.origin, &settings_for(true)).await?;
-    let baseline = start_origin(&cfg.origin, &settings_for(false)).await?;
+    cfg.step("starting the origins (filter on, filter off) and the floor");
+    let origin = start_origin(&cfg.origin, &cfg.origin_settings(true, true)).await?;
+    let baseline = start_origin(&cfg.origin, &cfg.origin_settings(false, true)).await?;
     let floor = start_floor(&cfg.floor).await?;
     env.cassandra = CassandraReads::connect(&cfg.cassandra, &cfg.keyspace).await;
     let me = std::process::id();
     // In-process servers share this process: their CPU shows under `loadgen` then.
-    let mut groups = vec![
-        CpuGroup { name: "origin".into(), pids: if origin.pid == me { vec![] } else { vec![origin.pid] } },
-        CpuGroup {
-            name: "redis".into(),
-            pids: pids_matching("redis-server", Some(&format!(":{}", redis_port(&cfg.redis_url)))),
-        },
-        CpuGroup { name: "cassandra".into(), pids: pids_matching("CassandraDaemon", None) },
-        CpuGroup { name: "loadgen".into(), pids: vec![me] },
-    ];
+    let mut groups =
+        vec![CpuGroup { name: "origin".into(), pids: if origin.pid == me { vec![] } else { vec![origin.pid] } }];
     if baseline.pid != me {
-        groups.insert(1, CpuGroup { name: "origin-baseline".into(), pids: vec![baseline.pid] });
+        groups.push(CpuGroup { name: "origin-baseline".into(), pids: vec![baseline.pid] });
     }
+    groups.extend(service_groups(&cfg.redis_url));
     if floor.pid != me {
         groups.push(CpuGroup { name: "floor".into(), pids: vec![floor.pid] });
     }
@@ -492,29 +280,29 @@ async fn measure_origins(
         &floor.base,
         1.0,
     );
-    let (r, _) = measure(env, cfg, workload, filter, floor_target).await?;
+    let r = measure(env, cfg, workload, filter, floor_target).await?;
     let floor_rate = r.lookups_per_sec;
     results.push(r);
     if cfg.half_rate && floor_rate > 0.0 {
         // The control for the p99 target: what this machine's scheduling alone does to the
         // tail of a server at half its rate.
         let half = Target::new("floor-half", "the floor at half its measured maximum rate", &floor.base, 1.0);
-        results.push(measure(env, cfg, workload, filter, half.at_rate(floor_rate / 2.0)).await?.0);
+        results.push(measure(env, cfg, workload, filter, half.at_rate(floor_rate / 2.0)).await?);
     }
     let describe = "origin, filter disabled: every lookup reads Cassandra";
     let baseline_target = Target::at_origin("baseline", describe, baseline, cfg.miss_share, false);
-    results.push(measure(env, cfg, workload, filter, baseline_target).await?.0);
+    results.push(measure(env, cfg, workload, filter, baseline_target).await?);
     let filtered = Target::at_origin("filter", "origin with the Redis filter", origin, cfg.miss_share, true);
-    results.push(measure(env, cfg, workload, filter, filtered).await?.0);
+    results.push(measure(env, cfg, workload, filter, filtered).await?);
     let describe = "origin with the Redis filter, absent keys only (the negative path)";
-    let (negatives, _) =
+    let negatives =
         measure(env, cfg, workload, filter, Target::at_origin("filter-negatives", describe, origin, 1.0, true)).await?;
     let max_negative_rate = negatives.lookups_per_sec;
     results.push(negatives);
     if cfg.half_rate && max_negative_rate > 0.0 {
         let describe = "the negative path at half its measured maximum rate";
         let half = Target::at_origin("filter-negatives-half", describe, origin, 1.0, true);
-        results.push(measure(env, cfg, workload, filter, half.at_rate(max_negative_rate / 2.0)).await?.0);
+        results.push(measure(env, cfg, workload, filter, half.at_rate(max_negative_rate / 2.0)).await?);
     }
     Ok(results)
 }
@@ -529,7 +317,7 @@ async fn measure_edge(
     freshness: u32,
 ) -> anyhow::Result<TargetResult> {
     let Servers { origin, baseline, floor } = servers;
-    step(env, "starting wrangler dev in front of the origin (through a counting proxy)");
+    cfg.step("starting wrangler dev in front of the origin (through a counting proxy)");
     let proxy = CountingProxy::start(origin.base.trim_start_matches("http://")).await?;
     let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, freshness).await;
     let me = std::process::id();
@@ -545,7 +333,7 @@ async fn measure_edge(
         ..Target::at_origin("edge", &describe, origin, cfg.miss_share, true)
     };
     let target = Target { base: edge.base.clone(), ..target };
-    let (r, _) = measure(env, cfg, workload, filter, target).await?;
+    let r = measure(env, cfg, workload, filter, target).await?;
     env.groups.pop();
     drop(edge);
     Ok(r)
@@ -586,24 +374,21 @@ fn side_by_side_settings(cfg: &BenchConfig, filter: &str, preload_secs: f64) -> 
     settings
 }
 
-async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
+/// The side-by-side targets, then the sweep, into a report with their checks.
+pub(crate) async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let machine = Machine::describe();
     let http = reqwest::Client::builder().pool_max_idle_per_host(16).timeout(Duration::from_secs(60)).build()?;
-    let mut env = Env { http: http.clone(), cassandra: None, groups: Vec::new(), progress: cfg.progress };
+    let mut env = Env { http: http.clone(), cassandra: None, groups: Vec::new() };
     let servers = start_servers(cfg, &mut env).await?;
 
-    // Filters get headroom over the keys they hold: the origin resizes (rebuilds at double
-    // capacity) a filter whose *estimated* key count passes its capacity, and at exactly full
-    // the estimate's noise trips that about half the time.
-    let sized = |n: usize| (n as f64 * cfg.capacity_headroom).ceil() as u64;
     let filter = format!("bench-{:016x}", rand::random::<u64>());
     let present = Arc::new(present_keys(cfg.seed, cfg.present));
-    step(&env, &format!("preloading {} present keys into {filter} (fp_rate {})", cfg.present, cfg.fp_rate));
+    cfg.step(&format!("preloading {} present keys into {filter} (fp_rate {})", cfg.present, cfg.fp_rate));
     let t0 = Instant::now();
     let spec = FilterSpec {
         name: &filter,
         fp_rate: cfg.fp_rate,
-        capacity: sized(cfg.present),
+        capacity: cfg.capacity_for(cfg.present as f64),
         segment_bytes: cfg.segment_bytes,
     };
     preload(&http, &servers.origin.base, &spec, &present, cfg.progress).await?;
@@ -621,7 +406,7 @@ async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     let mut sweep_error = None;
     if let Some(s) = &cfg.sweep {
         // A failed sweep must not lose the side-by-side results measured above.
-        if let Err(e) = run_sweep(&env, cfg, s, &servers.origin, &mut sweep, &mut stats_by_filter).await {
+        if let Err(e) = run_sweep(&http, cfg, s, &servers.origin, &mut sweep, &mut stats_by_filter).await {
             eprintln!("[loadgen] sweep failed: {e:#}");
             sweep_error = Some(format!("{e:#}"));
         }
@@ -641,68 +426,6 @@ async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchReport> {
     };
     report.checks = checks(&report, cfg);
     Ok(report)
-}
-
-/// The miss-share × fp_rate sweep: one filter per fp_rate, every miss share against it.
-async fn run_sweep(
-    env: &Env,
-    cfg: &BenchConfig,
-    s: &SweepConfig,
-    origin: &Server,
-    sweep: &mut Vec<SweepPoint>,
-    stats_by_filter: &mut BTreeMap<String, serde_json::Value>,
-) -> anyhow::Result<()> {
-    let http = &env.http;
-    let sized = |n: usize| (n as f64 * cfg.capacity_headroom).ceil() as u64;
-
-    let keys = Arc::new(present_keys(cfg.seed ^ 0x5eed, s.present));
-    for &fp in &s.fp_rates {
-        let sweep_filter = format!("sweep-{:016x}", rand::random::<u64>());
-        step(env, &format!("sweep: preloading {} keys into {sweep_filter} (fp_rate {fp})", s.present));
-        let spec =
-            FilterSpec { name: &sweep_filter, fp_rate: fp, capacity: sized(s.present), segment_bytes: s.segment_bytes };
-        preload(http, &origin.base, &spec, &keys, cfg.progress).await?;
-        for &miss in &s.miss_shares {
-            let w = Workload::new(cfg.seed ^ 0x5eed, keys.clone(), miss, cfg.zipf_s);
-            let before = Samples::scrape(http, &origin.base).await?;
-            let spec = DriveSpec {
-                label: format!("sweep fp {fp} miss {miss}"),
-                base: origin.base.clone(),
-                filter: sweep_filter.clone(),
-                connections: cfg.connections,
-                duration: None,
-                max_lookups: Some(s.lookups),
-                rate: None,
-                progress: cfg.progress,
-            };
-            let stats = drive(&spec, &w).await?;
-            let after = Samples::scrape(http, &origin.base).await?;
-            let n = stats.lookups.max(1) as f64;
-            let reads = after.delta(&before, "bloomgate_database_reads_total") / n;
-            let hit_share = stats.hits as f64 / n;
-            sweep.push(SweepPoint {
-                fp_rate: fp,
-                miss_share: miss,
-                lookups: stats.lookups,
-                reads_per_lookup: reads,
-                theory: (1.0 - miss) + miss * fp,
-                fp_observed: fp_from_origin(&before, &after, &sweep_filter),
-                hit_share_measured: hit_share,
-                excess_reads_per_lookup: reads - hit_share,
-                excess_theory: miss * fp,
-                filter_expected_fp: None,
-                errors: stats.errors.total(),
-                wrong_answers: stats.wrong_answers,
-            });
-        }
-        let st = filter_stats(http, &origin.base, &sweep_filter).await;
-        let expected = st["expected_fp_rate_now"].as_f64();
-        for p in sweep.iter_mut().filter(|p| p.fp_rate == fp) {
-            p.filter_expected_fp = expected;
-        }
-        stats_by_filter.insert(sweep_filter.clone(), st);
-    }
-    Ok(())
 }
 
 /// Issue 6's targets against what was measured.

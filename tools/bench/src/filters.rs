@@ -1,0 +1,89 @@
+//! The filters a run measures: created on an origin and preloaded with its present keys through
+//! the batch API, and their stats read back for the report.
+
+use bloomgate_tests::origin::TOKEN;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A filter to create.
+#[derive(Clone, Debug)]
+pub struct FilterSpec<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Target false-positive rate at capacity.
+    pub fp_rate: f64,
+    /// Keys it is sized for.
+    pub capacity: u64,
+    /// Segment size; `None` = the origin's default.
+    pub segment_bytes: Option<u64>,
+}
+
+/// Creates the filter and stores `keys` through the origin's batch API, four batches at a time.
+pub async fn preload(
+    http: &reqwest::Client,
+    base: &str,
+    spec: &FilterSpec<'_>,
+    keys: &Arc<Vec<String>>,
+    progress: bool,
+) -> anyhow::Result<()> {
+    let filter = spec.name;
+    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
+    let mut create = bloomgate_client::api::CreateFilter::new(spec.capacity.max(1), spec.fp_rate);
+    if let Some(b) = spec.segment_bytes {
+        create.segment_bytes = b;
+    }
+    client.create_filter(filter, &create).await.map_err(|e| anyhow::anyhow!("create filter {filter}: {e}"))?;
+    let bar = if progress {
+        let bar = ProgressBar::new(keys.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} keys {per_sec}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("preload {filter}"));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    let chunks = keys.len().div_ceil(1000);
+    for c in 0..chunks {
+        if tasks.len() >= 4 {
+            tasks.join_next().await.expect("a task")??;
+        }
+        let (client, keys, bar, filter) = (client.clone(), keys.clone(), bar.clone(), filter.to_owned());
+        tasks.spawn(async move {
+            let chunk = &keys[c * 1000..((c + 1) * 1000).min(keys.len())];
+            // Writes are refused with 503 while Redis or Cassandra hiccup (a filter-state read
+            // timing out behind other batches' Redis scripts, see BENCHMARKS.md): back off and
+            // retry, at least as long as the origin asks.
+            for attempt in 0u32.. {
+                match client.insert_batch(&filter, chunk).await {
+                    Ok(_) => break,
+                    Err(e) if attempt < 30 && e.is_retryable() => {
+                        let backoff = Duration::from_millis(200 * u64::from((attempt + 1).min(10)));
+                        tokio::time::sleep(e.retry_after().unwrap_or_default().max(backoff)).await;
+                    }
+                    Err(e) => return Err(anyhow::anyhow!("insert batch: {e}")),
+                }
+            }
+            bar.inc(chunk.len() as u64);
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r??;
+    }
+    bar.finish();
+    Ok(())
+}
+
+/// The origin's stats of a filter (null when it cannot be read).
+pub async fn filter_stats(http: &reqwest::Client, base: &str, filter: &str) -> serde_json::Value {
+    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
+    match client.stats(filter).await {
+        Ok(stats) => serde_json::to_value(stats).unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    }
+}
