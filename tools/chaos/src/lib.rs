@@ -11,22 +11,28 @@
 //! - [`workload`]: writers and readers at bounded rates.
 //! - [`schedule`]: which faults, in which order, as data.
 //! - [`faults`]: the injectors and the tracks that run them.
-//! - [`probe`]: observed fault windows: stalls of Cassandra or Redis nobody injected.
+//! - [`stalls`]: observed fault windows: stalls of Cassandra or Redis nobody injected.
 //! - [`memory`]: RSS samples of the origins and the edge's `workerd`.
-//! - [`cluster`]: Redis, its proxies, the origin processes, the edge, Cassandra's pause.
+//! - [`cluster`]: Redis, its proxies, the origin processes, the edge.
+//! - [`origin_process`]: one origin process: its configuration, start, `kill -9`, stop.
+//! - [`cassandra`]: the shared Cassandra: paused and continued, read back, keyspace dropped.
+//! - [`logs`]: what the processes' logs say: panics, the edge's death, automatic rebuilds.
 //! - [`run`]: one run from start to report.
 //! - [`report`]: JSON and the Markdown summary.
 
 #![forbid(unsafe_code)]
 
+pub mod cassandra;
 pub mod check;
 pub mod cluster;
 pub mod faults;
 pub mod history;
 pub mod keys;
+pub mod logs;
 pub mod memory;
-pub mod probe;
+pub mod origin_process;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod stalls;
 pub mod workload;

@@ -19,8 +19,8 @@
 #![forbid(unsafe_code)]
 
 use anyhow::Context as _;
-use bloomgate_chaos::cluster::OriginTuning;
 use bloomgate_chaos::faults::FaultSettings;
+use bloomgate_chaos::origin_process::OriginTuning;
 use bloomgate_chaos::report;
 use bloomgate_chaos::run::{run, RunOptions};
 use bloomgate_chaos::workload::WorkloadSettings;

@@ -6,8 +6,8 @@
 //! started. A V8 heap that grows until it dies shows here long before the edge stops
 //! answering.
 
-use super::cluster::Cluster;
-use super::history::{Process, Recorder, RssSample};
+use crate::cluster::Cluster;
+use crate::history::{Process, Recorder, RssSample};
 use bloomgate_tests::procs::{cmdline, descendants_named, is_named, processes, rss_kib};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,21 +3,21 @@
 //! logs, check the history and build the report. Cassandra is continued and every process
 //! started is stopped on every way out: the end, an error, Ctrl-C / SIGTERM, or a panic.
 
-use super::check::{check, CheckSettings};
-use super::cluster::{
-    automatic_rebuilds, crash_lines, log_tail, panic_lines, resume_cassandra, Cluster, ClusterSettings, OriginTuning,
-};
-use super::faults::{FaultSettings, Faults};
-use super::history::{DbCheck, History, Outcome, Recorder};
-use super::keys::{KeyClass, KeyId, KeySpace};
-use super::memory::sample_rss;
-use super::probe::{ProbeSettings, Prober};
-use super::report::{self, Report, RunFacts, RunSettings};
-use super::schedule::{required_faults, RedisKind};
-use super::workload::{Endpoints, Workload, WorkloadSettings};
+use crate::cassandra::{cassandra_pid, drop_keyspace, read_back, resume_cassandra, session};
+use crate::check::{check, CheckSettings};
+use crate::cluster::{Cluster, ClusterSettings};
+use crate::faults::{FaultSettings, Faults};
+use crate::history::{History, LogLine, Outcome, Recorder};
+use crate::keys::{KeyClass, KeyId, KeySpace};
+use crate::logs::{automatic_rebuilds, crash_lines, log_tail, panic_lines};
+use crate::memory::sample_rss;
+use crate::origin_process::OriginTuning;
+use crate::report::{self, Report, RunFacts, RunSettings};
+use crate::schedule::{required_faults, RedisKind};
+use crate::stalls::{ProbeSettings, Prober};
+use crate::workload::{Endpoints, Workload, WorkloadSettings};
 use anyhow::Context as _;
 use bloomgate_tests::origin::TOKEN;
-use futures::StreamExt;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -104,20 +104,7 @@ struct Driven {
 /// Runs the whole thing.
 pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
     install_panic_hook();
-    let reachable =
-        tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&options.cassandra)).await;
-    anyhow::ensure!(
-        matches!(reachable, Ok(Ok(_))),
-        "Cassandra is not reachable at {}: start it with `scripts/services start` (or set BLOOMGATE_TEST_CASSANDRA)",
-        options.cassandra
-    );
-    match super::cluster::cassandra_pid(options.cassandra_pid_file.as_deref()) {
-        Some((pid, path)) => {
-            eprintln!("chaos: Cassandra is pid {pid} ({})", path.display());
-            options.faults.cassandra_pid = Some(pid);
-        }
-        None => eprintln!("chaos: Cassandra's pid file not found: the cassandra_pause fault will be missing"),
-    }
+    find_cassandra(&mut options).await?;
     let keyspace = format!("chaos_{:08x}", rand::random::<u32>());
     let dir = options.work_dir.join(&keyspace);
     let http = reqwest::Client::builder()
@@ -150,6 +137,49 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         driven = drive(&options, cluster.clone(), &http) => driven,
         _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
     };
+    let logs = stop(cluster).await?;
+    if !options.keep_keyspace {
+        drop_keyspace(&options.cassandra, &keyspace).await;
+    }
+    let Driven { mut history, skipped, notes } = driven?;
+    let automatic_rebuilds = read_logs(&mut history, &logs);
+    let keys = KeySpace::new(options.seed);
+    if let Some(path) = &options.history_path {
+        report::write_history(path, &history, &keys).with_context(|| format!("write {}", path.display()))?;
+    }
+    let facts = RunFacts {
+        settings: run_settings(&options, keyspace),
+        skipped_ops: skipped,
+        required_faults: required_faults(options.edge, RedisKind::of(&options.redis_cluster)),
+        automatic_rebuilds,
+        notes,
+        logs: logs.iter().map(|(_, p)| p.display().to_string()).collect(),
+    };
+    Ok(report::build(&history, &check(&history, &check_settings(&options)), &keys, facts))
+}
+
+/// Fails unless Cassandra answers; finds its pid for the pause fault (without it, that fault
+/// will be missing).
+async fn find_cassandra(options: &mut RunOptions) -> anyhow::Result<()> {
+    let reachable =
+        tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&options.cassandra)).await;
+    anyhow::ensure!(
+        matches!(reachable, Ok(Ok(_))),
+        "Cassandra is not reachable at {}: start it with `scripts/services start` (or set BLOOMGATE_TEST_CASSANDRA)",
+        options.cassandra
+    );
+    match cassandra_pid(options.cassandra_pid_file.as_deref()) {
+        Some((pid, path)) => {
+            eprintln!("chaos: Cassandra is pid {pid} ({})", path.display());
+            options.faults.cassandra_pid = Some(pid);
+        }
+        None => eprintln!("chaos: Cassandra's pid file not found: the cassandra_pause fault will be missing"),
+    }
+    Ok(())
+}
+
+/// Continues Cassandra, stops the origins gracefully, then the edge and Redis; the logs to read.
+async fn stop(cluster: Arc<Cluster>) -> anyhow::Result<Vec<(String, PathBuf)>> {
     resume_cassandra();
     cluster.stop_origins();
     let logs = cluster.logs();
@@ -162,35 +192,38 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         Some(cluster) => tokio::task::spawn_blocking(move || drop(cluster)).await?,
         None => eprintln!("chaos: the cluster is still referenced; Redis and wrangler stop with this process"),
     }
-    if !options.keep_keyspace {
-        drop_keyspace(&options.cassandra, &keyspace).await;
-    }
-    let Driven { mut history, skipped, notes } = driven?;
+    Ok(logs)
+}
 
+/// Adds the logs' panic lines and the edge's last words to `history`; the automatic rebuilds
+/// the origins' logs show, by reason.
+fn read_logs(history: &mut History, logs: &[(String, PathBuf)]) -> Vec<String> {
     let mut reasons = Vec::new();
-    for (source, path) in &logs {
+    for (source, path) in logs {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         let lines = panic_lines(&text);
-        history.panics.extend(lines.into_iter().map(|line| super::history::LogLine { source: source.clone(), line }));
+        history.panics.extend(lines.into_iter().map(|line| LogLine { source: source.clone(), line }));
         reasons.extend(automatic_rebuilds(&text));
         if let (Some(down), "wrangler") = (&mut history.edge_down, source.as_str()) {
             down.note = crash_lines(&log_tail(path, 64 * 1024)).join(" / ");
         }
     }
-    let keys = KeySpace::new(options.seed);
-    if let Some(path) = &options.history_path {
-        report::write_history(path, &history, &keys).with_context(|| format!("write {}", path.display()))?;
+    reasons
+}
+
+/// What the checker holds the history to.
+fn check_settings(options: &RunOptions) -> CheckSettings {
+    CheckSettings {
+        freshness: u64::from(options.freshness_secs) * 1_000_000,
+        allowance: options.allowance.as_micros() as u64,
+        rss_limit_kib: options.rss_limit_mib * 1024,
+        edge_rss_limit_kib: options.edge_rss_limit_mib * 1024,
     }
-    let result = check(
-        &history,
-        &CheckSettings {
-            freshness: u64::from(options.freshness_secs) * 1_000_000,
-            allowance: options.allowance.as_micros() as u64,
-            rss_limit_kib: options.rss_limit_mib * 1024,
-            edge_rss_limit_kib: options.edge_rss_limit_mib * 1024,
-        },
-    );
-    let settings = RunSettings {
+}
+
+/// The run's settings, as the report states them.
+fn run_settings(options: &RunOptions, keyspace: String) -> RunSettings {
+    RunSettings {
         command: options.command.clone(),
         seed: options.seed,
         keyspace,
@@ -202,47 +235,12 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         rss_limit_mib: options.rss_limit_mib,
         edge_rss_limit_mib: options.edge_rss_limit_mib,
         workload: options.workload.clone(),
-    };
-    let facts = RunFacts {
-        settings,
-        skipped_ops: skipped,
-        required_faults: required_faults(options.edge, RedisKind::of(&options.redis_cluster)),
-        automatic_rebuilds: reasons,
-        notes,
-        logs: logs.iter().map(|(_, p)| p.display().to_string()).collect(),
-    };
-    Ok(report::build(&history, &result, &keys, facts))
+    }
 }
 
 /// The part of the run that uses the started cluster.
 async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Client) -> anyhow::Result<Driven> {
-    // The origin answers /readyz once Cassandra does; its Redis link may still be connecting
-    // (a create then fails half way: definition stored, no bits). Wait until it reaches Redis.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ready = format!("{}/readyz", cluster.origins[0].base);
-    while http.get(&ready).send().await?.json::<serde_json::Value>().await?["filter"] != "ok" {
-        anyhow::ensure!(Instant::now() < deadline, "origin-0 did not reach Redis within 60 s (GET {ready})");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // A 503 (with Retry-After) is the origin's honest "not yet": ask again, as a client should,
-    // for a bounded time.
-    loop {
-        let created = http
-            .put(format!("{}/v1/filters/{FILTER}", cluster.origins[0].base))
-            .bearer_auth(TOKEN)
-            .json(&json!({ "capacity": options.faults.initial_capacity, "fp_rate": 0.01 }))
-            .send()
-            .await?;
-        let status = created.status().as_u16();
-        if status == 201 {
-            break;
-        }
-        let body = created.text().await?;
-        anyhow::ensure!(status == 503 && Instant::now() < deadline, "create the filter: {status} {body}");
-        eprintln!("chaos: create the filter: 503 ({body}); asking again");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-
+    create_filter(&cluster, http, options.faults.initial_capacity).await?;
     let rec = Arc::new(Recorder::new());
     let keys = KeySpace::new(options.seed);
     let endpoints = Endpoints {
@@ -279,34 +277,14 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     let mut background = tokio::task::JoinSet::new();
     background.spawn(workload.clone().run());
     background.spawn(sample_rss(cluster.clone(), rec.clone()));
+    background.spawn(report_progress(rec.clone(), workload.clone()));
     let started = Instant::now();
     let until = started + options.duration;
     eprintln!("chaos: running for {:?} (the first round of faults always completes)", options.duration);
-    {
-        let (rec, workload) = (rec.clone(), workload.clone());
-        background.spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(10)).await;
-                let (origin, edge) = workload.skipped();
-                eprintln!(
-                    "chaos: {:>6.1}s {} operations, {} keys acknowledged, skipped at the in-flight cap: {origin} to origins, {edge} to the edge",
-                    rec.now() as f64 / 1e6,
-                    rec.op_count(),
-                    workload.acked_count(),
-                );
-            }
-        });
-    }
     tokio::join!(faults.clone().sequential_track(until), faults.clone().background_track(started, until));
     // Faults over: heal everything and let the workload run a little longer, so the last
     // writes are read at the edge too and the system shows it is well again.
-    resume_cassandra();
-    if let Some(edge) = &cluster.edge {
-        edge.proxy.heal();
-    }
-    for proxy in cluster.redis_proxies() {
-        proxy.heal();
-    }
+    heal(&cluster);
     tokio::time::sleep(options.workload.freshness + Duration::from_secs(2)).await;
     workload.stop(Duration::from_secs(40)).await;
     background.abort_all();
@@ -317,69 +295,74 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     if let Some(down) = &mut history.edge_down {
         down.not_sent = workload.edge_not_sent();
     }
-    let acked: BTreeSet<KeyId> = history
+    let acked = acknowledged_keys(&history);
+    eprintln!("chaos: reading {} acknowledged keys back from Cassandra", acked.len());
+    history.db_checks = read_back(&options.cassandra, &cluster.settings.keyspace, FILTER, &keys, acked).await?;
+    Ok(Driven { history, skipped: workload.skipped(), notes: rec.notes() })
+}
+
+/// Creates the run's filter through origin 0 once that origin reaches Redis.
+async fn create_filter(cluster: &Cluster, http: &reqwest::Client, capacity: u64) -> anyhow::Result<()> {
+    // The origin answers /readyz once Cassandra does; its Redis link may still be connecting
+    // (a create then fails half way: definition stored, no bits). Wait until it reaches Redis.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ready = format!("{}/readyz", cluster.origins[0].base);
+    while http.get(&ready).send().await?.json::<serde_json::Value>().await?["filter"] != "ok" {
+        anyhow::ensure!(Instant::now() < deadline, "origin-0 did not reach Redis within 60 s (GET {ready})");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A 503 (with Retry-After) is the origin's honest "not yet": ask again, as a client should,
+    // for a bounded time.
+    loop {
+        let created = http
+            .put(format!("{}/v1/filters/{FILTER}", cluster.origins[0].base))
+            .bearer_auth(TOKEN)
+            .json(&json!({ "capacity": capacity, "fp_rate": 0.01 }))
+            .send()
+            .await?;
+        let status = created.status().as_u16();
+        if status == 201 {
+            return Ok(());
+        }
+        let body = created.text().await?;
+        anyhow::ensure!(status == 503 && Instant::now() < deadline, "create the filter: {status} {body}");
+        eprintln!("chaos: create the filter: 503 ({body}); asking again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A line on stderr every 10 s: operations, keys acknowledged, operations skipped.
+async fn report_progress(rec: Arc<Recorder>, workload: Arc<Workload>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let (origin, edge) = workload.skipped();
+        eprintln!(
+            "chaos: {:>6.1}s {} operations, {} keys acknowledged, skipped at the in-flight cap: {origin} to origins, {edge} to the edge",
+            rec.now() as f64 / 1e6,
+            rec.op_count(),
+            workload.acked_count(),
+        );
+    }
+}
+
+/// Continues Cassandra and heals every proxy.
+fn heal(cluster: &Cluster) {
+    resume_cassandra();
+    if let Some(edge) = &cluster.edge {
+        edge.proxy.heal();
+    }
+    for proxy in cluster.redis_proxies() {
+        proxy.heal();
+    }
+}
+
+/// Every written key whose write was acknowledged.
+fn acknowledged_keys(history: &History) -> BTreeSet<KeyId> {
+    history
         .ops
         .iter()
         .filter(|o| o.kind.is_write() && o.outcome == Outcome::Acked)
         .flat_map(|o| o.keys.iter().copied())
         .filter(|k| k.class == KeyClass::Written)
-        .collect();
-    eprintln!("chaos: reading {} acknowledged keys back from Cassandra", acked.len());
-    history.db_checks = read_back(&options.cassandra, &cluster.settings.keyspace, &keys, acked).await?;
-    Ok(Driven { history, skipped: workload.skipped(), notes: rec.notes() })
-}
-
-async fn session(cassandra: &str) -> anyhow::Result<scylla::client::session::Session> {
-    scylla::client::session_builder::SessionBuilder::new()
-        .known_node(cassandra)
-        .build()
-        .await
-        .with_context(|| format!("connect to Cassandra at {cassandra}"))
-}
-
-/// Reads every key directly from Cassandra (LOCAL_QUORUM, as the origins write), 64 at a
-/// time, each tried up to three times.
-async fn read_back(
-    cassandra: &str,
-    keyspace: &str,
-    keys: &KeySpace,
-    acked: BTreeSet<KeyId>,
-) -> anyhow::Result<Vec<DbCheck>> {
-    let session = session(cassandra).await?;
-    let mut select = session.prepare(format!("SELECT key FROM {keyspace}.keys WHERE filter = ? AND key = ?")).await?;
-    select.set_consistency(scylla::statement::Consistency::LocalQuorum);
-    let (session, select) = (&session, &select);
-    let checks = futures::stream::iter(acked)
-        .map(|key| async move {
-            let bytes = keys.bytes(key).to_vec();
-            for attempt in 0..3 {
-                match session.execute_unpaged(select, (FILTER, &bytes)).await {
-                    Ok(result) => {
-                        let rows = result.into_rows_result().map(|r| r.rows_num()).unwrap_or(0);
-                        return DbCheck { key, present: Some(rows > 0) };
-                    }
-                    Err(e) if attempt == 2 => eprintln!("chaos: cannot read {key} back: {e}"),
-                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-                }
-            }
-            DbCheck { key, present: None }
-        })
-        .buffer_unordered(64)
         .collect()
-        .await;
-    Ok(checks)
-}
-
-async fn drop_keyspace(cassandra: &str, keyspace: &str) {
-    let dropped = match session(cassandra).await {
-        Ok(s) => s
-            .query_unpaged(format!("DROP KEYSPACE IF EXISTS {keyspace}"), ())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(e) = dropped {
-        eprintln!("chaos: keyspace {keyspace} not dropped: {e}");
-    }
 }

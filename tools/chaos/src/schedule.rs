@@ -4,8 +4,8 @@
 //! until the run's duration is over; the first round of each always completes, so every fault
 //! fires at least once.
 
-use super::history::FaultKind;
-use super::workload::WorkloadSettings;
+use crate::history::FaultKind;
+use crate::workload::WorkloadSettings;
 use std::collections::BTreeSet;
 use std::time::Duration;
 

@@ -17,7 +17,7 @@
 //!   operation overlaps a fault window: from the fault's start to its end plus the allowance
 //!   (the time the system may take to recover after the fault is over). A fault is one the
 //!   harness injected, or a stall of Cassandra or Redis that the prober observed (see
-//!   [`probe`](super::probe)); the latter are counted apart. A 503 or 429 without
+//!   [`stalls`](crate::stalls)); the latter are counted apart. A 503 or 429 without
 //!   `Retry-After` is always a violation, as is any other status. No answer at all (connection
 //!   refused or reset, client timeout) is tolerated only from an origin inside the window of
 //!   its own `kill -9`. No window of any kind excuses anything else.
@@ -46,8 +46,8 @@ mod rules;
 mod tests;
 mod windows;
 
-use super::history::{History, Micros, Outcome, Target};
-use super::keys::KeyId;
+use crate::history::{History, Micros, Outcome, Target};
+use crate::keys::KeyId;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -9,6 +9,17 @@ use std::fmt::Write as _;
 /// The Markdown summary.
 pub fn markdown(r: &Report) -> String {
     let mut md = String::new();
+    headline(&mut md, r);
+    run_summary(&mut md, r);
+    operation_tables(&mut md, r);
+    fault_tables(&mut md, r);
+    rebuilds_and_memory(&mut md, r);
+    violations(&mut md, r);
+    md
+}
+
+/// The verdict, and the edge's death right after it if it died.
+fn headline(md: &mut String, r: &Report) {
     let verdict = if r.passed {
         "PASSED: no violations".to_owned()
     } else if r.violations > 0 {
@@ -30,6 +41,10 @@ pub fn markdown(r: &Report) -> String {
             if down.note.is_empty() { String::new() } else { format!(" Its log ends: `{}`", down.note.replace('`', "'")) }
         );
     }
+}
+
+/// The command, the run's settings, what was checked and who answered.
+fn run_summary(md: &mut String, r: &Report) {
     let _ = writeln!(md, "`{}`\n", r.settings.command);
     let set = &r.settings;
     let edge = if set.edge { format!(" + edge (S = {} s)", set.freshness_secs) } else { String::new() };
@@ -57,6 +72,10 @@ pub fn markdown(r: &Report) -> String {
     );
     let answers: Vec<String> = r.answered_by.iter().map(|(what, n)| format!("{what} {n}")).collect();
     let _ = writeln!(md, "Answers: {}.\n", answers.join(", "));
+}
+
+/// Operations by kind and by outcome, latencies, the most frequent failures.
+fn operation_tables(md: &mut String, r: &Report) {
     let _ = writeln!(md, "| operation | count |\n|---|---:|");
     for (kind, n) in &r.ops_by_kind {
         let _ = writeln!(md, "| {kind} | {n} |");
@@ -77,6 +96,10 @@ pub fn markdown(r: &Report) -> String {
             let _ = writeln!(md, "| {} | {n} |", what.replace('|', "/"));
         }
     }
+}
+
+/// Faults injected (and those missing), and stalls observed that nobody injected.
+fn fault_tables(md: &mut String, r: &Report) {
     let _ = writeln!(
         md,
         "\n| fault | injected | seconds | new generation in time | first note |\n|---|---:|---:|---:|---|"
@@ -114,6 +137,10 @@ pub fn markdown(r: &Report) -> String {
             );
         }
     }
+}
+
+/// Automatic rebuilds the origins started, and the highest RSS of each process.
+fn rebuilds_and_memory(md: &mut String, r: &Report) {
     if !r.automatic_rebuilds.is_empty() {
         let rebuilds: Vec<String> = r.automatic_rebuilds.iter().map(|(why, n)| format!("{why} ×{n}")).collect();
         let _ = writeln!(md, "\nAutomatic rebuilds started (origin logs): {}.", rebuilds.join(", "));
@@ -123,6 +150,10 @@ pub fn markdown(r: &Report) -> String {
     let rss: Vec<String> = rss.into_iter().map(|(p, m)| format!("{p} {m:.0} MiB")).collect();
     let _ =
         writeln!(md, "\nHighest RSS: {}.\n", if rss.is_empty() { "not sampled".to_owned() } else { rss.join(", ") });
+}
+
+/// One column per violation kind, what was involved, examples, and the harness's notes.
+fn violations(md: &mut String, r: &Report) {
     let kinds: Vec<&str> = ViolationKind::ALL.iter().map(|k| k.name()).collect();
     let _ = writeln!(md, "| {} |", kinds.join(" | "));
     let _ = writeln!(md, "|{}", "---:|".repeat(kinds.len()));
@@ -151,7 +182,6 @@ pub fn markdown(r: &Report) -> String {
     if !r.harness_notes.is_empty() {
         let _ = writeln!(md, "\nHarness notes: {}", r.harness_notes.join("; "));
     }
-    md
 }
 
 #[cfg(test)]
@@ -166,10 +196,31 @@ mod tests {
     use crate::workload::WorkloadSettings;
     use std::time::Duration;
 
-    #[test]
-    fn the_summary_says_what_failed_first_and_lists_observed_stalls_apart() {
+    /// A run's report with a false negative, a key never read back, a fault not injected, an
+    /// observed stall, an origin and the edge over their memory limits, and the edge dead; the
+    /// key space, and the key of the false negative.
+    pub(crate) fn failed_run() -> (Report, KeySpace, KeyId) {
         let k = KeyId::written(1);
-        let history = History {
+        let history = failed_history(k);
+        let settings =
+            CheckSettings { freshness: 3_000_000, allowance: 0, rss_limit_kib: 1 << 20, edge_rss_limit_kib: 512 << 10 };
+        let result = check(&history, &settings);
+        let keys = KeySpace::new(1);
+        let facts = RunFacts {
+            settings: run_settings(),
+            skipped_ops: (0, 0),
+            required_faults: [FaultKind::FlushAll].into(),
+            automatic_rebuilds: vec![],
+            notes: vec![],
+            logs: vec![],
+        };
+        (build(&history, &result, &keys, facts), keys, k)
+    }
+
+    /// `k` written and then answered "not seen", an observed Cassandra stall, memory samples,
+    /// the edge dead.
+    fn failed_history(k: KeyId) -> History {
+        History {
             ops: vec![
                 Op {
                     kind: OpKind::Write,
@@ -209,11 +260,11 @@ mod tests {
                 note: "V8 fatal error; location = Reached heap limit".into(),
             }),
             ..History::default()
-        };
-        let settings =
-            CheckSettings { freshness: 3_000_000, allowance: 0, rss_limit_kib: 1 << 20, edge_rss_limit_kib: 512 << 10 };
-        let result = check(&history, &settings);
-        let keys = KeySpace::new(1);
+        }
+    }
+
+    /// A two-origin run with the edge.
+    fn run_settings() -> RunSettings {
         let workload = WorkloadSettings {
             write_rate: 1.0,
             read_rate: 1.0,
@@ -226,7 +277,7 @@ mod tests {
             freshness: Duration::from_secs(3),
             max_in_flight: 1,
         };
-        let settings = RunSettings {
+        RunSettings {
             command: "bloomgate-chaos run".into(),
             seed: 1,
             keyspace: "chaos_x".into(),
@@ -238,16 +289,12 @@ mod tests {
             rss_limit_mib: 512,
             edge_rss_limit_mib: 512,
             workload,
-        };
-        let facts = RunFacts {
-            settings,
-            skipped_ops: (0, 0),
-            required_faults: [FaultKind::FlushAll].into(),
-            automatic_rebuilds: vec![],
-            notes: vec![],
-            logs: vec![],
-        };
-        let report = build(&history, &result, &keys, facts);
+        }
+    }
+
+    #[test]
+    fn the_summary_says_what_failed_first_and_lists_observed_stalls_apart() {
+        let (report, keys, k) = failed_run();
         assert!(!report.passed);
         assert_eq!(report.violation_counts["false_negative_origin"], 1);
         assert_eq!(report.violation_counts["lost_write"], 1, "never read back");

@@ -13,10 +13,10 @@ mod text;
 
 pub use markdown::markdown;
 
-use super::check::{CheckResult, Checked};
-use super::history::{EdgeDown, Fault, FaultKind, History, Outcome, Target};
-use super::keys::KeySpace;
-use super::workload::WorkloadSettings;
+use crate::check::{CheckResult, Checked};
+use crate::history::{EdgeDown, Fault, FaultKind, History, Outcome, Target};
+use crate::keys::KeySpace;
+use crate::workload::WorkloadSettings;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use text::{error_text, transport_text, utc};
@@ -169,33 +169,97 @@ pub struct RunFacts {
 
 /// Builds the report.
 pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: RunFacts) -> Report {
-    let mut ops_by_kind = BTreeMap::new();
-    let mut ops_by_why = BTreeMap::new();
-    let mut outcomes = BTreeMap::new();
-    let mut answered_by = BTreeMap::new();
-    for op in &history.ops {
-        let target = match op.target {
-            Target::Origin(_) => "origin",
-            Target::Edge => "edge",
-        };
-        *ops_by_kind.entry(format!("{} via {target}", op.kind.name())).or_insert(0u64) += 1;
-        *ops_by_why.entry(op.why.name().to_owned()).or_insert(0u64) += 1;
-        let outcome = match &op.outcome {
-            Outcome::Acked => "acked".to_owned(),
-            Outcome::Answers(answers) => {
-                for a in answers {
-                    let seen = if a.seen { "seen" } else { "not seen" };
-                    *answered_by.entry(format!("{target}: {seen} by {}", a.by.name())).or_insert(0u64) += 1;
-                }
-                "answered".to_owned()
-            }
-            Outcome::Status { code, retry_after, .. } => {
-                format!("status {code}{}", if *retry_after { " + Retry-After" } else { "" })
-            }
-            Outcome::Transport { .. } => "no answer".to_owned(),
-        };
-        *outcomes.entry(outcome).or_insert(0u64) += 1;
+    let counts = OpCounts::of(history);
+    let (latency_ms, errors) = latencies_and_errors(history);
+    let first = history.ops.iter().map(|o| o.start).min().unwrap_or(0);
+    let last = history.ops.iter().map(|o| o.end).max().unwrap_or(0);
+    let (faults, missing) = fault_rows(&history.faults, &facts.required_faults);
+    let observed = observed_rows(&history.faults, (facts.settings.allowance_secs * 1e6) as u64);
+    let mut automatic_rebuilds = BTreeMap::new();
+    for reason in facts.automatic_rebuilds {
+        *automatic_rebuilds.entry(reason).or_insert(0u64) += 1;
     }
+    let mut rss_max_mib: BTreeMap<String, f64> = BTreeMap::new();
+    for s in &history.rss {
+        let max = rss_max_mib.entry(s.process.to_string()).or_insert(0.0);
+        *max = max.max(s.kib as f64 / 1024.0);
+    }
+    let violations = check.total();
+    Report {
+        passed: violations == 0 && missing.is_empty(),
+        violations,
+        settings: facts.settings,
+        run_secs: (last - first) as f64 / 1e6,
+        edge_down: history.edge_down.clone(),
+        ops_total: history.ops.len() as u64,
+        ops_by_kind: counts.by_kind,
+        ops_by_why: counts.by_why,
+        outcomes: counts.outcomes,
+        answered_by: counts.answered_by,
+        skipped_ops: facts.skipped_ops,
+        started_at: utc(history.started_unix_ms),
+        latency_ms,
+        errors,
+        faults,
+        faults_missing: missing,
+        observed,
+        fault_log: history.faults.clone(),
+        automatic_rebuilds,
+        rss_max_mib,
+        checked: check.checked.clone(),
+        violation_counts: check.counts.iter().map(|(k, n)| (k.name().to_owned(), *n)).collect(),
+        violation_breakdown: check.breakdown.iter().map(|(k, by)| (k.name().to_owned(), by.clone())).collect(),
+        examples: examples(check, keys),
+        harness_notes: facts.notes,
+        logs: facts.logs,
+    }
+}
+
+/// The operations counted by call and target, by why they were sent, by outcome, and their
+/// key answers by who answered.
+struct OpCounts {
+    by_kind: BTreeMap<String, u64>,
+    by_why: BTreeMap<String, u64>,
+    outcomes: BTreeMap<String, u64>,
+    answered_by: BTreeMap<String, u64>,
+}
+
+impl OpCounts {
+    fn of(history: &History) -> OpCounts {
+        let mut by_kind = BTreeMap::new();
+        let mut by_why = BTreeMap::new();
+        let mut outcomes = BTreeMap::new();
+        let mut answered_by = BTreeMap::new();
+        for op in &history.ops {
+            let target = match op.target {
+                Target::Origin(_) => "origin",
+                Target::Edge => "edge",
+            };
+            *by_kind.entry(format!("{} via {target}", op.kind.name())).or_insert(0u64) += 1;
+            *by_why.entry(op.why.name().to_owned()).or_insert(0u64) += 1;
+            let outcome = match &op.outcome {
+                Outcome::Acked => "acked".to_owned(),
+                Outcome::Answers(answers) => {
+                    for a in answers {
+                        let seen = if a.seen { "seen" } else { "not seen" };
+                        *answered_by.entry(format!("{target}: {seen} by {}", a.by.name())).or_insert(0u64) += 1;
+                    }
+                    "answered".to_owned()
+                }
+                Outcome::Status { code, retry_after, .. } => {
+                    format!("status {code}{}", if *retry_after { " + Retry-After" } else { "" })
+                }
+                Outcome::Transport { .. } => "no answer".to_owned(),
+            };
+            *outcomes.entry(outcome).or_insert(0u64) += 1;
+        }
+        OpCounts { by_kind, by_why, outcomes, answered_by }
+    }
+}
+
+/// Latency (p50, p99, max in ms) by target and call; failed operations by target, status and
+/// the gist of the error.
+fn latencies_and_errors(history: &History) -> (BTreeMap<String, [f64; 3]>, BTreeMap<String, u64>) {
     let mut latencies: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut errors: BTreeMap<String, u64> = BTreeMap::new();
     for op in &history.ops {
@@ -217,21 +281,23 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
             (what, [at(0.5), at(0.99), at(1.0)])
         })
         .collect();
-    let first = history.ops.iter().map(|o| o.start).min().unwrap_or(0);
-    let last = history.ops.iter().map(|o| o.end).max().unwrap_or(0);
+    (latency_ms, errors)
+}
 
-    let mut faults = Vec::new();
+/// One row per injected fault kind that happened, and the required kinds that did not.
+fn fault_rows(faults: &[Fault], required: &BTreeSet<FaultKind>) -> (Vec<FaultRow>, Vec<String>) {
+    let mut rows = Vec::new();
     let mut missing = Vec::new();
     for kind in FaultKind::INJECTED {
-        let of_kind: Vec<&Fault> = history.faults.iter().filter(|f| f.kind == kind).collect();
+        let of_kind: Vec<&Fault> = faults.iter().filter(|f| f.kind == kind).collect();
         if of_kind.is_empty() {
-            if facts.required_faults.contains(&kind) {
+            if required.contains(&kind) {
                 missing.push(kind.name().to_owned());
             }
             continue;
         }
         let repairs: Vec<bool> = of_kind.iter().filter_map(|f| f.recovered).collect();
-        faults.push(FaultRow {
+        rows.push(FaultRow {
             fault: kind.name().to_owned(),
             injected: of_kind.len() as u64,
             seconds: of_kind.iter().map(|f| (f.end - f.start) as f64 / 1e6).sum(),
@@ -240,17 +306,12 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
             note: of_kind[0].note.clone(),
         });
     }
-    let observed = observed_rows(&history.faults, (facts.settings.allowance_secs * 1e6) as u64);
-    let mut automatic_rebuilds = BTreeMap::new();
-    for reason in facts.automatic_rebuilds {
-        *automatic_rebuilds.entry(reason).or_insert(0u64) += 1;
-    }
-    let mut rss_max_mib: BTreeMap<String, f64> = BTreeMap::new();
-    for s in &history.rss {
-        let max = rss_max_mib.entry(s.process.to_string()).or_insert(0.0);
-        *max = max.max(s.kib as f64 / 1024.0);
-    }
-    let examples = check
+    (rows, missing)
+}
+
+/// The first violations of each kind, their keys spelled out.
+fn examples(check: &CheckResult, keys: &KeySpace) -> Vec<Example> {
+    check
         .examples
         .values()
         .flatten()
@@ -261,36 +322,7 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
             key: v.key.map(|k| keys.hex(k)),
             detail: v.detail.clone(),
         })
-        .collect();
-    let violations = check.total();
-    Report {
-        passed: violations == 0 && missing.is_empty(),
-        violations,
-        settings: facts.settings,
-        run_secs: (last - first) as f64 / 1e6,
-        edge_down: history.edge_down.clone(),
-        ops_total: history.ops.len() as u64,
-        ops_by_kind,
-        ops_by_why,
-        outcomes,
-        answered_by,
-        skipped_ops: facts.skipped_ops,
-        started_at: utc(history.started_unix_ms),
-        latency_ms,
-        errors,
-        faults,
-        faults_missing: missing,
-        observed,
-        fault_log: history.faults.clone(),
-        automatic_rebuilds,
-        rss_max_mib,
-        checked: check.checked.clone(),
-        violation_counts: check.counts.iter().map(|(k, n)| (k.name().to_owned(), *n)).collect(),
-        violation_breakdown: check.breakdown.iter().map(|(k, by)| (k.name().to_owned(), by.clone())).collect(),
-        examples,
-        harness_notes: facts.notes,
-        logs: facts.logs,
-    }
+        .collect()
 }
 
 /// The observed stalls by kind; a window is "outside" if no injected fault's window (from its

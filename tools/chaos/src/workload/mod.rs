@@ -20,8 +20,8 @@ mod answers;
 pub mod edge_watch;
 mod streams;
 
-use super::history::{EdgeDown, Micros, Op, OpKind, Outcome, Recorder, Target, Why};
-use super::keys::{KeyId, KeySpace};
+use crate::history::{EdgeDown, Micros, Op, OpKind, Outcome, Recorder, Target, Why};
+use crate::keys::{KeyId, KeySpace};
 use answers::{batch_answers, detail, single_answer};
 use bloomgate_tests::origin::TOKEN;
 use edge_watch::{EdgeReply, EdgeWatch, EDGE_DOWN_AFTER};

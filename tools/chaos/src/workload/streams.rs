@@ -110,6 +110,45 @@ impl Workload {
         futures::stream::iter(deletes).buffer_unordered(16).filter(|acked| std::future::ready(*acked)).count().await
     }
 
+    /// A lookup of a random key through a random origin or the edge (a burst's while one is on).
+    async fn random_lookup(self: Arc<Self>, to_edge: bool) {
+        let target = if to_edge { Target::Edge } else { self.random_origin() };
+        let key = self.random_key();
+        let why = if self.burst.load(Ordering::Relaxed) > 1 { Why::Burst } else { Why::Random };
+        self.lookup(target, key, why).await;
+    }
+
+    /// The delete streams: deletable keys written once a second, enough for a second of
+    /// deletes at `rate`, and each deleted two seconds after its acknowledgement.
+    fn delete_streams(self: &Arc<Self>, streams: &mut tokio::task::JoinSet<()>, rate: f64) {
+        let w = self.clone();
+        streams.spawn(paced(
+            self.clone(),
+            move |_| 1.0,
+            move || {
+                let n = rate.ceil() as usize;
+                w.spawn(Target::Origin(0), move |w| w.write_deletables(n));
+            },
+        ));
+        let w = self.clone();
+        streams.spawn(paced(
+            self.clone(),
+            move |_| rate,
+            move || {
+                let now = w.rec.now();
+                let due = w.with(|s| match s.to_delete.front() {
+                    Some((_, at)) if now.saturating_sub(*at) >= 2_000_000 => s.to_delete.pop_front().map(|(k, _)| k),
+                    _ => None,
+                });
+                if let Some(key) = due {
+                    w.spawn(Target::Origin(0), move |w| async move {
+                        w.delete(w.random_origin(), key).await;
+                    });
+                }
+            },
+        ));
+    }
+
     /// Runs every stream until [`stop`](Self::stop).
     pub async fn run(self: Arc<Self>) {
         let s = self.settings.clone();
@@ -126,26 +165,14 @@ impl Workload {
         streams.spawn(paced(
             self.clone(),
             move |w| rate * burst(w),
-            move || {
-                w.spawn(Target::Origin(0), |w| async move {
-                    let (target, key) = (w.random_origin(), w.random_key());
-                    let why = if w.burst.load(Ordering::Relaxed) > 1 { Why::Burst } else { Why::Random };
-                    w.lookup(target, key, why).await;
-                })
-            },
+            move || w.spawn(Target::Origin(0), |w| w.random_lookup(false)),
         ));
         if edge {
             let (w, rate) = (self.clone(), s.edge_read_rate);
             streams.spawn(paced(
                 self.clone(),
                 move |w| rate * burst(w),
-                move || {
-                    w.spawn(Target::Edge, |w| async move {
-                        let key = w.random_key();
-                        let why = if w.burst.load(Ordering::Relaxed) > 1 { Why::Burst } else { Why::Random };
-                        w.lookup(Target::Edge, key, why).await;
-                    })
-                },
+                move || w.spawn(Target::Edge, |w| w.random_lookup(true)),
             ));
         }
         let (w, rate) = (self.clone(), s.batch_rate);
@@ -160,36 +187,7 @@ impl Workload {
             },
         ));
         if s.delete_rate > 0.0 {
-            // Deletable keys are written once a second, enough for a second of deletes, and
-            // deleted two seconds after their acknowledgement.
-            let (w, rate) = (self.clone(), s.delete_rate);
-            streams.spawn(paced(
-                self.clone(),
-                move |_| 1.0,
-                move || {
-                    let n = rate.ceil() as usize;
-                    w.spawn(Target::Origin(0), move |w| w.write_deletables(n));
-                },
-            ));
-            let w = self.clone();
-            streams.spawn(paced(
-                self.clone(),
-                move |_| rate,
-                move || {
-                    let now = w.rec.now();
-                    let due = w.with(|s| match s.to_delete.front() {
-                        Some((_, at)) if now.saturating_sub(*at) >= 2_000_000 => {
-                            s.to_delete.pop_front().map(|(k, _)| k)
-                        }
-                        _ => None,
-                    });
-                    if let Some(key) = due {
-                        w.spawn(Target::Origin(0), move |w| async move {
-                            w.delete(w.random_origin(), key).await;
-                        });
-                    }
-                },
-            ));
+            self.delete_streams(&mut streams, s.delete_rate);
         }
         while streams.join_next().await.is_some() {}
     }

@@ -10,11 +10,11 @@
 //! system answers again, if only to refuse).
 //!
 //! An observed window only ever excuses a 503/429 *with* Retry-After (see
-//! [`check`](super::check)); and since it needs a slow probe straight to the system, it cannot
+//! [`check`](crate::check)); and since it needs a slow probe straight to the system, it cannot
 //! excuse an origin that answers 503 while Cassandra and Redis answer the prober in time.
 
-use super::cluster::OriginTuning;
-use super::history::{Fault, FaultKind, Micros, Recorder};
+use crate::history::{Fault, FaultKind, Micros, Recorder};
+use crate::origin_process::OriginTuning;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

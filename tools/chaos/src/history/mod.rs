@@ -1,0 +1,122 @@
+//! What a chaos run records: every operation with its start and end on one monotonic clock
+//! (microseconds since the run began), every fault with its window (injected, or observed by
+//! the prober), and the end-of-run evidence (Cassandra reads, memory samples, log lines, the
+//! edge found dead). The checker reads only this.
+//!
+//! # Layout
+//! - [`op`]: one operation of the workload: its call, target, reason and outcome.
+//! - [`fault`]: the kinds of fault, and one fault's window.
+//! - [`recorder`]: collects the history from many tasks on one clock.
+//! - this file: the end-of-run evidence and the history the checker reads.
+
+mod fault;
+mod op;
+mod recorder;
+
+pub use fault::{Fault, FaultKind};
+pub use op::{Answer, AnsweredBy, Op, OpKind, Outcome, Target, Why};
+pub use recorder::{unix_ms, Recorder};
+
+use crate::keys::KeyId;
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the start of the run, on the chaos process's monotonic clock.
+pub type Micros = u64;
+
+/// A key read directly from Cassandra at the end of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbCheck {
+    /// The key.
+    pub key: KeyId,
+    /// Whether Cassandra holds it; `None` if it could not be read.
+    pub present: Option<bool>,
+}
+
+/// A process whose memory is sampled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Process {
+    /// Origin number n.
+    Origin(u8),
+    /// The edge's `workerd` that runs the Worker.
+    EdgeWorker,
+    /// The `workerd` of wrangler's proxy in front of it (on the edge's port; it also runs
+    /// wrangler's inspector proxy).
+    EdgeProxy,
+}
+
+impl Process {
+    /// Who answers for it.
+    pub fn target(self) -> Target {
+        match self {
+            Process::Origin(i) => Target::Origin(i),
+            Process::EdgeWorker | Process::EdgeProxy => Target::Edge,
+        }
+    }
+}
+
+impl std::fmt::Display for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Process::Origin(i) => write!(f, "origin-{i}"),
+            Process::EdgeWorker => f.write_str("edge workerd"),
+            Process::EdgeProxy => f.write_str("edge proxy workerd"),
+        }
+    }
+}
+
+/// A process's resident memory at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RssSample {
+    /// Whose.
+    pub process: Process,
+    /// Its process then.
+    pub pid: u32,
+    /// When.
+    pub at: Micros,
+    /// `VmRSS` in KiB.
+    pub kib: u64,
+}
+
+/// A line of a process's log that shows a panic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// The log (`origin-0`, `wrangler`).
+    pub source: String,
+    /// The line.
+    pub line: String,
+}
+
+/// The edge stopped answering: every connection refused for longer than the harness waits,
+/// with no `edge_cut` active. From `at` on, nothing more was sent to it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeDown {
+    /// The first refused connection of the unbroken run of them.
+    pub refused_since: Micros,
+    /// When the harness stopped sending to the edge.
+    pub at: Micros,
+    /// Edge operations the workload would have sent after `at`.
+    pub not_sent: u64,
+    /// What the edge's log says about it (its last lines of a crash), if anything.
+    pub note: String,
+}
+
+/// Everything the checker reads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// Workload operations, in the order they ended.
+    pub ops: Vec<Op>,
+    /// Faults, in the order they ended.
+    pub faults: Vec<Fault>,
+    /// The end-of-run reads of acknowledged keys.
+    pub db_checks: Vec<DbCheck>,
+    /// Memory samples of the origins and the edge.
+    pub rss: Vec<RssSample>,
+    /// Panic lines found in the logs.
+    pub panics: Vec<LogLine>,
+    /// The edge stopped answering, if it did.
+    pub edge_down: Option<EdgeDown>,
+    /// Wall-clock time of the run's zero, ms since the Unix epoch (to find moments in the
+    /// processes' logs).
+    pub started_unix_ms: u64,
+}
