@@ -11,6 +11,7 @@
 //! The full run (edge included) is `bloomgate-loadgen run`; see BENCHMARKS.md.
 
 use bloomgate_bench::chart::{draw_all, load_font};
+use bloomgate_bench::report::BenchReport;
 use bloomgate_bench::run::{run_bench, BenchConfig, SweepConfig};
 use bloomgate_bench::servers::Launch;
 use bloomgate_bench::writes_ab::WritesConfig;
@@ -24,7 +25,16 @@ const MISS_SHARE: f64 = 0.8;
 async fn the_harness_measures_what_the_filter_saves() {
     require("Redis", &redis_addr()).await;
     require("Cassandra", &cassandra_addr()).await;
-    let cfg = BenchConfig {
+    let report = run_bench(&smoke_config()).await.expect("bench run");
+    println!("{}", report.markdown());
+    check_side_by_side(&report);
+    check_writes(&report);
+    check_artefacts(&report);
+}
+
+/// Tiny sizes, a second or two per run, the origins in this process.
+fn smoke_config() -> BenchConfig {
+    BenchConfig {
         seed: 6,
         present: 2_000,
         fp_rate: FP_RATE,
@@ -71,10 +81,12 @@ async fn the_harness_measures_what_the_filter_saves() {
             reuse_filters: None,
         }),
         command: "cargo test -p bloomgate-bench --test loadgen_smoke".into(),
-    };
-    let report = run_bench(&cfg).await.expect("bench run");
-    println!("{}", report.markdown());
+    }
+}
 
+/// Every target answered without errors; the reads per lookup are what the filter promises,
+/// in the side-by-side runs and in the sweep.
+fn check_side_by_side(report: &BenchReport) {
     for t in &report.targets {
         assert!(t.lookups > 0, "{}: no lookups answered", t.name);
         assert_eq!(t.error_total, 0, "{}: errors {:?}", t.name, t.errors);
@@ -124,9 +136,11 @@ async fn the_harness_measures_what_the_filter_saves() {
         mostly_misses.excess_reads_per_lookup
     );
     assert!(report.checks.iter().any(|c| c.target.starts_with("Cassandra reads/lookup")));
+}
 
-    // The writes A/B, with the origin as the front (no edge here): read-your-writes, so every
-    // followed key is seen on its first lookup; the journal grows only on the side that keeps one.
+/// The writes A/B, with the origin as the front (no edge here): read-your-writes, so every
+/// followed key is seen on its first lookup; the journal grows only on the side that keeps one.
+fn check_writes(report: &BenchReport) {
     assert_eq!(report.writes_error, None);
     let writes = report.writes.as_ref().expect("the writes A/B ran");
     let sides: Vec<(&str, bool)> = writes.runs.iter().map(|r| (r.side.as_str(), r.journal_enabled)).collect();
@@ -158,14 +172,16 @@ async fn the_harness_measures_what_the_filter_saves() {
     }
     let fresh = report.checks.iter().find(|c| c.target.starts_with("writes: every followed key")).expect("check");
     assert!(fresh.met, "{}", fresh.measured);
+}
 
-    // The artefacts: JSON always, charts where a font is installed.
+/// The artefacts: JSON always, charts where a font is installed.
+fn check_artefacts(report: &BenchReport) {
     let dir = std::env::temp_dir().join(format!("bloomgate-loadgen-smoke-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let json = serde_json::to_string_pretty(&report).unwrap();
+    let json = serde_json::to_string_pretty(report).unwrap();
     assert!(json.contains("\"cassandra_reads_per_lookup\""));
     if load_font(None).is_ok() {
-        let files = draw_all(&report, &dir, None).expect("charts");
+        let files = draw_all(report, &dir, None).expect("charts");
         assert_eq!(files.len(), 4);
         for f in files {
             assert!(std::fs::metadata(&f).unwrap().len() > 1000, "{} is empty", f.display());
