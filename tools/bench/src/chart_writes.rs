@@ -1,4 +1,4 @@
-//! Charts of issue 10's writes A/B, journal on beside journal off: origin requests per warm
+//! Charts of the writes A/B, journal on beside journal off: origin requests per warm
 //! edge lookup, bytes from the origin per write, and freshness lag, each against its target.
 //!
 //! Drawn from the `writes` object of a results.json (`serde_json::Value`), not from the typed

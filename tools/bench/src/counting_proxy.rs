@@ -1,7 +1,6 @@
 //! A TCP proxy between the edge and the origin that counts, by kind, the HTTP requests the edge
 //! sends and the response bytes the origin sends back: what the edge costs the origin, and
-//! what freshness costs in bandwidth (issue 10: manifests, segments, journal chunks, forwarded
-//! lookups).
+//! what freshness costs in bandwidth (manifests, segments, journal chunks, forwarded lookups).
 //!
 //! It reads the HTTP/1.1 streams as they pass, without changing them: requests are split by
 //! `Content-Length`; responses by `Content-Length`, `chunked` or connection close, paired with

@@ -1,4 +1,4 @@
-//! The results of a bench run: per target, the sweep, the machine, the targets of issue 6 as
+//! The results of a bench run: per target, the sweep, the machine, the side-by-side targets as
 //! checks, the JSON written to disk and the Markdown tables printed.
 
 use crate::counting_proxy::ProxyTally;
@@ -103,7 +103,7 @@ pub struct SweepPoint {
     pub wrong_answers: u64,
 }
 
-/// A target from issue 6, measured.
+/// A target the figures are held to, measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
     /// What is promised.
@@ -169,11 +169,11 @@ pub struct BenchReport {
     pub sweep: Vec<SweepPoint>,
     /// Why the sweep stopped early, if it did.
     pub sweep_error: Option<String>,
-    /// Issue 6's targets.
+    /// The targets, as checks.
     pub checks: Vec<Check>,
     /// The origin's `/stats` of every filter used, after the runs (sizing, fill, FPR).
     pub filter_stats: BTreeMap<String, serde_json::Value>,
-    /// The writes A/B (issue 10), if run.
+    /// The writes A/B, if run.
     pub writes: Option<WritesReport>,
     /// Why the writes A/B stopped, if it did.
     pub writes_error: Option<String>,

@@ -75,10 +75,10 @@ pub struct BenchConfig {
     pub quiet_wait: Duration,
     /// Progress bars and step lines on stderr.
     pub progress: bool,
-    /// Measure the side-by-side targets of issue 6 (floor, baseline, filter, edge) and the
+    /// Measure the side-by-side targets (floor, baseline, filter, edge) and the
     /// sweep (if asked); `false` = only the writes A/B.
     pub side_by_side: bool,
-    /// The writes A/B of issue 10 (edge freshness and bytes per write, journal on and off).
+    /// The writes A/B (edge freshness and bytes per write, journal on and off).
     pub writes: Option<WritesConfig>,
     /// How this run was started, for the report.
     pub command: String,

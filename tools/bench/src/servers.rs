@@ -37,7 +37,7 @@ pub struct OriginSettings {
     pub keyspace: String,
     /// `false` = the A/B baseline: every lookup reads Cassandra.
     pub filter_enabled: bool,
-    /// `false` = no insert journal: edges refetch changed segments whole (issue 10's A/B).
+    /// `false` = no insert journal: edges refetch changed segments whole (the writes A/B's other side).
     pub journal_enabled: bool,
     /// Further settings, as `BLOOMGATE_*` environment variables (an A/B's other knobs).
     pub extra_env: Vec<(String, String)>,

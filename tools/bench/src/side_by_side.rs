@@ -428,7 +428,7 @@ pub(crate) async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchR
     Ok(report)
 }
 
-/// Issue 6's targets against what was measured.
+/// The side-by-side targets against what was measured.
 pub fn checks(report: &BenchReport, cfg: &BenchConfig) -> Vec<Check> {
     let mut out = Vec::new();
     let theory = (1.0 - cfg.miss_share) + cfg.miss_share * cfg.fp_rate;

@@ -1,8 +1,7 @@
-//! Issue 9's history check in CI: `bloomgate-chaos run` for its 2-minute schedule (two origin
+//! The history check in CI: `bloomgate-chaos run` for its 2-minute schedule (two origin
 //! processes and the edge on a private Redis, the shared Cassandra and `wrangler dev`; every
 //! fault of the schedule at least once), and zero violations in the checked history. Then the
-//! same on a Redis Cluster of 3 masters with a replica each, whose masters are killed in turn
-//! (issue 11).
+//! same on a Redis Cluster of 3 masters with a replica each, whose masters are killed in turn.
 //!
 //! # Running
 //! `scripts/services start`, `scripts/services start --topology cluster redis` and

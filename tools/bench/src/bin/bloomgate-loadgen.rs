@@ -1,7 +1,7 @@
-//! `bloomgate-loadgen`: the load harness of issue 6. `run` measures the hello-world floor, the
+//! `bloomgate-loadgen`: the load harness. `run` measures the hello-world floor, the
 //! origin without and with its filter, and the edge, side by side in one run, then sweeps miss
 //! share × fp_rate; prints Markdown tables and writes `results.json` and PNG charts. With
-//! `--write-rate W` it also runs issue 10's A/B: the edge serving lookups while W keys/s are
+//! `--write-rate W` it also runs the writes A/B: the edge serving lookups while W keys/s are
 //! written, with the origin's insert journal on and off (freshness lag, origin requests and
 //! bytes by kind per 1,000 lookups and per write); `--writes-only` runs just that.
 //!
@@ -139,8 +139,8 @@ struct RunArgs {
     /// Threads of the load generator's own runtime (1 = like `wrk -t1`).
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
-    /// Keys written per second through the origin's write API in the writes A/B (issue 10:
-    /// journal on and off); 0 = no writes A/B.
+    /// Keys written per second through the origin's write API in the writes A/B (the
+    /// insert journal on and off); 0 = no writes A/B.
     #[arg(long, default_value_t = 0.0)]
     write_rate: f64,
     /// Run only the writes A/B (skip the side-by-side targets and the sweep).
@@ -149,7 +149,7 @@ struct RunArgs {
     /// Measure the filters of an earlier writes A/B again instead of preloading new ones:
     /// `--write-filters JOURNAL_SIDE NO_JOURNAL_SIDE` (same --seed and --write-present as that
     /// run). The run writes keys of its own (a salt per run): its first use re-added the earlier
-    /// run's keys, which set no bit, and its figures were not used (BENCHMARKS.md, issue 10).
+    /// run's keys, which set no bit, and its figures were not used (BENCHMARKS.md).
     #[arg(long, num_args = 2)]
     write_filters: Option<Vec<String>>,
     /// Keys preloaded into each side's filter of the writes A/B.

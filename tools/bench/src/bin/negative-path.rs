@@ -1,4 +1,4 @@
-//! The origin's cost per "no" against an axum hello-world, in one run (issue 13): the floor
+//! The origin's cost per "no" against an axum hello-world, in one run: the floor
 //! (`bloomgate-loadgen floor`: same route, a 404, no work), and `bloomgate-origin` processes
 //! that differ in one setting each (by default: every lookup asks Redis, and the local copy
 //! behind its read barrier), all on the same Redis and Cassandra with the same filter size.
@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
-/// The origin's negative path against an axum hello-world, side by side (issue 13).
+/// The origin's negative path against an axum hello-world, side by side.
 struct Args {
     #[command(flatten)]
     ab: AbArgs,

@@ -1,5 +1,5 @@
-//! The origin's negative path on one Redis beside a Redis Cluster of 3 masters, in one run
-//! (issue 11): two `bloomgate-origin` processes, one per Redis, each with the same filter of
+//! The origin's negative path on one Redis beside a Redis Cluster of 3 masters, in one run:
+//! two `bloomgate-origin` processes, one per Redis, each with the same filter of
 //! N keys; rounds alternate between them, each a closed-loop run of lookups of keys never
 //! stored (every answer a "no" from the filter), and medians of throughput and of origin and
 //! Redis CPU per "no" are printed side by side with their ratio.
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser)]
-/// The origin's negative path on one Redis beside a 3-master Redis Cluster (issue 11).
+/// The origin's negative path on one Redis beside a 3-master Redis Cluster.
 struct Args {
     #[command(flatten)]
     ab: AbArgs,

@@ -322,7 +322,7 @@ impl WritesReport {
     }
 }
 
-/// What issue 10 promises, as checks: every written key seen within S (+ the probe's margin),
+/// What the insert journal promises, as checks: every written key seen within S (+ the probe's margin),
 /// no wrong answers, no errors.
 pub fn checks(w: &WritesReport) -> Vec<Check> {
     let never: u64 = w.runs.iter().map(|r| r.front.never_seen).sum();
