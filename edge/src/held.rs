@@ -84,7 +84,7 @@ impl Held {
             // catch-up from its position. Not a damaged chunk: a copy kept while the chunk
             // was in flight, e.g. from the Cache API, where copies keep the position they were
             // fetched at. Dropping it made every such copy a segment fetch, and the next load
-            // from the Cache API was as old again (BENCHMARKS.md, issue 10).
+            // from the Cache API was as old again (docs/bench/notes/edge-freshness.md).
             return Applied::Unchanged;
         }
         if chunk.to.added <= at.added {

@@ -306,7 +306,7 @@ impl BenchReport {
 
     fn checks_markdown(&self, out: &mut String) {
         if !self.checks.is_empty() {
-            let _ = writeln!(out, "\n| target (issues 6 and 10) | measured | met |");
+            let _ = writeln!(out, "\n| target | measured | met |");
             let _ = writeln!(out, "|---|---|---|");
             for c in &self.checks {
                 let _ = writeln!(out, "| {} | {} | {} |", c.target, c.measured, if c.met { "yes" } else { "**no**" });
