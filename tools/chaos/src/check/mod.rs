@@ -2,7 +2,7 @@
 //! about a run depends only on what was recorded, and each rule has a unit test with a small
 //! history that breaks it.
 //!
-//! The rules (DESIGN.md invariants 1, 2, 7, 8 and 9, README's failure table):
+//! The rules (DESIGN.md invariants 1, 2, 7, 8 and 9, the failure table in docs/operations.md):
 //! - **No false negatives at the origins.** A key whose write was acknowledged (the answer
 //!   arrived) before a lookup *started* is answered "seen" by every origin, whoever inside it
 //!   answered (filter or database) and whatever was broken at the time.
@@ -26,7 +26,7 @@
 //!   harness to give up on it (see [`edge_watch`](super::workload::edge_watch)), that is one
 //!   violation, which counts the edge operations that failed from the first refusal on (they
 //!   are not transport errors each) and those not sent.
-//! - **Lost bits are rebuilt on their own** (README: "rebuilds on its own when Redis lost the
+//! - **Lost bits are rebuilt on their own** (docs/design.md: "rebuilds on its own when Redis lost the
 //!   bits"; invariant 8 for a Redis that went back in time; a filter past its capacity is
 //!   resized): such a fault is followed by a new active generation within the harness's wait. Without this rule a
 //!   schedule dense enough would hide a filter that never recovers: each fault's window would

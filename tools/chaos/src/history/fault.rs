@@ -108,7 +108,7 @@ impl FaultKind {
     }
 
     /// Whether the origins promise to end this fault on their own with a new generation:
-    /// lost or stale bits (README: "rebuilds on its own when Redis lost the bits", DESIGN.md
+    /// lost or stale bits (docs/design.md: "rebuilds on its own when Redis lost the bits", DESIGN.md
     /// invariant 8), a filter past its capacity, and many deleted keys still set. A requested rebuild is not among them: one
     /// that fails (a Cassandra pause during its scan) is the operator's to repeat.
     pub fn repaired_automatically(self) -> bool {
