@@ -345,8 +345,7 @@ pub fn checks(w: &WritesReport) -> Vec<Check> {
     });
     if let (Some(on), Some(off)) = (w.freshness_bytes_per_write(true), w.freshness_bytes_per_write(false)) {
         out.push(Check {
-            target: "bytes per write to keep the edge fresh, journal on vs off (in proportion to writes)"
-                .into(),
+            target: "bytes per write to keep the edge fresh, journal on vs off (in proportion to writes)".into(),
             measured: format!("{on:.0} vs {off:.0} bytes per write ({:.3} ×)", on / off.max(1e-9)),
             met: on < off,
         });
