@@ -1,11 +1,18 @@
-//! Pure decisions about what the edge answers: bodies, content types and where a lookup goes.
+//! Pure decisions about what the edge answers: bodies, which origin answers are relayed, where a
+//! lookup goes. Bodies, header names and content types are the wire contract's
+//! (`bloomgate_client`), so a client reads the edge's answers as it reads the origin's.
 
+use bloomgate_client::api::{AnsweredBy, KeyAnswer, Problem};
+use bloomgate_client::{caching, headers, media};
 use serde::Serialize;
 
 /// Content type of every JSON body the edge writes itself.
-pub const JSON: &str = "application/json";
+pub const JSON: &str = media::JSON;
 /// Content type of error bodies (RFC 9457 problem details).
-pub const PROBLEM_JSON: &str = "application/problem+json";
+pub const PROBLEM_JSON: &str = media::PROBLEM_JSON;
+
+/// Seconds the edge's own 503s ask a client to wait (`Retry-After`).
+pub const RETRY_AFTER_SECS: &str = "1";
 
 /// Body of `GET /healthz`.
 #[derive(Debug, Serialize)]
@@ -21,94 +28,46 @@ pub fn health() -> Health {
     Health { ok: true, edge: "bloomgate" }
 }
 
-/// An RFC 9457 problem body. `detail` never carries internals (addresses, stack traces).
-#[derive(Debug, Serialize)]
-pub struct Problem {
-    /// Problem type URI; `about:blank` means the status says it all.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// Short summary of the problem type.
-    pub title: &'static str,
-    /// HTTP status code, repeated in the body.
-    pub status: u16,
-    /// Explanation specific to this occurrence.
-    pub detail: String,
-}
-
 /// 404 for any route the edge does not serve.
 pub fn not_found(path: &str) -> Problem {
-    Problem { kind: "about:blank", title: "Not Found", status: 404, detail: format!("no route for {path}") }
+    Problem::new(404, format!("no route for {path}")).with_hint(
+        "The edge serves lookups: GET or HEAD /v1/filters/{filter}/keys/{key}, POST /v1/filters/{filter}/lookups.",
+    )
 }
 
 /// 502 when the origin could not be reached; the cause goes to the log, not the body.
 pub fn origin_unreachable() -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Bad Gateway",
-        status: 502,
-        detail: "the origin could not be reached".to_owned(),
-    }
+    Problem::new(502, "the origin could not be reached")
 }
 
 /// 500 when the worker's own settings are unusable.
 pub fn misconfigured() -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Internal Server Error",
-        status: 500,
-        detail: "the edge is misconfigured".to_owned(),
-    }
+    Problem::new(500, "the edge is misconfigured")
 }
 
-/// Header naming who answered a lookup; the edge writes `edge` when it answered alone.
-pub const ANSWERED_BY: &str = "x-bloomgate-answered-by";
-
-/// Header on an edge "no": the filter generation whose segment answered (for operators
-/// following a rebuild to the edge, and for the tests that prove the edge follows it).
-pub const GENERATION: &str = "x-bloomgate-generation";
-
-/// Body of a "not seen" answered at the edge: the same shape as the origin's.
-#[derive(Debug, Serialize)]
-pub struct NotSeen<'a> {
-    /// Filter name.
-    pub filter: &'a str,
-    /// Key as sent.
-    pub key: &'a str,
-    /// Always false.
-    pub seen: bool,
-    /// Always `edge`.
-    pub answered_by: &'static str,
-}
-
-/// The 404 body for a key the edge's segment rules out.
-pub fn not_seen<'a>(filter: &'a str, key: &'a str) -> NotSeen<'a> {
-    NotSeen { filter, key, seen: false, answered_by: "edge" }
+/// The 404 body for a key the edge's segment rules out: the origin's [`KeyAnswer`], answered
+/// by the edge.
+pub fn not_seen(filter: &str, key: &str) -> KeyAnswer {
+    KeyAnswer::not_seen(filter, key, AnsweredBy::Edge)
 }
 
 /// 400 for a key or filter name that the origin would refuse too, with the same reason.
 pub fn bad_request(detail: String) -> Problem {
-    Problem { kind: "about:blank", title: "Bad Request", status: 400, detail }
+    Problem::new(400, detail)
 }
 
 /// 413 for a request body over what the edge reads.
 pub fn body_too_large(max_bytes: usize) -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Content Too Large",
-        status: 413,
-        detail: format!("request body is over {max_bytes} bytes: send smaller batches"),
-    }
+    Problem::new(413, format!("request body is over {max_bytes} bytes: send smaller batches"))
 }
 
 /// 413 for a batch with more keys than `MAX_BATCH`, refused before any lookup: the same
 /// words as the origin's.
 pub fn batch_too_large(max: usize, got: usize) -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Content Too Large",
-        status: 413,
-        detail: format!("batch has {got} keys; at most {max} are accepted per request: split it into smaller requests"),
-    }
+    Problem::new(
+        413,
+        format!("batch has {got} keys; at most {max} are accepted per request: split it into smaller requests"),
+    )
 }
 
 /// Whether the edge relays the origin's answer to a forwarded lookup as it is: answers (200,
@@ -118,31 +77,28 @@ pub fn relays(origin_status: u16) -> bool {
     (200..500).contains(&origin_status)
 }
 
-/// Headers of the origin's answer that the edge passes on when it relays it.
-pub const RELAYED_HEADERS: [&str; 3] = ["content-type", ANSWERED_BY, "retry-after"];
+/// Headers of the origin's answer that the edge passes on when it relays it. Not
+/// `Cache-Control`: the edge sets its own on every answer ([`cache_control`]).
+pub const RELAYED_HEADERS: [&str; 3] = [headers::CONTENT_TYPE, headers::ANSWERED_BY, headers::RETRY_AFTER];
+
+/// The `Cache-Control` of everything the edge answers: its own "no"s, the origin's answers it
+/// relays, its refusals. All of them are lookup answers or errors, none may be kept on the way
+/// (see `caching::LOOKUP` for why), whatever the origin said.
+pub fn cache_control() -> &'static str {
+    caching::LOOKUP
+}
 
 /// 405 for writes: the edge serves lookups only.
 pub fn write_not_allowed(method: &str, path: &str) -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Method Not Allowed",
-        status: 405,
-        detail: format!(
-            "{method} {path} is not served at the edge: writes go to the origin's write API (PUT/POST/DELETE /v1/filters/{{filter}}/keys on the origin, with a writer token)"
-        ),
-    }
+    Problem::new(405, format!("{method} {path} is not served at the edge"))
+        .with_hint("Writes go to the origin's write API (PUT/POST/DELETE /v1/filters/{filter}/keys on the origin, with a writer token).")
 }
 
 /// 503 when a lookup had to be forwarded and the origin did not answer: the answer is unknown,
 /// never "not seen". Sent with `Retry-After`.
 pub fn origin_unavailable() -> Problem {
-    Problem {
-        kind: "about:blank",
-        title: "Service Unavailable",
-        status: 503,
-        detail: "the origin could not be reached; the answer is unknown, not 'absent'. Retry after the delay"
-            .to_owned(),
-    }
+    Problem::new(503, "the origin could not be reached; the answer is unknown, not 'absent'")
+        .with_hint("Retry after the delay.")
 }
 
 /// The origin URL a request is relayed to: same path and query, origin's scheme and host.
@@ -160,12 +116,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn edge_answers_have_the_origins_shape() {
-        let body = serde_json::to_value(not_seen("f", "ab")).unwrap();
-        assert_eq!(body, serde_json::json!({"filter":"f","key":"ab","seen":false,"answered_by":"edge"}));
+    fn the_edges_no_reads_as_the_clients_key_answer_answered_by_the_edge() {
+        let text = serde_json::to_string(&not_seen("f", "ab")).unwrap();
+        assert_eq!(text, r#"{"filter":"f","key":"ab","seen":false,"answered_by":"edge"}"#);
+        let answer: KeyAnswer = serde_json::from_str(&text).unwrap();
+        assert_eq!(answer.answered_by, AnsweredBy::Edge);
+        assert!(!answer.seen);
+        assert_eq!((answer.filter.as_str(), answer.key.as_str(), answer.value), ("f", "ab", None));
+    }
+
+    #[test]
+    fn edge_problems_are_the_contracts_problem() {
         assert_eq!(write_not_allowed("PUT", "/v1/filters/f/keys/a").status, 405);
         assert_eq!(origin_unavailable().status, 503);
         assert_eq!(bad_request("key must be 64 hex digits, got 63".into()).detail, "key must be 64 hex digits, got 63");
+        let text = origin_unavailable().to_json();
+        let problem: Problem = serde_json::from_str(&text).unwrap();
+        assert_eq!((problem.kind.as_str(), problem.title.as_str()), ("about:blank", "Service Unavailable"));
+        assert!(problem.hint.is_some());
     }
 
     #[test]
@@ -181,7 +149,7 @@ mod tests {
     #[test]
     fn too_large_answers_say_413_in_the_body_too() {
         let p = batch_too_large(1000, 1001);
-        assert_eq!((p.status, p.title), (413, "Content Too Large"));
+        assert_eq!((p.status, p.title.as_str()), (413, "Content Too Large"));
         assert_eq!(
             p.detail,
             "batch has 1001 keys; at most 1000 are accepted per request: split it into smaller requests"

@@ -88,11 +88,7 @@ pub fn gone(from: JournalPosition, at: Option<JournalPosition>) -> bool {
 
 /// The journal request: entries of `generation` after `after`.
 pub fn journal_url(origin_url: &str, filter: &str, generation: u64, after: JournalPosition) -> String {
-    format!(
-        "{origin_url}/v1/filters/{filter}/journal/{generation}?after={}&after_id={}",
-        after.added,
-        after.stream_id()
-    )
+    format!("{origin_url}{}", bloomgate_client::paths::journal(filter, generation, &after))
 }
 
 #[cfg(test)]

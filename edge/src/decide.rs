@@ -83,8 +83,8 @@ pub fn segment_of(manifest: &Manifest, key: &[u8]) -> u32 {
 /// from there, so whichever copy is kept there is good for a start. Without one, one key per
 /// version: immutable content.
 pub fn segment_cache_url(manifest: &Manifest, index: u32, version: u64) -> String {
-    let base =
-        format!("https://bloomgate-edge.cache/v1/filters/{}/segments/{}/{index}", manifest.filter, manifest.generation);
+    let path = bloomgate_client::paths::segment(&manifest.filter, manifest.generation, index);
+    let base = format!("https://bloomgate-edge.cache{path}");
     match manifest.journal {
         Some(_) => base,
         None => format!("{base}?v={version}"),

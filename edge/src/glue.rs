@@ -16,7 +16,9 @@ use crate::decide::{self, Decision};
 use crate::holding;
 use crate::isolate::{lead, now_ms, once, with_isolate, ManifestFetch, TAKEOVER_MS};
 use crate::route::{self, Route};
-use crate::upstream::{self, BatchForward, BatchResult};
+use crate::upstream::{self, BatchForward};
+use bloomgate_client::api::{KeyAnswer, Keys, Lookups};
+use bloomgate_client::{headers, paths};
 use bloomgate_filter::{decode_path_key, validate_filter_name, Manifest};
 use serde::Serialize;
 use std::rc::Rc;
@@ -105,20 +107,16 @@ async fn handle_lookup(
     let decision = decide::decide(&manifest, segment.as_ref(), &key);
     match decide::answer_now(decision, asked_at, now_ms(), config.freshness_secs) {
         Decision::NotSeen => {
-            let r = json(&answer::not_seen(filter, &key_text), 404, answer::JSON)?;
-            r.headers().set(answer::ANSWERED_BY, "edge")?;
-            r.headers().set(answer::GENERATION, &manifest.generation.to_string())?;
+            let not_seen = answer::not_seen(filter, &key_text);
+            let r = json(&not_seen, 404, answer::JSON)?;
+            r.headers().set(headers::ANSWERED_BY, not_seen.answered_by.as_str())?;
+            r.headers().set(headers::GENERATION, &manifest.generation.to_string())?;
             Ok(r)
         }
         Decision::ForwardMaybe | Decision::ForwardNoSegment | Decision::ForwardStale => {
             upstream::forward(config, req).await
         }
     }
-}
-
-#[derive(serde::Deserialize)]
-struct BatchBody {
-    keys: Vec<String>,
 }
 
 async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filter: &str) -> Result<Response> {
@@ -133,7 +131,7 @@ async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filt
     if body.len() > MAX_BATCH_BODY {
         return json(&answer::body_too_large(MAX_BATCH_BODY), 413, answer::PROBLEM_JSON);
     }
-    let batch: BatchBody = match serde_json::from_slice(&body) {
+    let batch: Keys = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return json(&answer::bad_request(format!("invalid JSON body: {e}")), 400, answer::PROBLEM_JSON),
     };
@@ -141,7 +139,7 @@ async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filt
         return json(&answer::batch_too_large(config.max_batch, batch.keys.len()), 413, answer::PROBLEM_JSON);
     }
     let all: Vec<usize> = (0..batch.keys.len()).collect();
-    let mut results: Vec<Option<serde_json::Value>> = vec![None; batch.keys.len()];
+    let mut results: Vec<Option<KeyAnswer>> = vec![None; batch.keys.len()];
     let (manifest, asked_at) = match manifest(config, ctx, filter).await {
         ManifestFetch::Found(m, asked_at) => (m, asked_at),
         ManifestFetch::Unknown(body) => return relay_bytes(404, &body),
@@ -177,10 +175,7 @@ async fn handle_batch(config: &EdgeConfig, ctx: &Context, mut req: Request, filt
         }
     } else {
         for i in edge_no {
-            results[i] = Some(
-                serde_json::to_value(answer::not_seen(filter, &batch.keys[i]))
-                    .map_err(|e| worker::Error::RustError(e.to_string()))?,
-            );
+            results[i] = Some(answer::not_seen(filter, &batch.keys[i]));
         }
     }
     relay_json(&collect(filter, results))
@@ -193,13 +188,13 @@ async fn ask_origin(
     filter: &str,
     keys: &[String],
     which: &[usize],
-    results: &mut [Option<serde_json::Value>],
+    results: &mut [Option<KeyAnswer>],
 ) -> Result<Option<Response>> {
     if which.is_empty() {
         return Ok(None);
     }
-    let asked: Vec<&str> = which.iter().map(|i| keys[*i].as_str()).collect();
-    match upstream::forward_batch(config, filter, &asked).await? {
+    let asked: Vec<String> = which.iter().map(|i| keys[*i].clone()).collect();
+    match upstream::forward_batch(config, filter, asked).await? {
         BatchForward::Answered(answers) => {
             for (i, value) in which.iter().zip(answers.results) {
                 results[*i] = Some(value);
@@ -211,8 +206,8 @@ async fn ask_origin(
 }
 
 /// The batch answer, once every key has one.
-fn collect(filter: &str, results: Vec<Option<serde_json::Value>>) -> BatchResult {
-    BatchResult { filter: filter.to_owned(), results: results.into_iter().flatten().collect() }
+fn collect(filter: &str, results: Vec<Option<KeyAnswer>>) -> Lookups {
+    Lookups { filter: filter.to_owned(), results: results.into_iter().flatten().collect() }
 }
 
 /// The manifest, from isolate memory while fresh (refreshed in the background from half its
@@ -286,7 +281,7 @@ async fn fetch_and_keep_manifest(config: EdgeConfig, filter: String) -> Manifest
 async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
     // The time is taken before asking: freshness counts from the ask, not the answer.
     let asked_at = now_ms();
-    let url = format!("{}/v1/filters/{filter}/manifest", config.origin_url);
+    let url = format!("{}{}", config.origin_url, paths::manifest(filter));
     // A manifest arriving after S is of no use: it gets at most S (and the cap).
     let Some(budget) = decide::fetch_budget_ms(asked_at, asked_at, config.freshness_secs) else {
         return ManifestFetch::Failed;
@@ -316,7 +311,7 @@ async fn fetch_manifest(config: &EdgeConfig, filter: &str) -> ManifestFetch {
 
 fn relay_bytes(status: u16, body: &[u8]) -> Result<Response> {
     let r = Response::from_bytes(body.to_vec())?.with_status(status);
-    r.headers().set("content-type", answer::PROBLEM_JSON)?;
+    r.headers().set(headers::CONTENT_TYPE, answer::PROBLEM_JSON)?;
     Ok(r)
 }
 
@@ -326,6 +321,6 @@ fn relay_json<T: Serialize>(body: &T) -> Result<Response> {
 
 fn json<T: Serialize>(body: &T, status: u16, content_type: &str) -> Result<Response> {
     let response = Response::from_json(body)?.with_status(status);
-    response.headers().set("content-type", content_type)?;
+    response.headers().set(headers::CONTENT_TYPE, content_type)?;
     Ok(response)
 }

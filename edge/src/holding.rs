@@ -14,6 +14,7 @@ use crate::decide;
 use crate::held::{Applied, Held, Touched};
 use crate::isolate::{now_ms, once, with_isolate, Isolate, SegmentKey};
 use crate::upstream::{self, Failure};
+use bloomgate_client::{headers, media, paths};
 use bloomgate_filter::{decode_journal, JournalPosition, JournalView, Manifest, Segment};
 use std::rc::Rc;
 use worker::{console_error, Cache, Context, Headers, Response, Result};
@@ -120,7 +121,7 @@ async fn from_cache(manifest: &Manifest, index: u32) -> Option<Held> {
 
 /// A copy of segment `index` from the origin, usable under the manifest.
 async fn from_origin(config: &EdgeConfig, manifest: &Manifest, asked_at: f64, index: u32) -> Option<Held> {
-    let url = format!("{}{}", config.origin_url, manifest.segment_path(index)?);
+    let url = format!("{}{}", config.origin_url, paths::segment_of(manifest, index)?);
     // A segment arriving after the manifest's freshness could not answer "no" under it.
     let budget = decide::fetch_budget_ms(asked_at, now_ms(), config.freshness_secs)?;
     let bytes = match upstream::edge_get(config, &url, budget, None).await {
@@ -155,8 +156,10 @@ async fn from_origin(config: &EdgeConfig, manifest: &Manifest, asked_at: f64, in
 
 async fn put_in_cache(url: &str, bytes: Vec<u8>) -> Result<()> {
     let headers = Headers::new();
-    headers.set("cache-control", "public, max-age=31536000, immutable")?;
-    headers.set("content-type", "application/vnd.bloomgate.segment")?;
+    // The edge's own Cache API entry (never sent to a client): public, or the Cache API would
+    // not keep it; immutable, as the URL names what the copy is (see `decide::segment_cache_url`).
+    headers.set(bloomgate_client::headers::CACHE_CONTROL, "public, max-age=31536000, immutable")?;
+    headers.set(bloomgate_client::headers::CONTENT_TYPE, media::SEGMENT)?;
     let response = Response::from_bytes(bytes)?.with_headers(headers);
     Cache::default().put(url, response).await
 }
@@ -217,7 +220,7 @@ pub(crate) async fn refresh(config: &EdgeConfig, old: &Manifest) -> Option<(Rc<M
         };
         with_isolate(config, |iso| apply(iso, old, &chunk));
         let header = |name: &str| reply.headers.get(name).ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
-        let (head, readable) = (header(JOURNAL_HEAD), header(READABLE_GENERATION));
+        let (head, readable) = (header(headers::JOURNAL_HEAD), header(headers::READABLE_GENERATION));
         if let Some(next) = catch_up::refreshed(old, chunk.to, head, readable) {
             return Some((Rc::new(next), asked_at));
         }
@@ -230,11 +233,6 @@ pub(crate) async fn refresh(config: &EdgeConfig, old: &Manifest) -> Option<(Rc<M
     }
     None
 }
-
-/// Response headers of a journal chunk: the entries the journal had when read, and the
-/// generation a manifest would have named (origin `routes/edge.rs`).
-const JOURNAL_HEAD: &str = "x-bloomgate-journal-head";
-const READABLE_GENERATION: &str = "x-bloomgate-readable-generation";
 
 /// At most [`catch_up::MAX_JOURNAL_REQUESTS`] chunks, from the lowest position among the copies
 /// behind, each applied to every copy held.

@@ -1,7 +1,7 @@
 //! bloomgate edge: a Cloudflare Worker (Rust compiled to wasm) in front of the origin.
 //!
-//! A lookup (GET or HEAD) whose key the filter rules out is answered `404 {"seen":false}`
-//! here, from a cached filter segment, with no request to the origin; every other lookup (a
+//! A lookup (GET or HEAD) whose key the filter rules out is answered `404` with
+//! `{"seen":false,"answered_by":"edge"}` here, from a cached filter segment, with no request to the origin; every other lookup (a
 //! "maybe", no usable segment, or a manifest that went stale while its segment loaded) is
 //! forwarded and the origin's answer relayed, refusals (4xx) included. Keys are decoded from
 //! the path by the filter core's `decode_path_key`, as at the origin. Writes are refused (405).
@@ -15,8 +15,9 @@
 //!   journal chunk does to it.
 //! - [`catch_up`]: bringing held segments up to a manifest's journal head with one request per
 //!   filter: which are behind, where it starts, how much to read, when to ask again.
-//! - [`answer`]: response bodies, which origin answers are relayed, the origin URL a lookup
-//!   goes to.
+//! - [`answer`]: response bodies (the wire contract's, `bloomgate_client`: the edge's "no" is
+//!   the origin's `KeyAnswer`, answered by `edge`), which origin answers are relayed, the origin
+//!   URL a lookup goes to.
 //! - [`lru`]: the byte-bounded in-isolate segment cache.
 //! - [`flight`]: one fetch at a time per missing manifest, segment or catch-up, without sharing
 //!   promises.

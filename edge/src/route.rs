@@ -1,6 +1,8 @@
 //! Which requests the edge serves: lookups, the health check; writes get a 405 pointing at the
 //! origin's write API; nothing else is forwarded.
 
+use bloomgate_client::paths;
+
 /// What a request is.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route<'a> {
@@ -25,27 +27,37 @@ pub enum Route<'a> {
     NotFound,
 }
 
-/// Classifies a request by method and path (no query string).
+/// Classifies a request by method and path (no query string), against the contract's route
+/// patterns: the origin's router and the edge read a path alike.
 pub fn classify<'a>(method: &str, path: &'a str) -> Route<'a> {
-    if path == "/healthz" {
+    if paths::matches(paths::HEALTHZ, path).is_some() {
         return if method == "GET" || method == "HEAD" { Route::Health } else { Route::WriteNotAllowed };
     }
-    let Some(rest) = path.strip_prefix("/v1/filters/") else {
-        return Route::NotFound;
-    };
-    let parts: Vec<&str> = rest.split('/').collect();
-    match (method, parts.as_slice()) {
+    let reads = method == "GET" || method == "HEAD";
+    if let Some([filter, key]) = paths::matches(paths::KEY, path).as_deref() {
         // HEAD is a GET without the body (the origin serves both from one route): a HEAD for a
         // stored key must find it, not fall through to "no route". An empty key is a lookup
         // too, refused by the decoder with the reason: the runtime's URL parser leaves it
         // empty when the client sent `.` or `%2e`.
-        ("GET" | "HEAD", [filter, "keys", key]) if !filter.is_empty() => Route::Lookup { filter, key },
-        ("POST", [filter, "lookups"]) if !filter.is_empty() => Route::BatchLookup { filter },
-        ("GET" | "HEAD", _) => Route::NotFound,
-        (_, [_, "keys", key]) if !key.is_empty() => Route::WriteNotAllowed,
-        (_, [_, "keys"] | [_] | [_, "lookups"]) => Route::WriteNotAllowed,
-        _ => Route::NotFound,
+        return match (reads, filter.is_empty(), key.is_empty()) {
+            (true, false, _) => Route::Lookup { filter, key },
+            (false, _, false) => Route::WriteNotAllowed,
+            _ => Route::NotFound,
+        };
     }
+    if let Some([filter]) = paths::matches(paths::LOOKUPS, path).as_deref() {
+        return match (method, filter.is_empty()) {
+            ("POST", false) => Route::BatchLookup { filter },
+            (_, _) if reads => Route::NotFound,
+            _ => Route::WriteNotAllowed,
+        };
+    }
+    // Writes to a filter or its keys are the origin's; every other path is not served here.
+    let writable = [paths::KEYS, paths::FILTER].iter().any(|pattern| paths::matches(pattern, path).is_some());
+    if writable && !reads {
+        return Route::WriteNotAllowed;
+    }
+    Route::NotFound
 }
 
 #[cfg(test)]

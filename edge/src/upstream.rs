@@ -8,16 +8,14 @@
 use crate::answer;
 use crate::config::EdgeConfig;
 use crate::decide::ORIGIN_TIMEOUT_CAP_MS;
-use serde::{Deserialize, Serialize};
+use bloomgate_client::api::{Keys, Lookups};
+use bloomgate_client::{headers, media, paths};
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response, Result};
-
-/// Header carrying the edge secret to the origin.
-const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";
 
 /// The origin's answer, read whole.
 pub(crate) struct Reply {
@@ -107,9 +105,9 @@ pub(crate) async fn edge_get(
     timeout_ms: u32,
     max_body: Option<usize>,
 ) -> std::result::Result<Reply, Failure> {
-    let headers = Headers::new();
-    headers.set(EDGE_SECRET_HEADER, &config.edge_secret).map_err(Failure::Fetch)?;
-    call(Method::Get, url, headers, None, timeout_ms, max_body).await
+    let sent = Headers::new();
+    sent.set(headers::EDGE_SECRET, &config.edge_secret).map_err(Failure::Fetch)?;
+    call(Method::Get, url, sent, None, timeout_ms, max_body).await
 }
 
 /// Forwards a lookup (GET or HEAD, same path and query) to the origin and relays its answer.
@@ -133,29 +131,22 @@ pub(crate) async fn forward(config: &EdgeConfig, req: &Request) -> Result<Respon
     }
 }
 
-/// The origin's answers to a batch lookup.
-#[derive(Serialize, Deserialize, Clone)]
-pub(crate) struct BatchResult {
-    pub filter: String,
-    pub results: Vec<serde_json::Value>,
-}
-
 /// What came of forwarding a batch.
 pub(crate) enum BatchForward {
     /// The origin answered for every key.
-    Answered(BatchResult),
+    Answered(Lookups),
     /// The origin refused the batch, or could not be asked: this response goes to the client.
     Refused(Response),
 }
 
 /// Asks the origin about `keys` with one batch lookup.
-pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[&str]) -> Result<BatchForward> {
-    let url = format!("{}/v1/filters/{filter}/lookups", config.origin_url);
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    let body = serde_json::to_string(&serde_json::json!({ "keys": keys }))
-        .map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let reply = match call(Method::Post, &url, headers, Some(body), ORIGIN_TIMEOUT_CAP_MS, None).await {
+pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<String>) -> Result<BatchForward> {
+    let url = format!("{}{}", config.origin_url, paths::lookups(filter));
+    let sent = Headers::new();
+    sent.set(headers::CONTENT_TYPE, media::JSON)?;
+    let asked = keys.len();
+    let body = serde_json::to_string(&Keys { keys }).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let reply = match call(Method::Post, &url, sent, Some(body), ORIGIN_TIMEOUT_CAP_MS, None).await {
         Ok(reply) => reply,
         Err(e) => {
             worker::console_error!("batch {url}: {e}");
@@ -163,10 +154,10 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[&st
         }
     };
     match reply.status {
-        200 => match serde_json::from_slice::<BatchResult>(&reply.body) {
-            Ok(answers) if answers.results.len() == keys.len() => Ok(BatchForward::Answered(answers)),
+        200 => match serde_json::from_slice::<Lookups>(&reply.body) {
+            Ok(answers) if answers.results.len() == asked => Ok(BatchForward::Answered(answers)),
             _ => {
-                worker::console_error!("batch {url}: the origin's answer does not match the {} keys asked", keys.len());
+                worker::console_error!("batch {url}: the origin's answer does not match the {asked} keys asked");
                 unavailable().map(BatchForward::Refused)
             }
         },
@@ -180,19 +171,19 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: &[&st
 
 /// The origin's answer passed on: its status, body and [`answer::RELAYED_HEADERS`].
 fn relay(reply: Reply) -> Result<Response> {
-    let headers = Headers::new();
+    let relayed = Headers::new();
     for name in answer::RELAYED_HEADERS {
         if let Some(v) = reply.headers.get(name)? {
-            headers.set(name, &v)?;
+            relayed.set(name, &v)?;
         }
     }
-    Ok(Response::from_bytes(reply.body)?.with_status(reply.status).with_headers(headers))
+    Ok(Response::from_bytes(reply.body)?.with_status(reply.status).with_headers(relayed))
 }
 
 /// 503 + Retry-After: the answer is unknown, never "not seen".
 pub(crate) fn unavailable() -> Result<Response> {
     let r = Response::from_json(&answer::origin_unavailable())?.with_status(503);
-    r.headers().set("content-type", answer::PROBLEM_JSON)?;
-    r.headers().set("retry-after", "1")?;
+    r.headers().set(headers::CONTENT_TYPE, media::PROBLEM_JSON)?;
+    r.headers().set(headers::RETRY_AFTER, answer::RETRY_AFTER_SECS)?;
     Ok(r)
 }

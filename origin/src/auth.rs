@@ -5,6 +5,7 @@ use crate::routes::AppState;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
+use bloomgate_client::headers::EDGE_SECRET as EDGE_SECRET_HEADER;
 use subtle::ConstantTimeEq;
 
 /// A request from a writer: extracting it checks the bearer token. As a handler's first
@@ -29,9 +30,6 @@ impl FromRequestParts<AppState> for Edge {
         require_edge(&parts.headers, state.config.edge_secret.as_deref()).map(|()| Edge)
     }
 }
-
-/// Header carrying the edge's shared secret.
-pub const EDGE_SECRET_HEADER: &str = "x-bloomgate-edge-secret";
 
 /// Compares in time independent of where the inputs differ (length is not secret). `subtle`
 /// keeps the optimiser from turning the comparison back into one that stops at the first

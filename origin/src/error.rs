@@ -4,8 +4,9 @@
 use crate::store::{DatabaseError, FilterUnavailable};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bloomgate_client::api::Problem;
+use bloomgate_client::media;
 use bloomgate_filter::{FilterNameError, KeyError, ParamsError};
-use serde_json::json;
 
 /// Everything a request can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -174,16 +175,10 @@ impl IntoResponse for AppError {
         if status.is_server_error() {
             tracing::warn!(cause = %self, status = status.as_u16(), "request failed");
         }
-        let body = json!({
-            "type": "about:blank",
-            "title": status.canonical_reason().unwrap_or("error"),
-            "status": status.as_u16(),
-            "detail": detail,
-            "hint": hint,
-        });
-        let mut response = (status, body.to_string()).into_response();
+        let body = Problem::new(status.as_u16(), detail).with_hint(hint);
+        let mut response = (status, body.to_json()).into_response();
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media::PROBLEM_JSON));
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             let secs = RETRY_AFTER_SECS.load(std::sync::atomic::Ordering::Relaxed);
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));

@@ -8,7 +8,7 @@
 use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::local_copy::LocalCopies;
-use crate::metrics::{self, Fallthrough, Metrics, Store};
+use crate::metrics::{Fallthrough, Metrics, Store};
 use crate::sizing::check_size;
 use crate::store::{Database, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead};
 use bloomgate_client::api::FilterStats;
@@ -253,7 +253,7 @@ impl Gate {
         match step {
             AfterFilter::AnswerNotSeen => {
                 counters.filter_negatives.inc();
-                self.metrics.answered(metrics::AnsweredBy::Filter);
+                self.metrics.answered(AnsweredBy::Filter);
                 return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
             }
             AfterFilter::AskDatabaseAfterMaybe => {
@@ -273,7 +273,7 @@ impl Gate {
         let stored = stored.inspect_err(|_| {
             self.metrics.database_errors.inc();
         })?;
-        self.metrics.answered(metrics::AnsweredBy::Database);
+        self.metrics.answered(AnsweredBy::Database);
         if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
             counters.false_positives.inc();
         }

@@ -49,15 +49,22 @@ macro_rules! label_enum {
     };
 }
 
-label_enum!(
-    /// Who answered a lookup.
-    AnsweredBy {
-        /// The filter: "not seen", without the database.
-        Filter => "filter",
-        /// The database (after a "maybe", or when the filter could not answer).
-        Database => "database",
+/// Who answered a lookup: the API's one list of answerers (an origin's lookups are answered by
+/// its filter or the database; `edge` answers never reach it).
+pub use bloomgate_client::api::AnsweredBy;
+
+/// The `answered_by` label: the API's value, as the body and header write it.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+struct AnsweredByLabel(AnsweredBy);
+
+impl EncodeLabelValue for AnsweredByLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.0.as_str())
     }
-);
+}
+
+/// The answerers an origin's lookups can have: their series exist from the start.
+const ORIGIN_ANSWERERS: [AnsweredBy; 2] = [AnsweredBy::Filter, AnsweredBy::Database];
 
 label_enum!(
     /// Why a lookup fell through to the database without a filter answer.
@@ -161,7 +168,7 @@ struct CopyRoundLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AnsweredByLabels {
-    answered_by: AnsweredBy,
+    answered_by: AnsweredByLabel,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -477,8 +484,8 @@ impl Metrics {
         );
         // Every labelled series exists from the start, at zero: a rate over a series that
         // appears only with its first event would miss that event, and dashboards show 0.
-        for by in AnsweredBy::ALL {
-            let _ = m.lookups.get_or_create(&AnsweredByLabels { answered_by: *by });
+        for by in ORIGIN_ANSWERERS {
+            let _ = m.lookups.get_or_create(&AnsweredByLabels { answered_by: AnsweredByLabel(by) });
         }
         for reason in Fallthrough::ALL {
             let _ = m.fallthroughs.get_or_create(&ReasonLabels { reason: *reason });
@@ -496,10 +503,12 @@ impl Metrics {
             let _ = m.copy_rounds.get_or_create(&CopyRoundLabels { result: *result });
         }
         let hot = HotSeries {
-            answered_by_filter: m.lookups.get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Filter }),
+            answered_by_filter: m
+                .lookups
+                .get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredByLabel(AnsweredBy::Filter) }),
             answered_by_database: m
                 .lookups
-                .get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredBy::Database }),
+                .get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredByLabel(AnsweredBy::Database) }),
             redis_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Redis })),
             local_copy_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::LocalCopy })),
             database_seconds: Some(m.store_latency.get_or_create_owned(&StoreLabels { store: Store::Database })),
@@ -516,6 +525,7 @@ impl Metrics {
         match by {
             AnsweredBy::Filter => self.hot.answered_by_filter.inc(),
             AnsweredBy::Database => self.hot.answered_by_database.inc(),
+            other => self.lookups.get_or_create(&AnsweredByLabels { answered_by: AnsweredByLabel(other) }).inc(),
         };
     }
 
@@ -684,6 +694,8 @@ mod tests {
             assert!(text.contains(line), "{line:?} missing from\n{text}");
         }
         assert_eq!(m.filter("hashes").false_positives.get(), 2, "the stats read the exported counter");
+        assert!(text.contains("bloomgate_lookups_total{answered_by=\"database\"} 0"), "{text}");
+        assert!(!text.contains("answered_by=\"edge\""), "an origin never answers for the edge");
     }
 
     #[test]

@@ -13,7 +13,6 @@
 use crate::key::KeyFormat;
 use crate::params::Params;
 use crate::segment::SegmentHeader;
-use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -91,21 +90,6 @@ impl Manifest {
     /// The listed version of segment `index`, if it exists.
     pub fn segment_version(&self, index: u32) -> Option<u64> {
         self.segment_versions.get(index as usize).copied()
-    }
-
-    /// Path of segment `index` on the origin, naming what the copy must at least be: current to
-    /// the journal head, or at the listed version. Whatever the origin answers for it is at
-    /// least that forever (positions and versions only grow within a generation), so any cache
-    /// may keep it for as long as it likes. None for an index the generation does not have.
-    pub fn segment_path(&self, index: u32) -> Option<String> {
-        if index >= self.params.segment_count {
-            return None;
-        }
-        let (filter, generation) = (&self.filter, self.generation);
-        Some(match self.journal {
-            Some(head) => format!("/v1/filters/{filter}/segments/{generation}/{index}?at={}", head.added),
-            None => format!("/v1/filters/{filter}/segments/{generation}/{index}?v={}", self.segment_version(index)?),
-        })
     }
 
     /// True when a decoded segment belongs to this manifest's filter generation and is at
@@ -193,16 +177,6 @@ mod tests {
         assert_eq!((back.validate(), back.segment_versions.len()), (Ok(()), 0));
         let unlisted = Manifest { journal: None, ..back };
         assert!(unlisted.validate().is_err(), "without a journal, every version must be listed");
-    }
-
-    #[test]
-    fn segment_paths_name_generation_and_version() {
-        assert_eq!(manifest().segment_path(2).unwrap(), "/v1/filters/hashes/segments/2/2?v=9");
-        assert_eq!(manifest().segment_path(3), None);
-        let head = crate::journal::JournalPosition { added: 41, id_ms: 1_700_000_000_000, id_seq: 0 };
-        let slim = Manifest { segment_versions: vec![], journal: Some(head), ..manifest() };
-        assert_eq!(slim.segment_path(2).unwrap(), "/v1/filters/hashes/segments/2/2?at=41");
-        assert_eq!(slim.segment_path(3), None);
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! bloomgate's HTTP API from Rust.
+//! bloomgate's HTTP API from Rust: the wire contract that the origin, the edge and clients all
+//! compile, and (feature `http`, on by default) a client.
 //!
 //! ```no_run
+//! # #[cfg(feature = "http")]
 //! # async fn demo() -> Result<(), bloomgate_client::Error> {
 //! use bloomgate_client::{api::CreateFilter, Client};
 //! let client = Client::new("http://127.0.0.1:8080").with_token("a-writer-token-of-16+-chars");
@@ -11,11 +13,29 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`api`] holds the request and response types; the origin serializes the same types, and
-//! serves their OpenAPI description at `/openapi.json`.
+//! # Layout
+//! - [`api`]: the bodies: what a request sends, what each answer holds, the problem body of
+//!   every error. The origin serializes these very types and serves their OpenAPI description
+//!   at `/openapi.json`; the edge writes its own "not seen" as a [`api::KeyAnswer`].
+//! - [`paths`]: every endpoint's route pattern (as the origin's router spells it) and the
+//!   builders that fill one in; the matcher the edge routes with.
+//! - [`headers`]: the `x-bloomgate-*` header names and how `Retry-After` is written.
+//! - [`media`]: the content types.
+//! - [`caching`]: the `Cache-Control` of lookup answers and of the edge's feed, with why.
+//! - `Client` and `Error` (feature `http`): one method per API call.
+//!
+//! Without the `http` feature the crate needs neither reqwest nor tokio: the edge depends on
+//! it with `default-features = false` and compiles it to wasm32.
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod caching;
+pub mod headers;
+pub mod media;
+pub mod paths;
+
+#[cfg(feature = "http")]
 mod client;
 
-pub use client::{retry_after, Client, Error};
+#[cfg(feature = "http")]
+pub use client::{retry_after, Client, Error, Presence};

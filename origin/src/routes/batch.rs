@@ -7,6 +7,7 @@ use crate::error::AppError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
+use bloomgate_client::media;
 use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
@@ -20,10 +21,7 @@ impl FromRequest<AppState> for KeysBatch {
     type Rejection = AppError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        let is_json =
-            req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-                v.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-            });
+        let is_json = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(media::is_json);
         if !is_json {
             return Err(AppError::BadRequest("send the body as JSON with 'Content-Type: application/json'".into()));
         }

@@ -10,21 +10,22 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use bloomgate_client::paths::{self, JournalQuery};
+use bloomgate_client::{caching, headers, media};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/filters/{filter}/manifest", get(manifest))
-        .route("/v1/filters/{filter}/segments/{generation}/{index}", get(segment))
-        .route("/v1/filters/{filter}/journal/{generation}", get(journal))
+        .route(paths::MANIFEST, get(manifest))
+        .route(paths::SEGMENT, get(segment))
+        .route(paths::JOURNAL, get(journal))
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
     s.gate.metrics.edge(EdgeKind::Manifest);
     let manifest = s.gate.manifest(&filter).await?;
     let mut response = Json(manifest).into_response();
-    // The manifest is what makes edges fresh: never cached on the way.
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
     Ok(response)
 }
 
@@ -40,33 +41,15 @@ async fn segment(
     if headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
         return Ok((axum::http::StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
-    // Within a generation bits are only ever set, so a copy labelled version v answers
-    // correctly for every key acknowledged before v: caches may keep it as long as they like;
-    // the manifest decides when a newer version is needed.
+    // Immutable per (generation, index, version): see `caching::SEGMENT` for why.
     let mut response = wire.into_response();
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/vnd.bloomgate.segment"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=31536000, immutable"));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media::SEGMENT));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::SEGMENT));
     h.insert(header::ETAG, HeaderValue::from_str(&etag).map_err(|e| AppError::BadRequest(e.to_string()))?);
-    h.insert("x-bloomgate-segment-version", HeaderValue::from(version));
+    h.insert(headers::SEGMENT_VERSION, HeaderValue::from(version));
     Ok(response)
 }
-
-/// Where an edge's copies are: the journal position they are current to.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JournalQuery {
-    /// Entries added at the position.
-    after: u64,
-    /// Its stream id, `ms-seq`.
-    after_id: String,
-}
-
-/// Entries the journal had when the chunk was read (the chunk reaches the head when its end
-/// is this).
-const JOURNAL_HEAD: &str = "x-bloomgate-journal-head";
-/// The generation a manifest would have named, read before the entries.
-const READABLE_GENERATION: &str = "x-bloomgate-readable-generation";
 
 /// Journal entries a chunk carries at most: bounds the response (16 bytes a key hash); an
 /// edge further behind asks again from where the chunk ends.
@@ -84,31 +67,28 @@ async fn journal(
     let axum::extract::Query(query) = query.map_err(|e| {
         AppError::BadRequest(format!("journal query: {}; expected ?after=N&after_id=MS-SEQ", e.body_text()))
     })?;
-    let (id_ms, id_seq) = query
-        .after_id
-        .split_once('-')
-        .and_then(|(ms, seq)| Some((ms.parse().ok()?, seq.parse().ok()?)))
+    let after = query
+        .position()
         .ok_or_else(|| AppError::BadRequest("after_id must be a stream id MS-SEQ, e.g. 1700000000000-0".into()))?;
     s.gate.metrics.edge(EdgeKind::Journal);
-    let after = bloomgate_filter::JournalPosition { added: query.after, id_ms, id_seq };
     let Some(chunk) = s.gate.journal(&filter, generation, after, MAX_JOURNAL_ENTRIES).await? else {
         let mut gone = (
             axum::http::StatusCode::GONE,
             "the journal no longer holds the entries after this position: fetch the segments whole",
         )
             .into_response();
-        gone.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        gone.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
         return Ok(gone);
     };
     let mut response = chunk.wire.into_response();
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/vnd.bloomgate.journal"));
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media::JOURNAL));
     // What lets the edge take a chunk that reaches the head as its next manifest.
-    h.insert(JOURNAL_HEAD, HeaderValue::from(chunk.head));
+    h.insert(headers::JOURNAL_HEAD, HeaderValue::from(chunk.head));
     if let Some(generation) = chunk.readable_generation {
-        h.insert(READABLE_GENERATION, HeaderValue::from(generation));
+        h.insert(headers::READABLE_GENERATION, HeaderValue::from(generation));
     }
     // The head moves with every write: what a position's chunk holds depends on when it is asked.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
     Ok(response)
 }

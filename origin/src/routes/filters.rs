@@ -12,24 +12,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use bloomgate_client::api::{FilterStats, Problem, Rebuild, RebuildStarted};
+use bloomgate_client::{media, paths};
 use bloomgate_filter::{Params, SizingOptions};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/filters/{filter}", put(create))
-        .route("/v1/filters/{filter}/stats", get(stats))
-        .route("/v1/filters/{filter}/rebuild", axum::routing::post(rebuild))
+        .route(paths::FILTER, put(create))
+        .route(paths::STATS, get(stats))
+        .route(paths::REBUILD, axum::routing::post(rebuild))
 }
 
 /// Creates a filter (201), or confirms an identical one exists (200); a different one is 409.
-#[utoipa::path(put, path = "/v1/filters/{filter}", tag = "filters", params(("filter" = String, Path, description = "[a-z0-9_-]{1,64}")),
+#[utoipa::path(put, path = paths::FILTER, tag = "filters", params(("filter" = String, Path, description = "[a-z0-9_-]{1,64}")),
     request_body = CreateFilter,
     responses(
         (status = 201, description = "created", body = FilterStats),
         (status = 200, description = "already there, the same", body = FilterStats),
-        (status = 409, description = "already there, defined otherwise", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "impossible sizing (or above max_filter_bytes)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "already there, defined otherwise", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 422, description = "impossible sizing (or above max_filter_bytes)", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn create(
@@ -46,11 +47,11 @@ pub(super) async fn create(
 
 /// A filter's state and health: generation, fill, expected and observed false-positive rates,
 /// rebuild progress.
-#[utoipa::path(get, path = "/v1/filters/{filter}/stats", tag = "filters", params(("filter" = String, Path)),
+#[utoipa::path(get, path = paths::STATS, tag = "filters", params(("filter" = String, Path)),
     responses(
         (status = 200, body = FilterStats),
-        (status = 404, description = "no such filter", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "the filter's bits are unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "no such filter", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the filter's bits are unavailable", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn stats(
@@ -63,11 +64,11 @@ pub(super) async fn stats(
 
 /// Starts an online rebuild (202), optionally resizing; 409 if one is running. The body may
 /// be empty.
-#[utoipa::path(post, path = "/v1/filters/{filter}/rebuild", tag = "filters", params(("filter" = String, Path)),
+#[utoipa::path(post, path = paths::REBUILD, tag = "filters", params(("filter" = String, Path)),
     request_body(content = Rebuild, description = "optional"),
     responses(
         (status = 202, body = RebuildStarted),
-        (status = 409, description = "a rebuild is running", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "a rebuild is running", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn rebuild(

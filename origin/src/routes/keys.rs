@@ -13,21 +13,19 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use base64::Engine;
 use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
-
-/// Header naming who answered a lookup: `filter`, `database` (origin) or `edge`.
-pub const ANSWERED_BY_HEADER: &str = "x-bloomgate-answered-by";
+use bloomgate_client::{headers, media, paths};
 
 /// The single-key lookup, the negative path's route (given its own, lighter layers: see `app`).
 pub fn lookup_router() -> Router<AppState> {
-    Router::new().route("/v1/filters/{filter}/keys/{key}", get(lookup))
+    Router::new().route(paths::KEY, get(lookup))
 }
 
 /// The other routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/v1/filters/{filter}/keys/{key}", put(insert).delete(delete))
-        .route("/v1/filters/{filter}/lookups", post(lookup_batch))
-        .route("/v1/filters/{filter}/keys", post(insert_batch))
+        .route(paths::KEY, put(insert).delete(delete))
+        .route(paths::LOOKUPS, post(lookup_batch))
+        .route(paths::KEYS, post(insert_batch))
 }
 
 fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
@@ -45,29 +43,29 @@ fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
 }
 
 /// Looks one key up: 200 if it is stored, 404 if not (certain when the filter answered).
-#[utoipa::path(get, path = "/v1/filters/{filter}/keys/{key}", tag = "keys",
+#[utoipa::path(get, path = paths::KEY, tag = "keys",
     params(("filter" = String, Path), ("key" = String, Path, description = "in the filter's key format")),
     responses(
         (status = 200, description = "stored", body = KeyAnswer),
         (status = 404, description = "not stored (or no such filter: then a Problem)", body = KeyAnswer),
-        (status = 400, description = "a key not in the filter's format", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "the database could not answer; retry after Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "a key not in the filter's format", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the database could not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ))]
 pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
     let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = (status, Json(key_answer(&filter, &key, &answer))).into_response();
-    response.headers_mut().insert(ANSWERED_BY_HEADER, HeaderValue::from_static(answer.answered_by.as_str()));
+    response.headers_mut().insert(headers::ANSWERED_BY, HeaderValue::from_static(answer.answered_by.as_str()));
     Ok(response)
 }
 
 /// Looks a batch of keys up (at most `max_batch`), answers in the order asked.
-#[utoipa::path(post, path = "/v1/filters/{filter}/lookups", tag = "keys", params(("filter" = String, Path)),
+#[utoipa::path(post, path = paths::LOOKUPS, tag = "keys", params(("filter" = String, Path)),
     request_body = Keys,
     responses(
         (status = 200, body = Lookups),
-        (status = 413, description = "more keys than max_batch", body = Problem, content_type = "application/problem+json"),
-        (status = 503, body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "more keys than max_batch", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, body = Problem, content_type = media::PROBLEM_JSON),
     ))]
 pub(super) async fn lookup_batch(
     State(s): State<AppState>,
@@ -81,13 +79,13 @@ pub(super) async fn lookup_batch(
 
 /// Stores one key; the body is its value (may be empty, at most `max_value_bytes`).
 /// Acknowledged (201) only once the key is in the database and the filter.
-#[utoipa::path(put, path = "/v1/filters/{filter}/keys/{key}", tag = "writes",
+#[utoipa::path(put, path = paths::KEY, tag = "writes",
     params(("filter" = String, Path), ("key" = String, Path)),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "the value"),
+    request_body(content = Vec<u8>, content_type = media::OCTET_STREAM, description = "the value"),
     responses(
         (status = 201, body = KeyStored),
-        (status = 401, description = "no or a wrong writer token", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "no or a wrong writer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn insert(
@@ -104,11 +102,11 @@ pub(super) async fn insert(
 }
 
 /// Stores a batch of keys (without values), all acknowledged or none.
-#[utoipa::path(post, path = "/v1/filters/{filter}/keys", tag = "writes", params(("filter" = String, Path)),
+#[utoipa::path(post, path = paths::KEYS, tag = "writes", params(("filter" = String, Path)),
     request_body = Keys,
     responses(
         (status = 200, body = KeysStored),
-        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn insert_batch(
@@ -122,11 +120,11 @@ pub(super) async fn insert_batch(
 }
 
 /// Deletes one key (its bits stay set until a rebuild: a "maybe", never a wrong "no").
-#[utoipa::path(delete, path = "/v1/filters/{filter}/keys/{key}", tag = "writes",
+#[utoipa::path(delete, path = paths::KEY, tag = "writes",
     params(("filter" = String, Path), ("key" = String, Path)),
     responses(
         (status = 200, body = KeyDeleted),
-        (status = 503, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn delete(

@@ -55,11 +55,11 @@ static DOCUMENT: LazyLock<String> =
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/openapi.json", get(document))
+    Router::new().route(bloomgate_client::paths::OPENAPI, get(document))
 }
 
 async fn document() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT.as_str())
+    ([(header::CONTENT_TYPE, bloomgate_client::media::JSON)], DOCUMENT.as_str())
 }
 
 #[cfg(test)]

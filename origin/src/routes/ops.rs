@@ -8,11 +8,15 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
+use bloomgate_client::paths;
 use serde_json::json;
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/metrics", get(metrics)).route("/healthz", get(healthz)).route("/readyz", get(readyz))
+    Router::new()
+        .route(paths::METRICS, get(metrics))
+        .route(paths::HEALTHZ, get(healthz))
+        .route(paths::READYZ, get(readyz))
 }
 
 async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
