@@ -1,4 +1,5 @@
-//! Who may call what: writer tokens for the write API, the edge secret for segments.
+//! Who may call what: writer tokens for writes and everything else a token opens, read-only ops
+//! tokens for stats and the filter list, the edge secret for the edge's endpoints.
 
 use crate::error::AppError;
 use crate::routes::AppState;
@@ -8,15 +9,39 @@ use axum::http::HeaderMap;
 use bloomgate_client::headers::EDGE_SECRET as EDGE_SECRET_HEADER;
 use subtle::ConstantTimeEq;
 
+/// What a bearer token lets its holder do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// One of `writer_tokens`: writes, creates, drops, rebuilds, and every read.
+    Writer,
+    /// One of `ops_tokens`: reads a filter's stats and the filter list; never writes.
+    Ops,
+}
+
 /// A request from a writer: extracting it checks the bearer token. As a handler's first
-/// argument it runs before the body is read, so a caller without a token costs no body.
+/// argument it runs before the body is read, so a caller without a token costs no body. An
+/// ops token is refused with a 403 that says it cannot write.
 pub struct Writer;
 
 impl FromRequestParts<AppState> for Writer {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        require_writer(&parts.headers, &state.config.writer_tokens).map(|()| Writer)
+        match role(&parts.headers, &state.config.writer_tokens, &state.config.ops_tokens)? {
+            Role::Writer => Ok(Writer),
+            Role::Ops => Err(AppError::ReadOnlyToken),
+        }
+    }
+}
+
+/// A request from a writer or an ops token, for what either may read (stats, the filter list).
+pub struct Reader;
+
+impl FromRequestParts<AppState> for Reader {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        role(&parts.headers, &state.config.writer_tokens, &state.config.ops_tokens).map(|_| Reader)
     }
 }
 
@@ -38,20 +63,27 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
-/// Requires `Authorization: Bearer <token>` with one of `tokens`.
-pub fn require_writer(headers: &HeaderMap, tokens: &[String]) -> Result<(), AppError> {
+/// Whether `token` is one of `tokens`, checking every one so the time taken does not reveal
+/// which one matched.
+fn listed(tokens: &[String], token: &str) -> bool {
+    tokens.iter().fold(false, |hit, t| constant_time_eq(t.as_bytes(), token.as_bytes()) | hit)
+}
+
+/// The role of the request's `Authorization: Bearer <token>`: 401 without one, 400 when it is
+/// not a bearer token, 403 when the token is in neither list.
+pub fn role(headers: &HeaderMap, writers: &[String], ops: &[String]) -> Result<Role, AppError> {
     let value = headers.get(axum::http::header::AUTHORIZATION).ok_or(AppError::Unauthorized)?;
     let token = value
         .to_str()
         .ok()
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or_else(|| AppError::BadRequest("Authorization must be 'Bearer <token>'".into()))?;
-    // Check every token so the time taken does not reveal which one matched.
-    let matched = tokens.iter().fold(false, |hit, t| constant_time_eq(t.as_bytes(), token.as_bytes()) | hit);
-    if matched {
-        Ok(())
-    } else {
-        Err(AppError::Forbidden)
+    // Both lists are checked whatever the first says: the time taken does not tell them apart.
+    let (writer, reader) = (listed(writers, token), listed(ops, token));
+    match (writer, reader) {
+        (true, _) => Ok(Role::Writer),
+        (false, true) => Ok(Role::Ops),
+        (false, false) => Err(AppError::Forbidden),
     }
 }
 
@@ -71,18 +103,26 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    #[test]
-    fn writer_tokens() {
-        let tokens = vec!["0123456789abcdef".to_string()];
+    fn bearer(token: &'static str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        assert!(matches!(require_writer(&h, &tokens), Err(AppError::Unauthorized)));
-        h.insert("authorization", HeaderValue::from_static("Bearer nope"));
-        assert!(matches!(require_writer(&h, &tokens), Err(AppError::Forbidden)));
-        h.insert("authorization", HeaderValue::from_static("Basic 0123456789abcdef"));
-        assert!(matches!(require_writer(&h, &tokens), Err(AppError::BadRequest(_))));
-        h.insert("authorization", HeaderValue::from_static("Bearer 0123456789abcdef"));
-        assert!(require_writer(&h, &tokens).is_ok());
-        assert!(matches!(require_writer(&h, &[]), Err(AppError::Forbidden)));
+        h.insert("authorization", HeaderValue::from_static(token));
+        h
+    }
+
+    #[test]
+    fn tokens_name_a_role_or_are_refused() {
+        let writers = vec!["0123456789abcdef".to_string()];
+        let ops = vec!["fedcba9876543210".to_string()];
+        assert!(matches!(role(&HeaderMap::new(), &writers, &ops), Err(AppError::Unauthorized)));
+        assert!(matches!(role(&bearer("Bearer nope"), &writers, &ops), Err(AppError::Forbidden)));
+        assert!(matches!(role(&bearer("Basic 0123456789abcdef"), &writers, &ops), Err(AppError::BadRequest(_))));
+        assert_eq!(role(&bearer("Bearer 0123456789abcdef"), &writers, &ops).unwrap(), Role::Writer);
+        assert_eq!(role(&bearer("Bearer fedcba9876543210"), &writers, &ops).unwrap(), Role::Ops);
+        assert!(matches!(role(&bearer("Bearer 0123456789abcdef"), &[], &[]), Err(AppError::Forbidden)));
+        assert!(
+            matches!(role(&bearer("Bearer 0123456789abcdef"), &[], &writers), Ok(Role::Ops)),
+            "a token's list decides its role, not its text"
+        );
     }
 
     #[test]

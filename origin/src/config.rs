@@ -50,9 +50,14 @@ pub struct Config {
     pub cassandra_timeout_ms: u64,
     /// Directory for the embedded key file (quick start only).
     pub data_dir: PathBuf,
-    /// Bearer tokens accepted on the write API. Empty = writes refused.
+    /// Bearer tokens accepted on the write API (and everything an ops token may read). Empty =
+    /// writes refused.
     #[serde(deserialize_with = "list_or_commas")]
     pub writer_tokens: Vec<String>,
+    /// Read-only bearer tokens, for dashboards and operators: they read a filter's stats and
+    /// the filter list, and are refused (403) on every write. Empty = none.
+    #[serde(deserialize_with = "list_or_commas")]
+    pub ops_tokens: Vec<String>,
     /// Secret the edge sends in `x-bloomgate-edge-secret` to read manifests and segments.
     pub edge_secret: Option<String>,
     /// Requests handled at once; above it the answer is 429.
@@ -138,6 +143,7 @@ impl Default for Config {
             cassandra_timeout_ms: 2000,
             data_dir: PathBuf::from(".state/origin"),
             writer_tokens: Vec::new(),
+            ops_tokens: Vec::new(),
             edge_secret: None,
             max_in_flight: 512,
             max_connections: 4096,
@@ -323,6 +329,15 @@ impl Config {
         if self.writer_tokens.iter().any(|t| t.len() < 16) {
             return Err(ConfigError::Invalid("writer tokens must be at least 16 characters".into()));
         }
+        if self.ops_tokens.iter().any(|t| t.len() < 16) {
+            return Err(ConfigError::Invalid("ops tokens must be at least 16 characters".into()));
+        }
+        if self.ops_tokens.iter().any(|t| self.writer_tokens.contains(t)) {
+            return Err(ConfigError::Invalid(
+                "a token is in both writer_tokens and ops_tokens: an ops token must not write; use distinct tokens"
+                    .into(),
+            ));
+        }
         if self.edge_secret.as_ref().is_some_and(|s| s.len() < 16) {
             return Err(ConfigError::Invalid(
                 "edge_secret must be at least 16 characters (leave it unset to turn the edge endpoints off)".into(),
@@ -464,6 +479,7 @@ mod tests {
     fn the_environment_alone_configures_every_kind_of_setting() {
         let vars = env(&[
             ("BLOOMGATE_WRITER_TOKENS", "aaaaaaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbbbbbb"),
+            ("BLOOMGATE_OPS_TOKENS", "cccccccccccccccccccc"),
             ("BLOOMGATE_CASSANDRA_NODES", "10.0.0.1:9042"),
             ("BLOOMGATE_CASSANDRA_REPLICATION", "{'class': 'NetworkTopologyStrategy', 'dc1': 3}"),
             ("BLOOMGATE_LISTEN", "0.0.0.0:9000"),
@@ -479,6 +495,7 @@ mod tests {
         ]);
         let c = Config::load_from(None, vars, &no_flags()).unwrap();
         assert_eq!(c.writer_tokens, ["aaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbb"]);
+        assert_eq!(c.ops_tokens, ["cccccccccccccccccccc"]);
         assert_eq!(c.cassandra_nodes, ["10.0.0.1:9042"]);
         assert_eq!(c.cassandra_replication, "{'class': 'NetworkTopologyStrategy', 'dc1': 3}");
         assert_eq!(c.listen.port(), 9000);
@@ -549,6 +566,11 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("most"));
         let c = Config { writer_tokens: vec!["short".into()], ..Config::default() };
         assert!(c.validate().is_err());
+        let c = Config { ops_tokens: vec!["short".into()], ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("ops tokens"));
+        let both = "0123456789abcdef".to_string();
+        let c = Config { writer_tokens: vec![both.clone()], ops_tokens: vec![both], ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("both"), "an ops token that writes is no ops token");
         let c = Config { edge_secret: Some(String::new()), ..Config::default() };
         assert!(
             c.validate().unwrap_err().to_string().contains("edge_secret"),

@@ -67,6 +67,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub writer_tokens: Option<String>,
+    /// Read-only ops bearer tokens (stats and the filter list), comma-separated.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_tokens: Option<String>,
     /// Secret the edge presents to read manifests, segments and journals.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -52,6 +52,9 @@ pub enum AppError {
     /// Wrong credentials.
     #[error("the token is not accepted for this endpoint")]
     Forbidden,
+    /// An ops token on an endpoint that writes.
+    #[error("an ops token is read-only: it may read stats and the filter list, not write")]
+    ReadOnlyToken,
     /// A filter with that name exists with other settings.
     #[error("{0}")]
     Conflict(String),
@@ -122,12 +125,17 @@ impl AppError {
             ),
             Unauthorized => (
                 StatusCode::UNAUTHORIZED,
-                "Send 'Authorization: Bearer <token>' with a writer token from the origin's config.",
+                "Send 'Authorization: Bearer <token>' with a writer token (or, to read stats and the filter list, an ops token) from the origin's config.",
                 self.to_string(),
             ),
             Forbidden => (
                 StatusCode::FORBIDDEN,
-                "Use a token listed in writer_tokens (or the edge secret for edge endpoints).",
+                "Use a token listed in writer_tokens, or in ops_tokens for stats and the filter list (the edge secret for edge endpoints).",
+                self.to_string(),
+            ),
+            ReadOnlyToken => (
+                StatusCode::FORBIDDEN,
+                "Use a writer token (writer_tokens) to create, write, delete, rebuild or drop.",
                 self.to_string(),
             ),
             Conflict(_) => (StatusCode::CONFLICT, "Use another name, or the existing settings.", self.to_string()),

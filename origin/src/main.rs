@@ -280,6 +280,8 @@ mod tests {
             "false",
             "--writer-tokens",
             "aaaaaaaaaaaaaaaa,bbbbbbbbbbbbbbbb",
+            "--ops-tokens",
+            "cccccccccccccccc",
         ]);
         assert_eq!(c.redis_write_timeout_ms, 1234, "was parsed and silently ignored");
         assert_eq!((c.max_filter_bytes, c.rebuild_grace_ms), (99, 7));
@@ -287,5 +289,6 @@ mod tests {
         assert!(!c.journal_enabled);
         assert!(!c.cassandra_manage_schema);
         assert_eq!(c.writer_tokens, ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"]);
+        assert_eq!(c.ops_tokens, ["cccccccccccccccc"]);
     }
 }

@@ -1,7 +1,8 @@
-//! `/v1/filters/{filter}`: create a filter, read its stats (writers only).
+//! `/v1/filters/{filter}`: create a filter, rebuild it (writer tokens), read its stats (writer
+//! or ops tokens).
 
 use super::{ApiJson, ApiPath, AppState};
-use crate::auth::Writer;
+use crate::auth::{Reader, Writer};
 use crate::error::AppError;
 use crate::gate::{CreateFilter, Created};
 use crate::rebuild::RebuildError;
@@ -55,7 +56,7 @@ pub(super) async fn create(
     ),
     security(("writer_token" = [])))]
 pub(super) async fn stats(
-    _: Writer,
+    _: Reader,
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
 ) -> Result<Json<FilterStats>, AppError> {
