@@ -78,14 +78,21 @@ pub fn relays(origin_status: u16) -> bool {
 }
 
 /// Headers of the origin's answer that the edge passes on when it relays it. Not
-/// `Cache-Control`: the edge sets its own on every answer ([`cache_control`]).
+/// `Cache-Control`: the edge writes its own ([`CACHE_CONTROL`]).
 pub const RELAYED_HEADERS: [&str; 3] = [headers::CONTENT_TYPE, headers::ANSWERED_BY, headers::RETRY_AFTER];
 
 /// The `Cache-Control` of everything the edge answers: its own "no"s, the origin's answers it
-/// relays, its refusals. All of them are lookup answers or errors, none may be kept on the way
-/// (see `caching::LOOKUP` for why), whatever the origin said.
-pub fn cache_control() -> &'static str {
-    caching::LOOKUP
+/// relays, its refusals. They are lookup answers or errors, none of which a cache on the way
+/// may keep (see `caching::LOOKUP` for why), whatever the origin's answer said.
+pub const CACHE_CONTROL: &str = caching::LOOKUP;
+
+/// The headers of a relayed origin answer, from the origin's (`origin_header` reads one by
+/// name): [`RELAYED_HEADERS`] as the origin sent them, then the edge's own `Cache-Control`.
+pub fn relayed_headers(origin_header: impl Fn(&str) -> Option<String>) -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> =
+        RELAYED_HEADERS.iter().filter_map(|name| origin_header(name).map(|value| (*name, value))).collect();
+    out.push((headers::CACHE_CONTROL, CACHE_CONTROL.to_owned()));
+    out
 }
 
 /// 405 for writes: the edge serves lookups only.
@@ -144,6 +151,28 @@ mod tests {
         for status in [500, 502, 503, 504] {
             assert!(!relays(status), "{status} becomes the edge's own 503");
         }
+    }
+
+    #[test]
+    fn a_relayed_answer_carries_the_edges_cache_control_not_the_origins() {
+        let origin = |name: &str| match name {
+            "content-type" => Some("application/json".to_owned()),
+            "x-bloomgate-answered-by" => Some("database".to_owned()),
+            "cache-control" => Some("public, max-age=600".to_owned()),
+            "set-cookie" => Some("a=b".to_owned()),
+            _ => None,
+        };
+        let relayed = relayed_headers(origin);
+        assert_eq!(
+            relayed,
+            [
+                ("content-type", "application/json".to_owned()),
+                ("x-bloomgate-answered-by", "database".to_owned()),
+                ("cache-control", "no-store".to_owned()),
+            ]
+        );
+        let refused = relayed_headers(|name| (name == "retry-after").then(|| "2".to_owned()));
+        assert_eq!(refused, [("retry-after", "2".to_owned()), ("cache-control", "no-store".to_owned())]);
     }
 
     #[test]

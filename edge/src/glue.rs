@@ -45,28 +45,19 @@ fn setting(env: &Env, name: &str) -> Option<String> {
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
-    let method = req.method().to_string();
-    let path = req.path();
-    let config = match EdgeConfig::from_lookup(|name| setting(&env, name)) {
-        Ok(config) => config,
+    let (method, path) = (req.method().to_string(), req.path());
+    let head = req.method() == Method::Head;
+    let config = EdgeConfig::from_lookup(|name| setting(&env, name));
+    let response = match &config {
+        Ok(config) => route(config, &ctx, req, &method, &path).await?,
         Err(err) => {
             console_error!("config: {err}");
-            return json(&answer::misconfigured(), 500, answer::PROBLEM_JSON);
+            json(&answer::misconfigured(), 500, answer::PROBLEM_JSON)?
         }
     };
-    let head = req.method() == Method::Head;
-    let response = match route::classify(&method, &path) {
-        Route::Health => json(&answer::health(), 200, answer::JSON),
-        Route::Lookup { filter, key } => handle_lookup(&config, &ctx, &req, filter, key).await,
-        Route::BatchLookup { filter } => handle_batch(&config, &ctx, req, filter).await,
-        Route::WriteNotAllowed => {
-            let r = json(&answer::write_not_allowed(&method, &path), 405, answer::PROBLEM_JSON)?;
-            r.headers().set("allow", "GET, HEAD")?;
-            Ok(r)
-        }
-        Route::NotFound => json(&answer::not_found(&path), 404, answer::PROBLEM_JSON),
-    }?;
-    if config.log_requests {
+    // Whatever answered (the edge, a relayed origin answer, a refusal): see answer::CACHE_CONTROL.
+    response.headers().set(headers::CACHE_CONTROL, answer::CACHE_CONTROL)?;
+    if config.is_ok_and(|c| c.log_requests) {
         console_log!("{method} {path} -> {}", response.status_code());
     }
     if head {
@@ -75,6 +66,21 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
         return Ok(Response::empty()?.with_status(status).with_headers(response.headers().clone()));
     }
     Ok(response)
+}
+
+/// The answer to a request, by its route.
+async fn route(config: &EdgeConfig, ctx: &Context, req: Request, method: &str, path: &str) -> Result<Response> {
+    match route::classify(method, path) {
+        Route::Health => json(&answer::health(), 200, answer::JSON),
+        Route::Lookup { filter, key } => handle_lookup(config, ctx, &req, filter, key).await,
+        Route::BatchLookup { filter } => handle_batch(config, ctx, req, filter).await,
+        Route::WriteNotAllowed => {
+            let r = json(&answer::write_not_allowed(method, path), 405, answer::PROBLEM_JSON)?;
+            r.headers().set("allow", "GET, HEAD")?;
+            Ok(r)
+        }
+        Route::NotFound => json(&answer::not_found(path), 404, answer::PROBLEM_JSON),
+    }
 }
 
 async fn handle_lookup(

@@ -169,13 +169,12 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<S
     }
 }
 
-/// The origin's answer passed on: its status, body and [`answer::RELAYED_HEADERS`].
+/// The origin's answer passed on: its status, body and the headers [`answer::relayed_headers`]
+/// picks.
 fn relay(reply: Reply) -> Result<Response> {
     let relayed = Headers::new();
-    for name in answer::RELAYED_HEADERS {
-        if let Some(v) = reply.headers.get(name)? {
-            relayed.set(name, &v)?;
-        }
+    for (name, value) in answer::relayed_headers(|name| reply.headers.get(name).ok().flatten()) {
+        relayed.set(name, &value)?;
     }
     Ok(Response::from_bytes(reply.body)?.with_status(reply.status).with_headers(relayed))
 }

@@ -5,7 +5,7 @@ use crate::store::{DatabaseError, FilterUnavailable};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bloomgate_client::api::Problem;
-use bloomgate_client::media;
+use bloomgate_client::{caching, media};
 use bloomgate_filter::{FilterNameError, KeyError, ParamsError};
 
 /// Everything a request can fail with.
@@ -187,6 +187,8 @@ impl IntoResponse for AppError {
         let mut response = (status, body.to_json()).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media::PROBLEM_JSON));
+        // An error describes a moment (see `caching::LOOKUP`): no cache on the way may keep it.
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::LOOKUP));
         if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE {
             let secs = RETRY_AFTER_SECS.load(std::sync::atomic::Ordering::Relaxed);
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -207,6 +209,21 @@ mod tests {
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
         let detail = AppError::Database(DatabaseError::Error("node 10.0.0.7".into())).parts().2;
         assert!(!detail.contains("10.0.0.7"));
+    }
+
+    #[test]
+    fn no_error_answer_may_be_kept_by_a_cache() {
+        for err in [
+            AppError::Overloaded,
+            AppError::Timeout,
+            AppError::UnknownFilter("f".into()),
+            AppError::BatchTooLarge { max: 1 },
+            AppError::BadRequest("x".into()),
+            AppError::Unauthorized,
+        ] {
+            let response = err.into_response();
+            assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store", "{}", response.status());
+        }
     }
 
     #[test]

@@ -7,13 +7,13 @@ use crate::error::AppError;
 use crate::gate::Answer;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use base64::Engine;
 use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
-use bloomgate_client::{headers, media, paths};
+use bloomgate_client::{caching, headers, media, paths};
 
 /// The single-key lookup, the negative path's route (given its own, lighter layers: see `app`).
 pub fn lookup_router() -> Router<AppState> {
@@ -55,7 +55,9 @@ pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: K
     let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = (status, Json(key_answer(&filter, &key, &answer))).into_response();
-    response.headers_mut().insert(headers::ANSWERED_BY, HeaderValue::from_static(answer.answered_by.as_str()));
+    let h = response.headers_mut();
+    h.insert(headers::ANSWERED_BY, HeaderValue::from_static(answer.answered_by.as_str()));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::LOOKUP));
     Ok(response)
 }
 
@@ -71,10 +73,11 @@ pub(super) async fn lookup_batch(
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
     KeysBatch(keys): KeysBatch,
-) -> Result<Json<Lookups>, AppError> {
+) -> Result<Response, AppError> {
     let answers = s.gate.lookup_many(&filter, &keys).await?;
     let results = keys.iter().zip(&answers).map(|(k, a)| key_answer(&filter, k, a)).collect();
-    Ok(Json(Lookups { filter, results }))
+    let caching = [(header::CACHE_CONTROL, caching::LOOKUP)];
+    Ok((caching, Json(Lookups { filter, results })).into_response())
 }
 
 /// Stores one key; the body is its value (may be empty, at most `max_value_bytes`).
