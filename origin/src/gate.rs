@@ -9,12 +9,11 @@ use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::local_copy::LocalCopies;
 use crate::metrics::{Fallthrough, Metrics, Store};
-use crate::sizing::check_size;
 use crate::store::{Database, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead};
 use bloomgate_client::api::FilterStats;
 use bloomgate_filter::{
     encode_journal, encode_segment, encode_segment_at, hash_key, validate_filter_name, JournalPosition, KeyHash,
-    Manifest, Params, SizingOptions,
+    Manifest,
 };
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -64,14 +63,17 @@ pub enum AfterFilter {
     AskDatabaseAfterMaybe,
     /// The filter could not answer: ask the database, as if there were no filter.
     AskDatabaseFilterUnavailable(Fallthrough),
+    /// The filter was dropped: answer "no such filter", never "not seen".
+    NoSuchFilter,
 }
 
 /// The decision at the heart of the gate. Only a definite `Ok(false)` answers "not seen";
-/// every failure is a fall-through, never a "no".
+/// every failure is a fall-through, never a "no"; a dropped filter is no filter at all.
 pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
     match answer {
         Ok(false) => AfterFilter::AnswerNotSeen,
         Ok(true) => AfterFilter::AskDatabaseAfterMaybe,
+        Err(FilterUnavailable::Dropped) => AfterFilter::NoSuchFilter,
         Err(e) => AfterFilter::AskDatabaseFilterUnavailable(e.reason()),
     }
 }
@@ -118,14 +120,8 @@ pub struct GateSettings {
 /// Definition of a filter to create, as sent by a writer (the API's type).
 pub use bloomgate_client::api::CreateFilter;
 
-/// Result of creating a filter.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Created {
-    /// Made now.
-    New,
-    /// Already existed with the same settings.
-    Existing,
-}
+mod filters;
+pub use filters::Created;
 
 impl Gate {
     /// A gate over these stores.
@@ -193,6 +189,7 @@ impl Gate {
         let asked = Instant::now();
         let meta = self.filters.state(name).await.and_then(|s| match s.readable() {
             Some(meta) => Ok(meta),
+            None if s.dropped.is_some() => Err(FilterUnavailable::Dropped),
             None if s.active_is_stale() => Err(FilterUnavailable::Incarnation),
             None => Err(FilterUnavailable::MetaMissing),
         });
@@ -265,6 +262,7 @@ impl Gate {
                     self.recovery_nudge.notify_one();
                 }
             }
+            AfterFilter::NoSuchFilter => return Err(AppError::UnknownFilter(name.into())),
         }
         self.metrics.database_reads.inc();
         let asked = Instant::now();
@@ -337,6 +335,10 @@ impl Gate {
     /// read the state the second time before t — and then its keys were in the database
     /// before t, where G's scan (which starts after t) reads them. No settle wait, no
     /// assumption about how long writes take.
+    ///
+    /// Both reads must also find the filter live and of one lineage: a write that found it
+    /// dropped, or dropped and created again, between them is not acknowledged (its key may
+    /// have been deleted with the dropped filter; see `gate::filters`).
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
             self.metrics.write_filter_failures.inc();
@@ -349,6 +351,9 @@ impl Gate {
             AppError::FilterWrite(e)
         };
         let before = self.filters.state_for_write(name).await.map_err(fail)?;
+        if before.dropped.is_some() {
+            return Err(AppError::UnknownFilter(name.into()));
+        }
         let added: Vec<FilterMeta> = before.write_targets().collect();
         if added.is_empty() {
             let why = if before.stale().next().is_some() {
@@ -368,6 +373,14 @@ impl Gate {
             return Err(e.into());
         }
         let after = self.filters.state_for_write(name).await.map_err(fail)?;
+        if after.dropped.is_some() {
+            return Err(AppError::UnknownFilter(name.into()));
+        }
+        if after.lineage != before.lineage {
+            return Err(fail(FilterUnavailable::Error(format!(
+                "filter {name:?} was dropped and created again while the write ran: not acknowledged"
+            ))));
+        }
         let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
         self.add_to(name, &named_since, &entries).await.map_err(fail)?;
         self.metrics.writes.inc_by(entries.len() as u64);
@@ -416,51 +429,6 @@ impl Gate {
         }
     }
 
-    /// Creates a filter, or confirms an identical one exists.
-    pub async fn create_filter(&self, name: &str, request: CreateFilter) -> Result<Created, AppError> {
-        validate_filter_name(name)?;
-        let options = SizingOptions { seed: rand::random(), segment_bytes: request.segment_bytes };
-        let params = Params::for_capacity_with(request.capacity, request.fp_rate, options)?;
-        check_size(&params, self.max_filter_bytes)?;
-        let wanted = FilterDef {
-            name: name.into(),
-            key_format: request.key_format,
-            capacity: request.capacity,
-            fp_rate: request.fp_rate,
-            segment_bytes: request.segment_bytes,
-        };
-        let (stored, created_now) = self.keys.create_filter(&wanted).await?;
-        if stored != wanted {
-            return Err(AppError::Conflict(format!(
-                "filter {name:?} exists with capacity {}, fp_rate {}, key_format {}, segment_bytes {}",
-                stored.capacity, stored.fp_rate, stored.key_format, stored.segment_bytes
-            )));
-        }
-        self.defs.insert(stored);
-        match self.filters.state_for_write(name).await {
-            Ok(_) => Ok(Created::Existing),
-            Err(FilterUnavailable::MetaMissing) if created_now => {
-                // Only a filter with no keys yet may start from empty bits. The generation is
-                // the creation time in ms: never reused, so no edge can mistake old cached
-                // segments for this generation's.
-                let incarnation = self.filters.incarnation().await.map_err(AppError::FilterWrite)?;
-                let meta = FilterMeta { generation: now_ms(), params, incarnation, journal: self.journal_enabled };
-                self.filters.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
-                let state = FilterState { active: Some(meta), ..FilterState::default() };
-                // Only if no state appeared meanwhile (a recovery check may have seen the new
-                // definition first and started a rebuild, which then owns the filter).
-                if !self.filters.replace_state(name, None, state).await.map_err(AppError::FilterWrite)? {
-                    self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
-                }
-                Ok(Created::New)
-            }
-            Err(FilterUnavailable::MetaMissing) => Err(AppError::FilterWrite(FilterUnavailable::Error(
-                "the filter exists but its bits are gone from the filter store; run `bloomgate-origin rebuild` to rebuild them from the database".into(),
-            ))),
-            Err(e) => Err(AppError::FilterWrite(e)),
-        }
-    }
-
     /// The filter's state, read fresh.
     pub async fn state(&self, name: &str) -> Result<FilterState, AppError> {
         self.filters.state(name).await.map_err(AppError::FilterRead)
@@ -470,6 +438,7 @@ impl Gate {
         let state = self.state(name).await?;
         match state.readable() {
             Some(meta) => Ok(meta),
+            None if state.dropped.is_some() => Err(AppError::UnknownFilter(name.into())),
             None if state.active_is_stale() => Err(AppError::FilterRead(FilterUnavailable::Incarnation)),
             None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
         }
@@ -565,6 +534,9 @@ impl Gate {
         // Under the write timeout: stats may wait, and are most wanted when Redis is busiest
         // (a rebuild under write load), where the lookup timeout would turn them into 503s.
         let state = self.filters.state_for_write(name).await.map_err(AppError::FilterRead)?;
+        if state.dropped.is_some() {
+            return Err(AppError::UnknownFilter(name.into()));
+        }
         let rebuild = match state.building {
             Some(building) => {
                 let published = self.filters.progress(name).await.ok().flatten();
@@ -573,15 +545,21 @@ impl Gate {
             None => None,
         };
         let Some(meta) = state.readable() else {
-            // Bits lost and a rebuild under way: what there is to see is its progress.
+            // No bits to describe: a rebuild under way (after a loss), or about to start (a
+            // filter created over keys the database holds): what there is to see is its progress.
+            let unbuilt = FilterStats {
+                filter: name.to_owned(),
+                key_format: Some(def.key_format.to_string()),
+                capacity: Some(def.capacity),
+                target_fp_rate: Some(def.fp_rate),
+                building_generation: state.building.map(|m| m.generation),
+                rebuild,
+                ..FilterStats::default()
+            };
             return match state.building {
-                Some(building) => Ok(FilterStats {
-                    filter: name.to_owned(),
-                    building_generation: Some(building.generation),
-                    rebuild,
-                    ..FilterStats::default()
-                }),
+                Some(_) => Ok(unbuilt),
                 None if state.active_is_stale() => Err(AppError::FilterRead(FilterUnavailable::Incarnation)),
+                None if state.named().next().is_none() && state.lineage != 0 => Ok(unbuilt),
                 None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
             };
         };

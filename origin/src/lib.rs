@@ -5,7 +5,8 @@
 //! - [`config`]: the TOML / environment / flag configuration and its limits.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`gate`]: lookups and writes: filter first, database on "maybe" or when the filter is
-//!   unavailable; the edge's manifest and segments.
+//!   unavailable; the edge's manifest and segments; filters created, listed and dropped, and
+//!   why a drop never lets an old bit or cache answer "no" (`gate/filters.rs`).
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
 //!   without a Redis call per lookup.
 //! - [`store`]: the filter store (Redis, or in process) and database (Cassandra, or redb).

@@ -177,11 +177,12 @@ async fn run_leased(
     build_and_switch(filters, keys, filter, options, &lost).await
 }
 
-/// The new generation's number: after every one the state names, and from the clock so it
-/// is never reused even when the filter store lost every record of earlier ones.
+/// The new generation's number: after every one the state names, not before its lineage (so
+/// after every number a dropped filter of the name used), and from the clock so it is never
+/// reused even when the filter store lost every record of earlier ones.
 fn next_generation(state: &FilterState, now_ms: u64) -> u64 {
     let newest = state.named().map(|m| m.generation).max();
-    now_ms.max(newest.map_or(0, |g| g + 1))
+    now_ms.max(newest.map_or(0, |g| g + 1)).max(state.lineage)
 }
 
 /// What a rebuild must clear away before it names its own generation: a `building` left by a
@@ -250,6 +251,11 @@ async fn build_and_switch(
         keys.resize_filter(filter, def.capacity, def.fp_rate).await?;
     }
     let (state, revision) = read_state(filters.as_ref(), filter).await?;
+    if state.dropped.is_some() {
+        // Dropped: its generations are gone for good. (A rebuild that read the state before
+        // the tombstone fails its compare-and-set below instead.)
+        return Err(RebuildError::UnknownFilter(filter.into()));
+    }
     if revision.is_none() {
         // The state is gone (its key deleted or evicted) but the generations it named may
         // still have their bits, and origins may hold one of them in their metadata cache.
@@ -268,7 +274,10 @@ async fn build_and_switch(
         journal: options.journal,
     };
     filters.create_generation(filter, new).await?;
-    let named = FilterState { building: Some(new), ..state };
+    // A state made from nothing (the store lost it) starts a lineage of its own: a write that
+    // read the lost one is not acknowledged into it (see `Gate::insert_many`).
+    let lineage = if revision.is_none() { new.generation } else { state.lineage };
+    let named = FilterState { building: Some(new), lineage, ..state };
     if !filters.replace_state(filter, revision, named).await? {
         filters.retire_generation(filter, new).await?;
         return Err(RebuildError::LeaseLost);
@@ -522,6 +531,8 @@ mod tests {
         assert_eq!(next_generation(&state, 9000), 9000);
         let stale = FilterState { active: meta(7000, 2), read_from: 1, ..FilterState::default() };
         assert_eq!(next_generation(&stale, 1000), 7001, "a lost incarnation's numbers are never reused either");
+        let recreated = FilterState { lineage: 8000, ..FilterState::default() };
+        assert_eq!(next_generation(&recreated, 1000), 8000, "nor a dropped filter's, whose floor is the lineage");
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Health {
     pub incarnation_changed: bool,
     /// A rebuild is running somewhere (its lease is held).
     pub building: bool,
+    /// The filter is being dropped (its state is a tombstone): nothing to recover.
+    pub dropped: bool,
     /// A generation is named `building` but no rebuild holds the lease: its rebuild died.
     pub building_abandoned: bool,
     /// Milliseconds since `previous` was replaced, if there is one.
@@ -83,7 +85,7 @@ impl Action {
 /// The decision: lost bits first (correctness is not at stake, but every lookup pays the
 /// database), then drift.
 pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
-    if h.building {
+    if h.building || h.dropped {
         return None;
     }
     if h.meta_missing {
@@ -151,6 +153,10 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
         }
         Err(e) => return Err(e),
     };
+    if state.dropped.is_some() {
+        h.dropped = true;
+        return Ok(h);
+    }
     h.building = store.lease_holder(name).await?.is_some();
     let rebuild = export_rebuild(gate, name, h.building).await;
     h.building_abandoned = state.building.is_some() && !h.building;
@@ -335,6 +341,16 @@ mod tests {
         assert_eq!(rebuild_reason(&h, &T).unwrap().capacity, None, "a rebuild that died does not stop recovery");
         let h = Health { building_abandoned: true, building: true, ..healthy() };
         assert_eq!(rebuild_reason(&h, &T), None, "unless one is running now");
+    }
+
+    #[test]
+    fn a_filter_being_dropped_is_never_rebuilt() {
+        for h in [
+            Health { dropped: true, meta_missing: true, ..healthy() },
+            Health { dropped: true, estimated_keys: 5000.0, ..healthy() },
+        ] {
+            assert_eq!(rebuild_reason(&h, &T), None, "a rebuild would bring a dropped filter's bits back");
+        }
     }
 
     #[test]

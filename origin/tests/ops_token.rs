@@ -16,14 +16,18 @@ async fn an_ops_token_reads_stats_and_is_refused_every_write() {
     let stats = origin.send(Method::GET, &paths::stats("f"), Some(OPS), None).await;
     assert_eq!(stats.status, StatusCode::OK, "{}", stats.body);
     assert_eq!(stats.json()["filter"], "f");
+    let list = origin.send(Method::GET, paths::FILTERS, Some(OPS), None).await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    assert_eq!(list.json()["filters"][0]["name"], "f");
 
     let batch = format!(r#"{{"keys":["{}"]}}"#, key(2));
-    let writes: [(Method, String, Option<&str>); 5] = [
+    let writes: [(Method, String, Option<&str>); 6] = [
         (Method::PUT, paths::filter("g"), Some(r#"{"capacity":10,"fp_rate":0.01}"#)),
         (Method::PUT, paths::key("f", &key(1)), None),
         (Method::POST, paths::keys("f"), Some(&batch)),
         (Method::DELETE, paths::key("f", &key(1)), None),
         (Method::POST, paths::rebuild("f"), None),
+        (Method::DELETE, paths::filter("f"), None),
     ];
     for (method, path, body) in writes {
         let refused = origin.send(method.clone(), &path, Some(OPS), body).await;

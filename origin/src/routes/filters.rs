@@ -1,5 +1,5 @@
-//! `/v1/filters/{filter}`: create a filter, rebuild it (writer tokens), read its stats (writer
-//! or ops tokens).
+//! `/v1/filters` and `/v1/filters/{filter}`: create, rebuild and drop a filter (writer tokens),
+//! list the filters and read a filter's stats (writer or ops tokens).
 
 use super::{ApiJson, ApiPath, AppState};
 use crate::auth::{Reader, Writer};
@@ -7,19 +7,21 @@ use crate::error::AppError;
 use crate::gate::{CreateFilter, Created};
 use crate::rebuild::RebuildError;
 use crate::sizing::check_size;
-use axum::extract::State;
+use crate::store::FilterUnavailable;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
-use bloomgate_client::api::{FilterStats, Problem, Rebuild, RebuildStarted};
+use bloomgate_client::api::{DropQuery, FilterDropped, FilterList, FilterStats, Problem, Rebuild, RebuildStarted};
 use bloomgate_client::{media, paths};
 use bloomgate_filter::{Params, SizingOptions};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route(paths::FILTER, put(create))
+        .route(paths::FILTERS, get(list))
+        .route(paths::FILTER, put(create).delete(drop_filter))
         .route(paths::STATS, get(stats))
         .route(paths::REBUILD, axum::routing::post(rebuild))
 }
@@ -41,9 +43,50 @@ pub(super) async fn create(
     ApiJson(body): ApiJson<CreateFilter>,
 ) -> Result<Response, AppError> {
     let created = s.gate.create_filter(&filter, body).await?;
-    let status = if created == Created::New { StatusCode::CREATED } else { StatusCode::OK };
+    if created == Created::NewFromKeys {
+        // Its first generation is built from the keys the database holds; the recovery check
+        // would start it too, this starts it now. Busy: another origin's already runs.
+        let (filters, keys) = (s.gate.filter_store().clone(), s.gate.database().clone());
+        match crate::rebuild::start(filters, keys, filter.clone(), s.config.rebuild_options(false)).await {
+            Ok(_) | Err(RebuildError::Busy) => {}
+            Err(e) => {
+                tracing::warn!(filter = %filter, cause = %e, "the first build of a filter created over kept keys did not start; the recovery check will")
+            }
+        }
+    }
+    let status = if created == Created::Existing { StatusCode::OK } else { StatusCode::CREATED };
     let stats = s.gate.stats(&filter).await?;
     Ok((status, Json(stats)).into_response())
+}
+
+/// Every filter, by name: definition and the generation answering its lookups.
+pub(super) async fn list(_: Reader, State(s): State<AppState>) -> Result<Json<FilterList>, AppError> {
+    Ok(Json(s.gate.list_filters().await?))
+}
+
+/// Drops a filter: its bits, journal, definition and bookkeeping; its keys in the database are
+/// kept unless `?keys=delete` (see `DropKeys` for why keeping is the default). Lookups and
+/// writes then answer 404 "no such filter". The drop runs to its end even if the request does
+/// not wait for it (a client gone, the request timeout): asking again finishes or confirms it.
+pub(super) async fn drop_filter(
+    _: Writer,
+    State(s): State<AppState>,
+    ApiPath(filter): ApiPath<String>,
+    query: Result<Query<DropQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<FilterDropped>, AppError> {
+    let Query(query) = query.map_err(|e| {
+        AppError::BadRequest(format!(
+            "drop query: {}; expected ?keys=keep (the default) or ?keys=delete",
+            e.body_text()
+        ))
+    })?;
+    let concurrency = s.config.rebuild_concurrency.max(1);
+    let gate = s.gate.clone();
+    let dropping = tokio::spawn(async move { gate.drop_filter(&filter, query.keys, concurrency).await });
+    let stopped =
+        |e: tokio::task::JoinError| AppError::FilterWrite(FilterUnavailable::Error(format!("the drop stopped: {e}")));
+    let dropped = dropping.await.map_err(stopped)??;
+    Ok(Json(dropped))
 }
 
 /// A filter's state and health: generation, fill, expected and observed false-positive rates,
@@ -115,7 +158,7 @@ fn rebuild_error(filter: &str, e: RebuildError) -> AppError {
         RebuildError::Filter(e) => AppError::FilterWrite(e),
         RebuildError::Keys(e) => AppError::Database(e),
         e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
-            AppError::FilterWrite(crate::store::FilterUnavailable::Error(e.to_string()))
+            AppError::FilterWrite(FilterUnavailable::Error(e.to_string()))
         }
     }
 }

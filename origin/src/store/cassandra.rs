@@ -16,6 +16,8 @@
 //! (each replica indexes a row as it stores it). Without the index (a schema managed
 //! elsewhere), or while it is still being built, a range is read whole and filtered here.
 
+mod drop;
+
 use super::cassandra_schema::{
     create_statements, schema_problems, unmanaged_schema_error, ExistingColumn, FILTER_INDEX,
 };
@@ -63,6 +65,9 @@ pub struct CassandraDatabase {
     scan_range: PreparedStatement,
     /// The scan of one filter's keys in a token range, through the filter index (if it exists).
     scan_filter_range: Option<PreparedStatement>,
+    /// One key of a filter, through the filter index (if it exists).
+    any_key: Option<PreparedStatement>,
+    drop_filter: PreparedStatement,
     ping: PreparedStatement,
 }
 
@@ -192,6 +197,10 @@ impl CassandraDatabase {
                 None
             }
         };
+        // Through the index, like the scan above: without it, the statement does not prepare.
+        let any_key = prepare(format!("SELECT key FROM {ks}.keys WHERE filter = ? LIMIT 1"), true).await.ok();
+        let mut drop_filter = prepare(format!("DELETE FROM {ks}.filters WHERE name = ? IF EXISTS"), false).await?;
+        drop_filter.set_serial_consistency(Some(scylla::statement::SerialConsistency::Serial));
         let mut ping = prepare("SELECT release_version FROM system.local".to_string(), true).await?;
         // The one exception to the configured level (see the module doc): a node-local table.
         ping.set_consistency(Consistency::One);
@@ -206,6 +215,8 @@ impl CassandraDatabase {
             resize,
             scan_range,
             scan_filter_range,
+            any_key,
+            drop_filter,
             ping,
         })
     }
@@ -425,6 +436,18 @@ impl Database for CassandraDatabase {
         let rows = result.into_rows_result().map_err(err)?;
         let row: Option<FilterRow> = rows.maybe_first_row().map_err(err)?;
         row.map(def_from_row).transpose()
+    }
+
+    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
+        self.delete_definition(name).await
+    }
+
+    async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
+        self.any_key_of(filter).await
+    }
+
+    async fn delete_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError> {
+        self.delete_all_keys(filter, concurrency).await
     }
 
     async fn ping(&self) -> Result<(), DatabaseError> {

@@ -1,19 +1,18 @@
-//! The quick-start backends: the filter in process and the keys in an embedded redb file, so
-//! `bloomgate-origin serve` answers with nothing else installed. Same traits, same guarantees
-//! (the filter is rebuilt from the key file at start-up), one process only.
+//! The quick-start backends: the filter in process (here) and the keys in an embedded redb
+//! file ([`RedbDatabase`], in `key_file`), so `bloomgate-origin serve` answers with nothing
+//! else installed. Same traits, same guarantees (the filter is rebuilt from the key file at
+//! start-up), one process only.
 
+pub use super::key_file::RedbDatabase;
 use super::{
-    Database, DatabaseError, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead,
-    JournalRetention, JournalSize, SegmentBits,
+    FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits,
 };
 use crate::build_progress::BuildProgress;
 use async_trait::async_trait;
 use bloomgate_filter::JournalPosition;
 use bloomgate_filter::{BloomFilter, KeyHash};
-use redb::{Database as RedbFile, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::VecDeque;
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -237,6 +236,14 @@ impl FilterStore for MemoryFilterStore {
         Ok((before - generations.len()) as u64)
     }
 
+    async fn clear_dropped(&self, filter: &str) -> Result<u64, FilterUnavailable> {
+        let generations = self.delete_orphans(filter, Vec::new()).await?;
+        write(&self.deletes).retain(|(f, _), _| f != filter);
+        let progress = write(&self.progress).remove(filter).is_some();
+        let lease = write(&self.leases).remove(filter).is_some();
+        Ok(generations + u64::from(progress) + u64::from(lease))
+    }
+
     async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
 
@@ -377,222 +384,5 @@ impl FilterStore for MemoryFilterStore {
             bytes: Some(j.entries.iter().map(|(_, h)| 16 * h.len() as u64 + 40).sum()),
         });
         size.ok_or(FilterUnavailable::SegmentMissing(0))
-    }
-}
-
-/// Keys by `filter \0 key`; filter definitions by name (JSON).
-const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
-const FILTERS: TableDefinition<&str, &str> = TableDefinition::new("filters");
-
-fn filter_defs_in(db: &RedbFile) -> Result<Vec<FilterDef>, DatabaseError> {
-    let tx = db.begin_read().map_err(err)?;
-    let table = tx.open_table(FILTERS).map_err(err)?;
-    let mut out = Vec::new();
-    for entry in table.iter().map_err(err)? {
-        let (_, v) = entry.map_err(err)?;
-        out.push(serde_json::from_str(v.value()).map_err(err)?);
-    }
-    Ok(out)
-}
-
-/// Keys handed over per chunk by a scan.
-const SCAN_CHUNK: usize = 16 * 1024;
-
-/// Reads every key of `filter`, calling `send` per chunk until it returns false.
-fn scan_chunks(db: &RedbFile, filter: &str, mut send: impl FnMut(Vec<Vec<u8>>) -> bool) -> Result<(), DatabaseError> {
-    let tx = db.begin_read().map_err(err)?;
-    let table = tx.open_table(KEYS).map_err(err)?;
-    let prefix = row_key(filter, b"");
-    let mut chunk = Vec::with_capacity(SCAN_CHUNK);
-    for entry in table.range(prefix.as_slice()..).map_err(err)? {
-        let (k, _) = entry.map_err(err)?;
-        let Some(key) = k.value().strip_prefix(prefix.as_slice()) else {
-            break;
-        };
-        chunk.push(key.to_vec());
-        if chunk.len() == SCAN_CHUNK && !send(std::mem::replace(&mut chunk, Vec::with_capacity(SCAN_CHUNK))) {
-            return Ok(());
-        }
-    }
-    if !chunk.is_empty() {
-        send(chunk);
-    }
-    Ok(())
-}
-
-/// Keys in an embedded redb file.
-pub struct RedbDatabase {
-    db: Arc<RedbFile>,
-}
-
-fn row_key(filter: &str, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(filter.len() + 1 + key.len());
-    k.extend_from_slice(filter.as_bytes());
-    k.push(0);
-    k.extend_from_slice(key);
-    k
-}
-
-fn err(e: impl std::fmt::Display) -> DatabaseError {
-    DatabaseError::Error(e.to_string())
-}
-
-impl RedbDatabase {
-    /// Opens (or creates) the key file.
-    pub fn open(path: &Path) -> Result<RedbDatabase, DatabaseError> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
-        }
-        let db = RedbFile::create(path).map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
-        let tx = db.begin_write().map_err(err)?;
-        tx.open_table(KEYS).map_err(err)?;
-        tx.open_table(FILTERS).map_err(err)?;
-        tx.commit().map_err(err)?;
-        Ok(RedbDatabase { db: Arc::new(db) })
-    }
-
-    /// Every stored key of `filter`, for rebuilding the in-process filter at start-up.
-    pub fn keys_of(&self, filter: &str) -> Result<Vec<Vec<u8>>, DatabaseError> {
-        let tx = self.db.begin_read().map_err(err)?;
-        let table = tx.open_table(KEYS).map_err(err)?;
-        let prefix = row_key(filter, b"");
-        let mut out = Vec::new();
-        for entry in table.range(prefix.as_slice()..).map_err(err)? {
-            let (k, _) = entry.map_err(err)?;
-            let Some(key) = k.value().strip_prefix(prefix.as_slice()) else {
-                break;
-            };
-            out.push(key.to_vec());
-        }
-        Ok(out)
-    }
-
-    /// Every filter definition.
-    pub fn filter_defs(&self) -> Result<Vec<FilterDef>, DatabaseError> {
-        filter_defs_in(&self.db)
-    }
-
-    async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&RedbFile) -> Result<T, DatabaseError> + Send + 'static,
-    ) -> Result<T, DatabaseError> {
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || work(&db)).await.map_err(err)?
-    }
-}
-
-#[async_trait]
-impl Database for RedbDatabase {
-    async fn scan_keys<'a>(
-        &'a self,
-        filter: &'a str,
-        _concurrency: usize,
-        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError> {
-        // redb is read on a blocking thread and handed over in chunks, so a rebuild never
-        // stalls the runtime that answers lookups.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);
-        let (db, filter_name) = (self.db.clone(), filter.to_owned());
-        let reader = tokio::task::spawn_blocking(move || {
-            scan_chunks(&db, &filter_name, |chunk| tx.blocking_send(chunk).is_ok())
-        });
-        let mut n = 0u64;
-        while let Some(chunk) = rx.recv().await {
-            chunk.iter().for_each(|k| sink(k));
-            n += chunk.len() as u64;
-        }
-        reader.await.map_err(err)??;
-        Ok(n)
-    }
-
-    async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
-        self.blocking(filter_defs_in).await
-    }
-
-    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
-        let name = name.to_owned();
-        self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            {
-                let mut table = tx.open_table(FILTERS).map_err(err)?;
-                let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
-                let Some(json) = json else { return Err(err(format!("no filter named {name:?}"))) };
-                let mut def: FilterDef = serde_json::from_str(&json).map_err(err)?;
-                def.capacity = capacity;
-                def.fp_rate = fp_rate;
-                let json = serde_json::to_string(&def).map_err(err)?;
-                table.insert(name.as_str(), json.as_str()).map_err(err)?;
-            }
-            tx.commit().map_err(err)
-        })
-        .await
-    }
-
-    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
-        let k = row_key(filter, key);
-        self.blocking(move |db| {
-            let tx = db.begin_read().map_err(err)?;
-            let table = tx.open_table(KEYS).map_err(err)?;
-            Ok(table.get(k.as_slice()).map_err(err)?.map(|v| v.value().to_vec()))
-        })
-        .await
-    }
-
-    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
-        let (k, v) = (row_key(filter, key), value.to_vec());
-        self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            tx.open_table(KEYS).map_err(err)?.insert(k.as_slice(), v.as_slice()).map_err(err)?;
-            tx.commit().map_err(err)
-        })
-        .await
-    }
-
-    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
-        let k = row_key(filter, key);
-        self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            let existed = tx.open_table(KEYS).map_err(err)?.remove(k.as_slice()).map_err(err)?.is_some();
-            tx.commit().map_err(err)?;
-            Ok(existed)
-        })
-        .await
-    }
-
-    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
-        let def = def.clone();
-        self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            let stored = {
-                let mut table = tx.open_table(FILTERS).map_err(err)?;
-                let existing = table.get(def.name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
-                match existing {
-                    Some(json) => (serde_json::from_str(&json).map_err(err)?, false),
-                    None => {
-                        let json = serde_json::to_string(&def).map_err(err)?;
-                        table.insert(def.name.as_str(), json.as_str()).map_err(err)?;
-                        (def, true)
-                    }
-                }
-            };
-            tx.commit().map_err(err)?;
-            Ok(stored)
-        })
-        .await
-    }
-
-    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
-        let name = name.to_owned();
-        self.blocking(move |db| {
-            let tx = db.begin_read().map_err(err)?;
-            let table = tx.open_table(FILTERS).map_err(err)?;
-            let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
-            json.map(|j| serde_json::from_str(&j).map_err(err)).transpose()
-        })
-        .await
-    }
-
-    async fn ping(&self) -> Result<(), DatabaseError> {
-        async { Ok(()) }.await
     }
 }

@@ -6,13 +6,14 @@ pub mod cassandra;
 pub mod cassandra_schema;
 pub mod consistency;
 pub mod embedded;
+pub mod key_file;
 pub mod redis;
 pub mod redis_cluster;
 pub mod redis_conn;
 pub mod redis_link;
 pub mod state;
 
-pub use state::{FilterMeta, FilterState};
+pub use state::{Dropped, FilterMeta, FilterState};
 
 use crate::build_progress::BuildProgress;
 use async_trait::async_trait;
@@ -54,6 +55,10 @@ pub enum FilterUnavailable {
     /// over since they were written, and may have lost some.
     #[error("the filter store restarted or failed over since these bits were written")]
     Incarnation,
+    /// The filter was dropped (its state is a tombstone). Not a fall-through: a lookup answers
+    /// "no such filter" and a write is refused, never "not seen".
+    #[error("the filter was dropped")]
+    Dropped,
 }
 
 impl FilterUnavailable {
@@ -66,6 +71,9 @@ impl FilterUnavailable {
             FilterUnavailable::MetaMissing => Fallthrough::MetaMissing,
             FilterUnavailable::SegmentMissing(_) => Fallthrough::SegmentMissing,
             FilterUnavailable::Incarnation => Fallthrough::IncarnationChanged,
+            // Never a fall-through (see `gate::after_filter`); counted as what it looks like to
+            // the bits: no metadata.
+            FilterUnavailable::Dropped => Fallthrough::MetaMissing,
         }
     }
 }
@@ -177,6 +185,11 @@ pub trait FilterStore: Send + Sync + 'static {
     /// state was lost, or by a rebuild that died); returns how many keys went. Retired
     /// segments' markers are left to expire on their own.
     async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable>;
+    /// What a dropped filter leaves but its tombstone (its state) and the retirement markers
+    /// (which expire on their own, and until then turn late adds into no-ops): the bits and
+    /// journals of every generation, delete counts, a rebuild's progress and lease. Returns how
+    /// many keys went.
+    async fn clear_dropped(&self, filter: &str) -> Result<u64, FilterUnavailable>;
     /// Checks that every segment of `meta` has its bits at full size and a version, and that
     /// its journal exists: `SegmentMissing` names the first segment that is not whole (0 for a
     /// lost journal).
@@ -280,8 +293,16 @@ pub trait Database: Send + Sync + 'static {
     /// Changes a filter's sizing (a resize); the next rebuild uses it.
     async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError>;
     /// Stores a filter definition unless one exists. Returns the stored definition and whether
-    /// this call created it (only a brand-new filter may start from empty bits).
+    /// this call created it.
     async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError>;
+    /// Deletes a filter's definition; true if there was one.
+    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError>;
+    /// Whether any key is stored under `filter`: only a filter with none may start from empty
+    /// bits. True when the store cannot tell cheaply (then the filter is built by a scan).
+    async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError>;
+    /// Deletes every key stored under `filter` (from as many concurrent scans as the store
+    /// likes, bounded by `concurrency`); returns how many went.
+    async fn delete_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError>;
     /// A filter definition.
     async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError>;
     /// Whether the store is reachable now.

@@ -746,6 +746,14 @@ impl FilterStore for RedisFilterStore {
         Ok(deleted)
     }
 
+    async fn clear_dropped(&self, filter: &str) -> Result<u64, FilterUnavailable> {
+        let generations = self.delete_orphans(filter, Vec::new()).await?;
+        let (progress, lease) = (progress_key(filter), lease_key(filter));
+        let bookkeeping: u64 =
+            self.call(self.write_timeout, None, |mut c| async move { c.del(&[progress, lease]).await }).await?;
+        Ok(generations + bookkeeping)
+    }
+
     async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let filter = filter.to_owned();
         let keys = |index| segment_keys(&filter, meta.generation, index);

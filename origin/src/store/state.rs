@@ -17,8 +17,16 @@
 //! Redis, its `run_id`). A Redis restarted from a snapshot, or a replica promoted in its place,
 //! keeps the keys but may have lost recent bits, and a new process has a new run id: bits of
 //! another incarnation are never read, never written, and never served to an edge.
+//!
+//! A filter *dropped* leaves its state behind as a tombstone ([`Dropped`]): it names no
+//! generation, tells every reader and writer that the filter is gone, and keeps what a filter
+//! created again under the name must respect: generation numbers after every one the dropped
+//! filter used, and its key format. Each creation starts a new *lineage*, which every later
+//! state of that filter keeps: a write that finds another lineage after its database write than
+//! before knows the filter was dropped (and maybe created again) meanwhile, and is not
+//! acknowledged (see `gate::filters` for the whole argument).
 
-use bloomgate_filter::Params;
+use bloomgate_filter::{KeyFormat, Params};
 use serde::{Deserialize, Serialize};
 
 /// One generation of a filter's bits, as recorded in the filter state.
@@ -61,6 +69,29 @@ pub struct FilterState {
     /// The incarnation of the filter store this state was read from (not stored).
     #[serde(skip)]
     pub read_from: u64,
+    /// Which life of the filter's name this state belongs to: set when the filter is created
+    /// (the number of its first generation, so lineages of a name only grow) and kept by every
+    /// later change. 0 in states written before lineages were recorded.
+    #[serde(default)]
+    pub lineage: u64,
+    /// Set when the filter was dropped: the state is then a tombstone naming no generation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<Dropped>,
+}
+
+/// What a dropped filter leaves for a filter created again under its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// At least every generation number the dropped filter ever named (and the time of the
+    /// drop, in ms): a filter created again numbers its generations after it, so no segment
+    /// identity (generation, index, version), in an edge's cache or anywhere, can name bits of
+    /// both.
+    pub last_generation: u64,
+    /// The dropped filter's key format: a filter created again under the name keeps it. Other
+    /// origins may read keys with the old definition until their caches expire, and keys kept
+    /// in the database were written in it; the same format makes both read every key as the
+    /// new filter does.
+    pub key_format: KeyFormat,
 }
 
 impl FilterState {
@@ -98,6 +129,26 @@ impl FilterState {
     /// Whether the active generation exists but its store has changed since it was built.
     pub fn active_is_stale(&self) -> bool {
         self.active.is_some_and(|m| !self.is_current(&m))
+    }
+
+    /// The tombstone that replaces this state when the filter is dropped at `now_ms`: no
+    /// generation named, the newest number ever used (by this state's generations, an earlier
+    /// drop, this lineage, or the clock) kept as the floor for a filter created again.
+    pub fn tombstone(&self, key_format: KeyFormat, now_ms: u64) -> FilterState {
+        let last_generation = self.named().map(|m| m.generation).chain([self.lineage, now_ms]).max().unwrap_or(now_ms);
+        FilterState {
+            lineage: self.lineage,
+            dropped: Some(Dropped { last_generation, key_format }),
+            ..FilterState::default()
+        }
+    }
+
+    /// The lineage (and first generation number) of a filter created at `now_ms` in place of
+    /// this state: after every number a dropped filter under the name used, else the clock.
+    pub fn next_lineage(&self, now_ms: u64) -> u64 {
+        let floor = self.dropped.map_or(0, |d| d.last_generation + 1);
+        let newest = self.named().map(|m| m.generation + 1).max().unwrap_or(0);
+        now_ms.max(floor).max(newest).max(self.lineage + 1)
     }
 }
 
@@ -141,6 +192,43 @@ mod tests {
         state.read_from = 99;
         assert_eq!(state.active.unwrap().incarnation, 0);
         assert_eq!(state.readable(), None);
+    }
+
+    #[test]
+    fn a_tombstone_names_nothing_and_keeps_the_floor_for_the_next_life() {
+        let state = FilterState {
+            active: meta(3_000, 7),
+            building: meta(9_000, 7),
+            lineage: 2_000,
+            read_from: 7,
+            revision: 5,
+            ..FilterState::default()
+        };
+        let tomb = state.tombstone(KeyFormat::Bytes, 4_000);
+        assert_eq!(tomb.named().count(), 0, "a dropped filter names no generation to read or write");
+        assert_eq!(tomb.readable(), None);
+        assert_eq!(tomb.dropped, Some(Dropped { last_generation: 9_000, key_format: KeyFormat::Bytes }));
+        assert_eq!(tomb.lineage, 2_000);
+        // A clock behind the dropped filter's generations does not make a number repeat.
+        assert_eq!(tomb.next_lineage(5_000), 9_001);
+        assert_eq!(tomb.next_lineage(20_000), 20_000);
+        assert_eq!(state.tombstone(KeyFormat::Bytes, 12_000).dropped.unwrap().last_generation, 12_000);
+        // Nothing known (a lost state): the clock, and after any lineage seen.
+        assert_eq!(FilterState::default().next_lineage(1_000), 1_000);
+        assert_eq!(FilterState { lineage: 1_000, ..FilterState::default() }.next_lineage(500), 1_001);
+    }
+
+    #[test]
+    fn tombstones_and_lineages_are_stored_and_old_states_read_as_live() {
+        let tomb = FilterState::default().tombstone(KeyFormat::SHA256_HEX, 42);
+        let json = serde_json::to_string(&tomb).unwrap();
+        assert!(json.contains(r#""dropped":{"last_generation":42,"key_format":"hex:64"}"#), "{json}");
+        assert_eq!(serde_json::from_str::<FilterState>(&json).unwrap(), tomb);
+        let live = FilterState { active: meta(5, 1), lineage: 5, ..FilterState::default() };
+        let json = serde_json::to_string(&live).unwrap();
+        assert!(!json.contains("dropped"), "{json}");
+        let old: FilterState = serde_json::from_str(r#"{"active":null,"building":null,"previous":null}"#).unwrap();
+        assert_eq!((old.lineage, old.dropped), (0, None));
     }
 
     #[test]

@@ -1,0 +1,245 @@
+//! Filters as users manage them: create, list, drop — and why a filter dropped and created
+//! again under the same name never lets an old bit, an old cache or a racing write answer "no"
+//! for a key the new filter was told about.
+//!
+//! A drop runs in four steps, each finished before the next starts:
+//! 1. *Tombstone.* Every generation the filter state names is retired (its bits deleted, so a
+//!    reader still holding it falls through; adds to it turn into no-ops), then the state is
+//!    replaced by a tombstone naming no generation, in one compare-and-set on its revision
+//!    (`FilterState::tombstone`). From then on every fresh state read says "dropped": lookups
+//!    answer 404 "no such filter" (a problem, never a "not seen"), writes are refused, rebuilds
+//!    refuse to name a generation, the recovery check leaves it alone.
+//! 2. *Keys* (`?keys=delete` only): every key stored under the name is deleted from the
+//!    database. The definition still exists, so no filter can be created under the name
+//!    meanwhile, and no key of a new filter is deleted.
+//! 3. *Leftovers:* the bits and journals of any generation (those a lost state named too),
+//!    delete counts, a rebuild's progress and lease (`FilterStore::clear_dropped`).
+//! 4. *Definition*, last: creating a filter inserts its definition only if none exists, so a
+//!    filter can be created again under the name only once all of the above is done.
+//!
+//! Why nothing old answers "no" for the new filter's keys:
+//! - *Origins.* A lookup answers "no" only from a generation a state named: read fresh, or
+//!   cached for `meta_cache_ms`, or a local copy, which answers only after a journal read that
+//!   started after the lookup arrived. By the time a filter can be created again (after step
+//!   4), every generation of the old one is retired or deleted, and a retired journal cannot be
+//!   read: whatever an origin still holds of the old filter falls through to the database.
+//!   There, another origin's cached definition of the old filter may still be read for up to
+//!   `meta_cache_ms`; the new filter keeps the old one's key format (the tombstone holds it),
+//!   so that definition reads every key as the new one does.
+//! - *Edges.* An edge answers "no" only from a segment whose header names the generation and
+//!   params of a manifest it asked for at most `FRESHNESS_SECS` (S) ago. The new filter's
+//!   generations are numbered after every one the old filter used (the tombstone keeps the
+//!   newest; `FilterState::next_lineage`), so no segment of the old filter, in isolate memory or
+//!   the Cache API, is usable under a manifest of the new one, and no segment URL names two bit
+//!   sets. Under a manifest of the old filter the edge may say "no" for at most S after it
+//!   asked, which was before the drop, so before any write to the new filter: the same bound
+//!   as for any write.
+//! - *Racing writes.* A write reads the state before its filter adds and again after its
+//!   database write (`Gate::insert_many`), and is acknowledged only if neither read is a
+//!   tombstone and both name the same lineage. An acknowledged write's second read thus came
+//!   before step 1, so its key was in the database before step 2 started: `keys=delete` deletes
+//!   it with the filter, `keys=keep` keeps it. A write that found the filter dropped and created
+//!   again between its two reads (its key possibly deleted in between) fails rather than be
+//!   acknowledged into the new filter.
+//! - *The new filter's first bits.* A filter starts from empty bits only when the database
+//!   holds no key under its name (`Database::has_keys`); otherwise (keys kept by a drop, a write
+//!   that failed after its database write) its first generation is built from the database by
+//!   a rebuild, and lookups read the database until then.
+//! - *Rebuilds and recovery.* Every state change is a compare-and-set on the revision. A
+//!   rebuild refuses a tombstone; one that read the state before the tombstone fails its next
+//!   compare-and-set and retires its own generation.
+//!
+//! What the tombstone cannot survive: the filter store losing its data (a flush, a restart
+//! without persistence). Generation numbers then still come after the old ones by the clock
+//! (ms since the epoch when named, as every generation's), but the key format is no longer
+//! held: a filter created again within `meta_cache_ms` of such a loss, with another key format,
+//! could be read with the old definition by an origin that cached it.
+
+use super::{now_ms, CreateFilter, Gate};
+use crate::error::AppError;
+use crate::sizing::check_size;
+use crate::store::{FilterDef, FilterMeta, FilterState, FilterUnavailable};
+use bloomgate_client::api::{DropKeys, FilterDropped, FilterList, FilterSummary};
+use bloomgate_filter::{validate_filter_name, KeyFormat, Params, SizingOptions};
+use futures::StreamExt;
+
+/// Result of creating a filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Made now, from empty bits: the database holds no key under its name.
+    New,
+    /// Made now, without bits yet: the database holds keys under its name (kept by a drop),
+    /// so its first generation must be built from them by a rebuild.
+    NewFromKeys,
+    /// Already existed with the same settings.
+    Existing,
+}
+
+/// Times the drop's tombstone is tried when the state changed first (a rebuild switching).
+const TOMBSTONE_ATTEMPTS: usize = 5;
+
+/// States read at once for the filter list.
+const LIST_CONCURRENCY: usize = 16;
+
+impl Gate {
+    /// Creates a filter, or confirms an identical one exists. A name whose filter was dropped
+    /// keeps its key format (see the module doc).
+    pub async fn create_filter(&self, name: &str, request: CreateFilter) -> Result<Created, AppError> {
+        validate_filter_name(name)?;
+        let options = SizingOptions { seed: rand::random(), segment_bytes: request.segment_bytes };
+        let params = Params::for_capacity_with(request.capacity, request.fp_rate, options)?;
+        check_size(&params, self.max_filter_bytes)?;
+        let wanted = FilterDef {
+            name: name.into(),
+            key_format: request.key_format,
+            capacity: request.capacity,
+            fp_rate: request.fp_rate,
+            segment_bytes: request.segment_bytes,
+        };
+        // Checked before anything is stored, and again after (a drop may finish in between).
+        same_key_format(name, self.state_if_any(name).await?.as_ref(), wanted.key_format)?;
+        let (stored, created_now) = self.keys.create_filter(&wanted).await?;
+        if stored != wanted {
+            return Err(AppError::Conflict(format!(
+                "filter {name:?} exists with capacity {}, fp_rate {}, key_format {}, segment_bytes {}",
+                stored.capacity, stored.fp_rate, stored.key_format, stored.segment_bytes
+            )));
+        }
+        let state = self.state_if_any(name).await?;
+        if let Err(e) = same_key_format(name, state.as_ref(), wanted.key_format) {
+            if created_now {
+                self.keys.drop_filter(name).await?;
+            }
+            return Err(e);
+        }
+        self.defs.insert(stored);
+        match (state, created_now) {
+            (Some(state), _) if state.dropped.is_none() => Ok(Created::Existing),
+            (Some(tombstone), true) => self.start_lineage(name, params, Some(tombstone)).await,
+            (Some(_), false) => Err(AppError::Conflict(format!(
+                "filter {name:?} is being dropped: send DELETE /v1/filters/{name} again to finish the drop, then create it"
+            ))),
+            (None, true) => self.start_lineage(name, params, None).await,
+            (None, false) => Err(AppError::FilterWrite(FilterUnavailable::Error(
+                "the filter exists but its bits are gone from the filter store; run `bloomgate-origin rebuild` to rebuild them from the database".into(),
+            ))),
+        }
+    }
+
+    /// The filter's state, None if the filter store has none.
+    async fn state_if_any(&self, name: &str) -> Result<Option<FilterState>, AppError> {
+        match self.filters.state_for_write(name).await {
+            Ok(state) => Ok(Some(state)),
+            Err(FilterUnavailable::MetaMissing) => Ok(None),
+            Err(e) => Err(AppError::FilterWrite(e)),
+        }
+    }
+
+    /// The first state of a new lineage of `name`, in place of `replaced` (a tombstone, or
+    /// nothing): a generation of empty bits when the database holds no key under the name,
+    /// else no generation yet (a rebuild builds it from the keys).
+    async fn start_lineage(
+        &self,
+        name: &str,
+        params: Params,
+        replaced: Option<FilterState>,
+    ) -> Result<Created, AppError> {
+        let expected = replaced.map(|s| s.revision);
+        let lineage = replaced.unwrap_or_default().next_lineage(now_ms());
+        if self.keys.has_keys(name).await? {
+            let state = FilterState { lineage, ..FilterState::default() };
+            self.filters.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)?;
+            return Ok(Created::NewFromKeys);
+        }
+        let incarnation = self.filters.incarnation().await.map_err(AppError::FilterWrite)?;
+        let meta = FilterMeta { generation: lineage, params, incarnation, journal: self.journal_enabled };
+        self.filters.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+        let state = FilterState { active: Some(meta), lineage, ..FilterState::default() };
+        // Only if the state did not change meanwhile (a recovery check may have seen the new
+        // definition first and started a rebuild, which then owns the filter).
+        if !self.filters.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)? {
+            self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+        }
+        Ok(Created::New)
+    }
+
+    /// Every filter, by name, with the generation answering its lookups.
+    pub async fn list_filters(&self) -> Result<FilterList, AppError> {
+        let mut defs = self.keys.filters().await?;
+        defs.sort_by(|a, b| a.name.cmp(&b.name));
+        let states: Vec<_> = defs.iter().map(|def| self.filters.state_for_write(&def.name)).collect();
+        let states: Vec<_> = futures::stream::iter(states).buffered(LIST_CONCURRENCY).collect().await;
+        let filters = defs
+            .into_iter()
+            .zip(states)
+            .map(|(def, state)| {
+                let state = state.ok();
+                FilterSummary {
+                    key_format: def.key_format.to_string(),
+                    capacity: def.capacity,
+                    fp_rate: def.fp_rate,
+                    segment_bytes: def.segment_bytes,
+                    generation: state.and_then(|s| s.readable()).map(|m| m.generation),
+                    dropping: state.is_some_and(|s| s.dropped.is_some()),
+                    name: def.name,
+                }
+            })
+            .collect();
+        Ok(FilterList { filters })
+    }
+
+    /// Drops a filter in the four steps of the module doc; `keys` says what happens to its keys
+    /// in the database. A drop that stopped part-way (its origin died, a store failed) is
+    /// finished by asking again: every step is idempotent.
+    pub async fn drop_filter(&self, name: &str, keys: DropKeys, concurrency: usize) -> Result<FilterDropped, AppError> {
+        validate_filter_name(name)?;
+        let def = self.keys.filter(name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))?;
+        self.bury(name, def.key_format).await?;
+        self.forget_meta(name);
+        let keys_deleted = match keys {
+            DropKeys::Delete => Some(self.keys.delete_keys(name, concurrency).await?),
+            DropKeys::Keep => None,
+        };
+        self.filters.clear_dropped(name).await.map_err(AppError::FilterWrite)?;
+        self.keys.drop_filter(name).await?;
+        self.defs.forget(name);
+        tracing::info!(filter = name, keys = keys.as_str(), keys_deleted, "filter dropped");
+        Ok(FilterDropped { filter: name.to_owned(), dropped: true, keys, keys_deleted })
+    }
+
+    /// Step 1 of a drop: every named generation retired, then the tombstone in their place.
+    async fn bury(&self, name: &str, key_format: KeyFormat) -> Result<(), AppError> {
+        for _ in 0..TOMBSTONE_ATTEMPTS {
+            let (state, expected) = match self.state_if_any(name).await? {
+                Some(state) => (state, Some(state.revision)),
+                None => (FilterState::default(), None),
+            };
+            if state.dropped.is_some() {
+                return Ok(());
+            }
+            // Bits gone first, name second: a reader holding a generation falls through.
+            for meta in state.named() {
+                self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+            }
+            let tombstone = state.tombstone(key_format, now_ms());
+            if self.filters.replace_state(name, expected, tombstone).await.map_err(AppError::FilterWrite)? {
+                return Ok(());
+            }
+        }
+        Err(AppError::Conflict(format!(
+            "the state of filter {name:?} kept changing under the drop (a rebuild switching generations): send the drop again"
+        )))
+    }
+}
+
+/// Refuses a key format other than the one a dropped filter of the name had (see the module
+/// doc); any format for a name with no tombstone.
+fn same_key_format(name: &str, state: Option<&FilterState>, wanted: KeyFormat) -> Result<(), AppError> {
+    match state.and_then(|s| s.dropped) {
+        Some(dropped) if dropped.key_format != wanted => Err(AppError::Conflict(format!(
+            "filter {name:?} was dropped with key_format {}; a filter created again under the name keeps it (other origins may still read keys with it): use key_format {} or another name",
+            dropped.key_format, dropped.key_format
+        ))),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,104 @@
+//! What dropping a filter asks of Cassandra: its definition deleted (a lightweight
+//! transaction, as every definition write), whether it holds keys, and its keys deleted range
+//! by range through the filter index (or by reading each range whole without it), in bounded
+//! chunks: a filter of any size is deleted in constant memory.
+
+use super::{classify, err, token_ranges, CassandraDatabase, SCAN_RANGES};
+use crate::store::DatabaseError;
+use futures::{StreamExt, TryStreamExt};
+use scylla::statement::prepared::PreparedStatement;
+
+/// Keys deleted at once (concurrently) while a range is read.
+const DELETE_CHUNK: usize = 512;
+/// Deletes in flight per chunk.
+const DELETES_IN_FLIGHT: usize = 32;
+
+impl CassandraDatabase {
+    /// Deletes the definition; true if it existed.
+    pub(super) async fn delete_definition(&self, name: &str) -> Result<bool, DatabaseError> {
+        let result = self.session.execute_unpaged(&self.drop_filter, (name.to_owned(),)).await.map_err(classify)?;
+        // The first column of an LWT's result is `[applied]`.
+        let rows = result.into_rows_result().map_err(err)?;
+        let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(err)?;
+        Ok(matches!(
+            first.as_ref().and_then(|row| row.columns.first()),
+            Some(Some(scylla::value::CqlValue::Boolean(true)))
+        ))
+    }
+
+    /// Whether `filter` holds a key, read through the filter index; without the index (or while
+    /// it cannot answer) the table would have to be read whole to tell, so: maybe (true).
+    pub(super) async fn any_key_of(&self, filter: &str) -> Result<bool, DatabaseError> {
+        let Some(any_key) = &self.any_key else { return Ok(true) };
+        match self.session.execute_unpaged(any_key, (filter.to_owned(),)).await {
+            Ok(result) => {
+                let rows = result.into_rows_result().map_err(err)?;
+                Ok(rows.rows_num() > 0)
+            }
+            Err(e) => {
+                tracing::warn!(filter, cause = %e, "the filter index could not say whether the filter holds keys: assuming it does");
+                Ok(true)
+            }
+        }
+    }
+
+    /// Deletes every key of `filter`, `concurrency` token ranges at a time; returns how many.
+    pub(super) async fn delete_all_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError> {
+        let ranges = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| self.delete_range(filter, start, end));
+        let counts: Vec<u64> = futures::stream::iter(ranges).buffer_unordered(concurrency.max(1)).try_collect().await?;
+        Ok(counts.iter().sum())
+    }
+
+    /// The keys of `filter` in one token range, through the index if it answers, else the
+    /// range read whole.
+    async fn delete_range(&self, filter: &str, start: i64, end: i64) -> Result<u64, DatabaseError> {
+        if let Some(indexed) = &self.scan_filter_range {
+            match self.delete_rows(indexed, (filter, start, end), filter).await {
+                Ok(n) => return Ok(n),
+                Err(e) => {
+                    tracing::warn!(filter, start, end, cause = %e, "delete through the filter index failed; reading the range whole")
+                }
+            }
+        }
+        self.delete_rows(&self.scan_range, (start, end), filter).await
+    }
+
+    /// Reads rows `(filter, key)` from `scan` and deletes those of `filter`, a chunk at a time.
+    async fn delete_rows(
+        &self,
+        scan: &PreparedStatement,
+        values: impl scylla::serialize::row::SerializeRow,
+        filter: &str,
+    ) -> Result<u64, DatabaseError> {
+        let rows = self.session.execute_iter(scan.clone(), values).await.map_err(err)?;
+        let mut rows = rows.rows_stream::<(String, Vec<u8>)>().map_err(err)?;
+        let (mut chunk, mut deleted) = (Vec::with_capacity(DELETE_CHUNK), 0u64);
+        loop {
+            let row = rows.try_next().await.map_err(err)?;
+            let done = row.is_none();
+            if let Some((row_filter, key)) = row {
+                if row_filter == filter {
+                    chunk.push(key);
+                }
+            }
+            if chunk.len() == DELETE_CHUNK || (done && !chunk.is_empty()) {
+                deleted += self.delete_chunk(filter, std::mem::take(&mut chunk)).await?;
+            }
+            if done {
+                return Ok(deleted);
+            }
+        }
+    }
+
+    async fn delete_chunk(&self, filter: &str, keys: Vec<Vec<u8>>) -> Result<u64, DatabaseError> {
+        let n = keys.len() as u64;
+        let deletes =
+            keys.into_iter().map(|key| self.session.execute_unpaged(&self.delete_key, (filter.to_owned(), key)));
+        futures::stream::iter(deletes)
+            .buffer_unordered(DELETES_IN_FLIGHT)
+            .map_err(classify)
+            .try_for_each(|_| async { Ok(()) })
+            .await?;
+        Ok(n)
+    }
+}
