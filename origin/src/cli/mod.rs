@@ -1,0 +1,125 @@
+//! The `bloomgate-origin` command line: the commands and their arguments, and which function
+//! runs each. Serving and rebuilding connect to the stores (`serve`); every other command is a
+//! call to a running origin through `bloomgate-client` (`filters`, `keys`), authenticated by
+//! `--token` or `BLOOMGATE_TOKEN`: a writer token, or an ops token for `stats` and `list`.
+
+mod filters;
+mod keys;
+mod serve;
+
+use clap::{Args, Parser, Subcommand};
+
+/// bloomgate origin: a Bloom-filter gate in front of Cassandra.
+#[derive(Parser)]
+#[command(version, about)]
+pub struct Cli {
+    /// Log lines as text for people, or as one JSON object per line for log pipelines.
+    #[arg(long, global = true, env = "BLOOMGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How log lines are written (to stderr; the level comes from `RUST_LOG`, default `info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields, span).
+    Json,
+}
+
+/// The commands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Serve the HTTP API.
+    Serve(Box<serve::ServeArgs>),
+    /// Rebuild a filter online from the database into a new generation (optionally resized),
+    /// in this process, connected to the stores as `serve` is.
+    Rebuild(Box<serve::RebuildArgs>),
+    /// Check the settings `serve` would run with (same file, environment and flags) without
+    /// connecting to anything: prints "ok", or the problem and exits non-zero.
+    CheckConfig(Box<serve::ServeArgs>),
+    /// Create a filter on a running origin (or confirm one with the same definition exists).
+    Create(filters::CreateArgs),
+    /// List the filters of a running origin.
+    List(filters::ListArgs),
+    /// Print a filter's stats from a running origin: generations, fill, observed false
+    /// positives, stale deletes, and a running rebuild's progress with its ETA.
+    Stats(filters::StatsArgs),
+    /// Drop a filter on a running origin: its bits, journal and definition; its keys in the
+    /// database are kept unless `--keys delete`.
+    Drop(filters::DropArgs),
+    /// Look keys up through a running origin (or an edge).
+    Lookup(keys::LookupArgs),
+    /// Bulk-load keys (one per line) into a filter through a running origin's write API.
+    Load(keys::LoadArgs),
+}
+
+/// The running origin a command calls, and the token it calls with.
+#[derive(Args, Clone, Debug)]
+pub struct Origin {
+    /// Origin base URL.
+    #[arg(long, env = "BLOOMGATE_ORIGIN_URL", default_value = "http://127.0.0.1:8080")]
+    origin: String,
+    /// Bearer token: a writer token, or an ops token for `stats` and `list`.
+    #[arg(long, env = "BLOOMGATE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl Origin {
+    /// A client of the origin, with the token if one was given.
+    fn client(&self) -> bloomgate_client::Client {
+        let client = bloomgate_client::Client::new(&self.origin);
+        match &self.token {
+            Some(token) => client.with_token(token),
+            None => client,
+        }
+    }
+
+    /// The token, which `command` cannot do without.
+    fn token(&self, command: &str) -> anyhow::Result<&str> {
+        self.token.as_deref().ok_or_else(|| {
+            anyhow::anyhow!("`{command}` needs a token: pass --token or set BLOOMGATE_TOKEN (a writer token)")
+        })
+    }
+
+    /// What a failed call means for the person who typed the command.
+    fn failed(&self, what: &str, e: bloomgate_client::Error) -> anyhow::Error {
+        match e {
+            bloomgate_client::Error::Transport(e) => {
+                anyhow::anyhow!("cannot reach the origin at {}: is it running? ({e})", self.origin)
+            }
+            e => anyhow::anyhow!("{what}: {e}"),
+        }
+    }
+}
+
+/// Runs a command to its end.
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve::serve(*args).await,
+        Command::Rebuild(args) => serve::rebuild(*args).await,
+        Command::CheckConfig(args) => match serve::check_config(*args) {
+            Ok(_) => {
+                println!("ok");
+                Ok(())
+            }
+            Err(problem) => {
+                // The message alone, for scripts to show: no backtrace, whatever RUST_BACKTRACE says.
+                eprintln!("bloomgate-origin check-config: {problem:#}");
+                std::process::exit(1);
+            }
+        },
+        Command::Create(args) => filters::create(args, &mut std::io::stdout()).await,
+        Command::List(args) => filters::list(args, &mut std::io::stdout()).await,
+        Command::Stats(args) => filters::stats(args, &mut std::io::stdout()).await,
+        Command::Drop(args) => filters::drop(args, &mut std::io::stdout()).await,
+        Command::Lookup(args) => keys::lookup(args, &mut std::io::stdout()).await,
+        Command::Load(args) => keys::load(args).await,
+    }
+}
+
+#[cfg(test)]
+mod tests;

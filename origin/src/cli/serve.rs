@@ -1,0 +1,96 @@
+//! The commands that connect to the stores themselves, `serve` and `rebuild`, and the one that
+//! checks what `serve` would run with, `check-config`.
+
+use anyhow::Context;
+use bloomgate_origin::config::Config;
+use bloomgate_origin::config_flags::ConfigFlags;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Flags override `BLOOMGATE_*` variables, which override the config file, which overrides
+/// the defaults (`Config::load`).
+#[derive(Args)]
+pub struct ServeArgs {
+    /// TOML config file.
+    #[arg(long, env = "BLOOMGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Every setting, as a flag.
+    #[command(flatten)]
+    settings: ConfigFlags,
+}
+
+impl ServeArgs {
+    /// The configuration these arguments, the file and the environment make.
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        Ok(Config::load(self.config.as_deref(), &self.settings)?)
+    }
+}
+
+/// `check-config`: what `serve` would refuse before it connects to a store (a bad value, a
+/// short token or secret), found by the same code `serve` runs, so scripts fail early with
+/// the origin's own message.
+pub fn check_config(args: ServeArgs) -> anyhow::Result<Config> {
+    let config = args.into_config()?;
+    config.validate()?;
+    Ok(config)
+}
+
+#[derive(Args)]
+pub struct RebuildArgs {
+    /// Filter to rebuild.
+    #[arg(long)]
+    filter: String,
+    /// New capacity (resize).
+    #[arg(long)]
+    capacity: Option<u64>,
+    /// New false-positive target.
+    #[arg(long)]
+    fp_rate: Option<f64>,
+    /// Store connections and limits, as for `serve`.
+    #[command(flatten)]
+    stores: ServeArgs,
+}
+
+/// `serve`: the HTTP API until SIGINT or SIGTERM.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.into_config()?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    tracing::info!(listen = %config.listen, "bloomgate-origin serving");
+    let state = bloomgate_origin::build_state(config).await?;
+    bloomgate_origin::run(listener, state, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// `rebuild`: one filter, in this process, then exit with its report.
+pub async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
+    let RebuildArgs { filter, capacity, fp_rate, stores } = args;
+    let mut config = stores.into_config()?;
+    config.recovery_interval_ms = 0; // this process rebuilds one filter, then exits
+    let options = bloomgate_origin::rebuild::RebuildOptions {
+        capacity,
+        fp_rate,
+        ..config.rebuild_options(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    };
+    let state = bloomgate_origin::build_state(config).await?;
+    let gate = state.gate;
+    let report =
+        bloomgate_origin::rebuild::rebuild(gate.filter_store().clone(), gate.database().clone(), &filter, options)
+            .await?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            s.recv().await;
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = terminate => {} }
+    tracing::info!("shutting down: finishing requests in flight");
+}
