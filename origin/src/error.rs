@@ -67,6 +67,10 @@ pub enum AppError {
     /// The filter could not serve segments or stats.
     #[error("filter unavailable: {0}")]
     FilterRead(FilterUnavailable),
+    /// A drop stopped part-way: the filter store did not answer, or the filter's state kept
+    /// changing under it. Asking again finishes it.
+    #[error("the drop did not finish: {0}")]
+    DropStopped(FilterUnavailable),
     /// The database failed: the answer is unknown.
     #[error("database unavailable: {0}")]
     Database(#[from] DatabaseError),
@@ -153,6 +157,11 @@ impl AppError {
                 StatusCode::SERVICE_UNAVAILABLE,
                 "Retry after the delay; lookups still work meanwhile.",
                 "the filter store (Redis) is unavailable".into(),
+            ),
+            DropStopped(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Send the drop again after the delay: it finishes what this one began (every step is idempotent).",
+                "the drop did not finish: the filter store did not answer, or the filter's state kept changing".into(),
             ),
             Database(_) => (
                 StatusCode::SERVICE_UNAVAILABLE,

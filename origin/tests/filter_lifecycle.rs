@@ -6,16 +6,16 @@
 
 mod common;
 
-use async_trait::async_trait;
 use axum::http::{Method, StatusCode};
 use bloomgate_client::api::{CreateFilter, DropKeys};
 use bloomgate_client::paths;
 use bloomgate_origin::error::AppError;
 use bloomgate_origin::gate::{Created, Gate, GateSettings};
-use bloomgate_origin::store::embedded::{MemoryFilterStore, RedbDatabase};
-use bloomgate_origin::store::{Database, DatabaseError, FilterDef};
+use bloomgate_origin::store::embedded::MemoryFilterStore;
+use common::hooked::Hooked;
 use common::{key, Embedded, OPS, WRITER};
 use serde_json::Value;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -137,68 +137,10 @@ async fn a_name_keeps_the_key_format_of_its_dropped_filter() {
     assert_eq!(origin.create("f").await.status, StatusCode::CREATED, "the same format is welcome");
 }
 
-/// The embedded key file, with `put` held until released: a write stopped between its filter
-/// adds and its database write, for as long as a test needs.
-struct HeldPuts {
-    inner: RedbDatabase,
-    held: tokio::sync::Notify,
-    waiting: tokio::sync::Notify,
-}
-
-#[async_trait]
-impl Database for HeldPuts {
-    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
-        self.inner.get(filter, key).await
-    }
-    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
-        self.waiting.notify_one();
-        self.held.notified().await;
-        self.inner.put(filter, key, value).await
-    }
-    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
-        self.inner.delete(filter, key).await
-    }
-    async fn scan_keys<'a>(
-        &'a self,
-        filter: &'a str,
-        concurrency: usize,
-        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError> {
-        self.inner.scan_keys(filter, concurrency, sink).await
-    }
-    async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
-        self.inner.filters().await
-    }
-    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
-        self.inner.resize_filter(name, capacity, fp_rate).await
-    }
-    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
-        self.inner.create_filter(def).await
-    }
-    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
-        self.inner.filter(name).await
-    }
-    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
-        self.inner.drop_filter(name).await
-    }
-    async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
-        self.inner.has_keys(filter).await
-    }
-    async fn delete_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError> {
-        self.inner.delete_keys(filter, concurrency).await
-    }
-    async fn ping(&self) -> Result<(), DatabaseError> {
-        self.inner.ping().await
-    }
-}
-
-/// A gate over the in-process filter and a key file whose puts are held.
-fn gate_with_held_puts(dir: &std::path::Path) -> (Arc<Gate>, Arc<HeldPuts>) {
-    let keys = Arc::new(HeldPuts {
-        inner: RedbDatabase::open(&dir.join("keys.redb")).unwrap(),
-        held: tokio::sync::Notify::new(),
-        waiting: tokio::sync::Notify::new(),
-    });
+/// A gate over the in-process filter and a key file a test can hold puts in.
+fn gate_with_held_puts(dir: &std::path::Path) -> (Arc<Gate>, Arc<Hooked>) {
+    let keys = Arc::new(Hooked::open(dir));
+    keys.hold_puts.store(true, Ordering::SeqCst);
     let settings = GateSettings {
         cache_ttl: Duration::from_secs(60),
         filter_enabled: true,
@@ -212,7 +154,7 @@ fn gate_with_held_puts(dir: &std::path::Path) -> (Arc<Gate>, Arc<HeldPuts>) {
 
 #[tokio::test]
 async fn a_write_racing_a_drop_is_never_acknowledged_into_nothing() {
-    let dir = std::env::temp_dir().join(format!("bloomgate-drop-race-{:016x}", rand::random::<u64>()));
+    let dir = common::temp_dir();
     let (gate, keys) = gate_with_held_puts(&dir);
     let create = || CreateFilter::new(1000, 0.01);
     assert_eq!(gate.create_filter("f", create()).await.unwrap(), Created::New);
@@ -226,7 +168,7 @@ async fn a_write_racing_a_drop_is_never_acknowledged_into_nothing() {
     keys.waiting.notified().await;
     gate.drop_filter("f", DropKeys::Delete, 1).await.unwrap();
     assert_eq!(gate.create_filter("f", create()).await.unwrap(), Created::New);
-    keys.held.notify_one();
+    keys.release.notify_one();
     let refused = write.await.unwrap();
     assert!(matches!(refused, Err(AppError::FilterWrite(_))), "acknowledged across a drop: {refused:?}");
 
@@ -237,7 +179,7 @@ async fn a_write_racing_a_drop_is_never_acknowledged_into_nothing() {
     });
     keys.waiting.notified().await;
     gate.drop_filter("f", DropKeys::Keep, 1).await.unwrap();
-    keys.held.notify_one();
+    keys.release.notify_one();
     let refused = write.await.unwrap();
     assert!(matches!(refused, Err(AppError::UnknownFilter(_))), "acknowledged into a dropped filter: {refused:?}");
 
@@ -249,7 +191,7 @@ async fn a_write_racing_a_drop_is_never_acknowledged_into_nothing() {
         async move { gate.insert("g", key(4).as_bytes(), b"").await }
     });
     keys.waiting.notified().await;
-    keys.held.notify_one();
+    keys.release.notify_one();
     acked.await.unwrap().expect("a write with no drop around it is acknowledged");
     gate.drop_filter("g", DropKeys::Keep, 1).await.unwrap();
     assert_eq!(gate.create_filter("g", create()).await.unwrap(), Created::NewFromKeys);

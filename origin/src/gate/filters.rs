@@ -189,7 +189,7 @@ impl Gate {
     }
 
     /// Drops a filter in the four steps of the module doc; `keys` says what happens to its keys
-    /// in the database. A drop that stopped part-way (its origin died, a store failed) is
+    /// in the database. A drop that stopped part-way (its origin died, a store failed: 503) is
     /// finished by asking again: every step is idempotent.
     pub async fn drop_filter(&self, name: &str, keys: DropKeys, concurrency: usize) -> Result<FilterDropped, AppError> {
         validate_filter_name(name)?;
@@ -200,7 +200,7 @@ impl Gate {
             DropKeys::Delete => Some(self.keys.delete_keys(name, concurrency).await?),
             DropKeys::Keep => None,
         };
-        self.filters.clear_dropped(name).await.map_err(AppError::FilterWrite)?;
+        self.filters.clear_dropped(name).await.map_err(AppError::DropStopped)?;
         self.keys.drop_filter(name).await?;
         self.defs.forget(name);
         tracing::info!(filter = name, keys = keys.as_str(), keys_deleted, "filter dropped");
@@ -210,25 +210,26 @@ impl Gate {
     /// Step 1 of a drop: every named generation retired, then the tombstone in their place.
     async fn bury(&self, name: &str, key_format: KeyFormat) -> Result<(), AppError> {
         for _ in 0..TOMBSTONE_ATTEMPTS {
-            let (state, expected) = match self.state_if_any(name).await? {
-                Some(state) => (state, Some(state.revision)),
-                None => (FilterState::default(), None),
+            let (state, expected) = match self.filters.state_for_write(name).await {
+                Ok(state) => (state, Some(state.revision)),
+                Err(FilterUnavailable::MetaMissing) => (FilterState::default(), None),
+                Err(e) => return Err(AppError::DropStopped(e)),
             };
             if state.dropped.is_some() {
                 return Ok(());
             }
             // Bits gone first, name second: a reader holding a generation falls through.
             for meta in state.named() {
-                self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+                self.filters.retire_generation(name, meta).await.map_err(AppError::DropStopped)?;
             }
             let tombstone = state.tombstone(key_format, now_ms());
-            if self.filters.replace_state(name, expected, tombstone).await.map_err(AppError::FilterWrite)? {
+            if self.filters.replace_state(name, expected, tombstone).await.map_err(AppError::DropStopped)? {
                 return Ok(());
             }
         }
-        Err(AppError::Conflict(format!(
-            "the state of filter {name:?} kept changing under the drop (a rebuild switching generations): send the drop again"
-        )))
+        Err(AppError::DropStopped(FilterUnavailable::Error(format!(
+            "the state of filter {name:?} kept changing under the drop (a rebuild switching generations)"
+        ))))
     }
 }
 

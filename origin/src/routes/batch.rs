@@ -4,7 +4,6 @@
 
 use super::AppState;
 use crate::error::AppError;
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_TYPE;
 use bloomgate_client::media;
@@ -25,13 +24,7 @@ impl FromRequest<AppState> for KeysBatch {
         if !is_json {
             return Err(AppError::BadRequest("send the body as JSON with 'Content-Type: application/json'".into()));
         }
-        let body = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                AppError::BodyTooLarge
-            } else {
-                AppError::BadRequest(format!("cannot read the body: {}", e.body_text()))
-            }
-        })?;
+        let super::ApiBytes(body) = super::ApiBytes::from_request(req, state).await?;
         parse_keys(&body, state.config.max_batch).map(KeysBatch)
     }
 }

@@ -1,7 +1,7 @@
 //! `/v1/filters` and `/v1/filters/{filter}`: create, rebuild and drop a filter (writer tokens),
 //! list the filters and read a filter's stats (writer or ops tokens).
 
-use super::{ApiJson, ApiPath, AppState};
+use super::{ApiBytes, ApiJson, ApiPath, AppState};
 use crate::auth::{Reader, Writer};
 use crate::error::AppError;
 use crate::gate::{CreateFilter, Created};
@@ -30,10 +30,15 @@ pub fn router() -> Router<AppState> {
 #[utoipa::path(put, path = paths::FILTER, tag = "filters", params(("filter" = String, Path, description = "[a-z0-9_-]{1,64}")),
     request_body = CreateFilter,
     responses(
-        (status = 201, description = "created", body = FilterStats),
+        (status = 201, description = "created; a name whose dropped filter kept its keys is built from them (generation null until then)", body = FilterStats),
         (status = 200, description = "already there, the same", body = FilterStats),
-        (status = 409, description = "already there, defined otherwise", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 422, description = "impossible sizing (or above max_filter_bytes)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 400, description = "impossible sizing (or over max_filter_bytes), a malformed name, body or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 409, description = "already there, defined otherwise; or the name's dropped filter had another key_format (a name keeps it); or a drop of it has not finished", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 413, description = "a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the filter store or the database is unavailable; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn create(
@@ -60,6 +65,16 @@ pub(super) async fn create(
 }
 
 /// Every filter, by name: definition and the generation answering its lookups.
+#[utoipa::path(get, path = paths::FILTERS, tag = "filters",
+    responses(
+        (status = 200, body = FilterList),
+        (status = 400, description = "a malformed Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is neither a writer nor an ops token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the database did not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+    ),
+    security(("writer_token" = []), ("ops_token" = [])))]
 pub(super) async fn list(_: Reader, State(s): State<AppState>) -> Result<Json<FilterList>, AppError> {
     Ok(Json(s.gate.list_filters().await?))
 }
@@ -68,6 +83,18 @@ pub(super) async fn list(_: Reader, State(s): State<AppState>) -> Result<Json<Fi
 /// kept unless `?keys=delete` (see `DropKeys` for why keeping is the default). Lookups and
 /// writes then answer 404 "no such filter". The drop runs to its end even if the request does
 /// not wait for it (a client gone, the request timeout): asking again finishes or confirms it.
+#[utoipa::path(delete, path = paths::FILTER, tag = "filters",
+    params(("filter" = String, Path), DropQuery),
+    responses(
+        (status = 200, description = "dropped: bits, journal, definition; keys kept in the database (keys=keep, the default: a filter created again under the name is built from them) or deleted (keys=delete). Lookups and writes now answer 404 no such filter", body = FilterDropped),
+        (status = 400, description = "a malformed name, query or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter (or already dropped)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the drop did not finish (a store did not answer, or a rebuild kept switching generations): send it again to finish it", body = Problem, content_type = media::PROBLEM_JSON),
+    ),
+    security(("writer_token" = [])))]
 pub(super) async fn drop_filter(
     _: Writer,
     State(s): State<AppState>,
@@ -83,8 +110,7 @@ pub(super) async fn drop_filter(
     let concurrency = s.config.rebuild_concurrency.max(1);
     let gate = s.gate.clone();
     let dropping = tokio::spawn(async move { gate.drop_filter(&filter, query.keys, concurrency).await });
-    let stopped =
-        |e: tokio::task::JoinError| AppError::FilterWrite(FilterUnavailable::Error(format!("the drop stopped: {e}")));
+    let stopped = |e: tokio::task::JoinError| AppError::DropStopped(FilterUnavailable::Error(e.to_string()));
     let dropped = dropping.await.map_err(stopped)??;
     Ok(Json(dropped))
 }
@@ -94,10 +120,14 @@ pub(super) async fn drop_filter(
 #[utoipa::path(get, path = paths::STATS, tag = "filters", params(("filter" = String, Path)),
     responses(
         (status = 200, body = FilterStats),
-        (status = 404, description = "no such filter", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 503, description = "the filter's bits are unavailable", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 400, description = "a malformed name or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is neither a writer nor an ops token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter (or it was dropped)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the filter's bits are unavailable, or the stores did not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
-    security(("writer_token" = [])))]
+    security(("writer_token" = []), ("ops_token" = [])))]
 pub(super) async fn stats(
     _: Reader,
     State(s): State<AppState>,
@@ -111,15 +141,22 @@ pub(super) async fn stats(
 #[utoipa::path(post, path = paths::REBUILD, tag = "filters", params(("filter" = String, Path)),
     request_body(content = Rebuild, description = "optional"),
     responses(
-        (status = 202, body = RebuildStarted),
+        (status = 202, description = "started; its progress is in the stats", body = RebuildStarted),
+        (status = 400, description = "impossible sizing (or over max_filter_bytes), a malformed name, body or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 409, description = "a rebuild is running", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 413, description = "a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the filter store or the database is unavailable; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn rebuild(
     _: Writer,
     State(s): State<AppState>,
     ApiPath(filter): ApiPath<String>,
-    body: axum::body::Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Result<Response, AppError> {
     let def = s.gate.def(&filter).await?;
     let body: Rebuild = if body.is_empty() {

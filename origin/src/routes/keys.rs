@@ -1,11 +1,10 @@
 //! `/v1/filters/{filter}/keys/...` and `/lookups`: the public lookup API and the writers' API.
 
 use super::batch::KeysBatch;
-use super::{ApiPath, AppState, KeyPath};
+use super::{ApiBytes, ApiPath, AppState, KeyPath};
 use crate::auth::Writer;
 use crate::error::AppError;
 use crate::gate::Answer;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -43,13 +42,14 @@ fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
 }
 
 /// Looks one key up: 200 if it is stored, 404 if not (certain when the filter answered).
-#[utoipa::path(get, path = paths::KEY, tag = "keys",
-    params(("filter" = String, Path), ("key" = String, Path, description = "in the filter's key format")),
+#[utoipa::path(method(get, head), path = paths::KEY, tag = "keys",
+    params(("filter" = String, Path), ("key" = String, Path, description = "in the filter's key format, one path segment (percent-encoded)")),
     responses(
-        (status = 200, description = "stored", body = KeyAnswer),
-        (status = 404, description = "not stored (or no such filter: then a Problem)", body = KeyAnswer),
-        (status = 400, description = "a key not in the filter's format", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 503, description = "the database could not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 200, description = "stored (HEAD: no body; x-bloomgate-answered-by says who answered)", body = KeyAnswer),
+        (status = 404, description = "not stored: a KeyAnswer with seen false (certain). A filter that does not exist or was dropped is a Problem instead (application/problem+json)", body = KeyAnswer),
+        (status = 400, description = "a key not in the filter's format, a malformed filter name or path", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the database could not answer: unknown, not absent; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ))]
 pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
     let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
@@ -65,9 +65,12 @@ pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: K
 #[utoipa::path(post, path = paths::LOOKUPS, tag = "keys", params(("filter" = String, Path)),
     request_body = Keys,
     responses(
-        (status = 200, body = Lookups),
-        (status = 413, description = "more keys than max_batch", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 503, body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 200, description = "one answer per key, in the order asked", body = Lookups),
+        (status = 400, description = "a body that is not {\"keys\": [...]} JSON, a key not in the filter's format (the problem names its index)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter (or it was dropped)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 413, description = "more keys than max_batch, or a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the database could not answer, or the request took too long; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ))]
 pub(super) async fn lookup_batch(
     State(s): State<AppState>,
@@ -84,18 +87,23 @@ pub(super) async fn lookup_batch(
 /// Acknowledged (201) only once the key is in the database and the filter.
 #[utoipa::path(put, path = paths::KEY, tag = "writes",
     params(("filter" = String, Path), ("key" = String, Path)),
-    request_body(content = Vec<u8>, content_type = media::OCTET_STREAM, description = "the value"),
+    request_body(content = Vec<u8>, content_type = media::OCTET_STREAM, description = "the value (may be empty)"),
     responses(
-        (status = 201, body = KeyStored),
-        (status = 401, description = "no or a wrong writer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 201, description = "stored: in the filter and the database", body = KeyStored),
+        (status = 400, description = "a key not in the filter's format, a malformed path or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter (or it was dropped while the write ran: not stored)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 413, description = "a value over max_value_bytes, or a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "not stored (the filter or the database is unavailable, or the filter was dropped and created again meanwhile); retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn insert(
     _: Writer,
     State(s): State<AppState>,
     KeyPath { filter, key }: KeyPath,
-    value: Bytes,
+    ApiBytes(value): ApiBytes,
 ) -> Result<Response, AppError> {
     if value.len() > s.config.max_value_bytes {
         return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
@@ -108,8 +116,14 @@ pub(super) async fn insert(
 #[utoipa::path(post, path = paths::KEYS, tag = "writes", params(("filter" = String, Path)),
     request_body = Keys,
     responses(
-        (status = 200, body = KeysStored),
-        (status = 503, description = "not stored; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 200, description = "all stored", body = KeysStored),
+        (status = 400, description = "a body that is not {\"keys\": [...]} JSON, a key not in the filter's format, a malformed Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter (or it was dropped while the write ran: none stored)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 413, description = "more keys than max_batch, or a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "none stored; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn insert_batch(
@@ -126,8 +140,13 @@ pub(super) async fn insert_batch(
 #[utoipa::path(delete, path = paths::KEY, tag = "writes",
     params(("filter" = String, Path), ("key" = String, Path)),
     responses(
-        (status = 200, body = KeyDeleted),
-        (status = 503, body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 200, description = "deleted, or was not stored: deleted says which", body = KeyDeleted),
+        (status = 400, description = "a key not in the filter's format, a malformed path or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 404, description = "no such filter", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        (status = 503, description = "the database could not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
     ),
     security(("writer_token" = [])))]
 pub(super) async fn delete(

@@ -44,6 +44,21 @@ where
     }
 }
 
+/// The body as bytes, whose rejections (over the body limit, unreadable) are problem+json.
+pub struct ApiBytes(pub axum::body::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::body::Bytes::from_request(req, state).await {
+            Ok(bytes) => Ok(ApiBytes(bytes)),
+            Err(e) if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => Err(AppError::BodyTooLarge),
+            Err(e) => Err(AppError::BadRequest(format!("cannot read the body: {}", e.body_text()))),
+        }
+    }
+}
+
 /// `Json` whose rejections are problem+json 4xx with the parser's reason.
 pub struct ApiJson<T>(pub T);
 

@@ -25,27 +25,34 @@ use utoipa::OpenApi;
         keys::insert,
         keys::insert_batch,
         keys::delete,
+        filters::list,
         filters::create,
         filters::stats,
-        filters::rebuild
+        filters::rebuild,
+        filters::drop_filter
     ),
-    modifiers(&WriterToken),
+    modifiers(&Tokens),
     tags(
-        (name = "keys", description = "Lookups: public."),
+        (name = "keys", description = "Lookups: public. Every answer carries Cache-Control: no-store."),
         (name = "writes", description = "Writes: a writer token (`Authorization: Bearer ...`)."),
-        (name = "filters", description = "Filters: a writer token.")
+        (name = "filters", description = "Filters: a writer token to create, rebuild and drop; a writer or ops token to list them and read stats.")
     )
 )]
 pub struct ApiDoc;
 
-/// The writer token, as the security scheme the write routes name.
-struct WriterToken;
+/// The bearer tokens, as the security schemes the routes name.
+struct Tokens;
 
-impl utoipa::Modify for WriterToken {
+impl utoipa::Modify for Tokens {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        let bearer = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some("one of writer_tokens"));
-        components.add_security_scheme("writer_token", SecurityScheme::Http(bearer.build()));
+        for (name, description) in [
+            ("writer_token", "one of writer_tokens: writes, creates, drops, rebuilds, and every read"),
+            ("ops_token", "one of ops_tokens: read-only (stats, the filter list); refused with 403 on writes"),
+        ] {
+            let bearer = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(description));
+            components.add_security_scheme(name, SecurityScheme::Http(bearer.build()));
+        }
     }
 }
 
@@ -84,9 +91,12 @@ mod tests {
         assert_eq!(
             described,
             [
+                "DELETE /v1/filters/{filter}",
                 "DELETE /v1/filters/{filter}/keys/{key}",
+                "GET /v1/filters",
                 "GET /v1/filters/{filter}/keys/{key}",
                 "GET /v1/filters/{filter}/stats",
+                "HEAD /v1/filters/{filter}/keys/{key}",
                 "POST /v1/filters/{filter}/keys",
                 "POST /v1/filters/{filter}/lookups",
                 "POST /v1/filters/{filter}/rebuild",
@@ -100,9 +110,18 @@ mod tests {
     fn every_reference_names_a_described_schema() {
         let doc = document();
         let schemas = doc["components"]["schemas"].as_object().unwrap();
-        for name in
-            ["KeyAnswer", "Lookups", "KeyStored", "KeysStored", "KeyDeleted", "FilterStats", "Problem", "CreateFilter"]
-        {
+        for name in [
+            "KeyAnswer",
+            "Lookups",
+            "KeyStored",
+            "KeysStored",
+            "KeyDeleted",
+            "FilterStats",
+            "FilterList",
+            "FilterDropped",
+            "Problem",
+            "CreateFilter",
+        ] {
             assert!(schemas.contains_key(name), "{name} missing from {:?}", schemas.keys().collect::<Vec<_>>());
         }
         let text = doc.to_string();
@@ -112,5 +131,8 @@ mod tests {
             assert!(schemas.contains_key(name), "{target} is not described");
         }
         assert!(doc["components"]["securitySchemes"]["writer_token"].is_object());
+        assert!(doc["components"]["securitySchemes"]["ops_token"].is_object());
+        let answerers = &schemas["AnsweredBy"]["enum"];
+        assert_eq!(answerers, &serde_json::json!(["filter", "database", "edge"]), "{answerers}");
     }
 }

@@ -4,10 +4,16 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod hooked;
+
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use bloomgate_origin::config::Config;
+use bloomgate_origin::gate::{Gate, GateSettings};
 use bloomgate_origin::routes::AppState;
+use bloomgate_origin::store::{Database, FilterStore};
+use std::sync::Arc;
+use std::time::Duration;
 use tower::ServiceExt;
 
 /// The writer token of every test origin.
@@ -45,27 +51,65 @@ impl Answer {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 
+    /// The body as JSON, or null if it is not JSON.
+    pub fn json_or_null(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_default()
+    }
+
     /// A header's value as text ("" if absent).
     pub fn header(&self, name: &str) -> &str {
         self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 }
 
+/// A directory of its own for a test's key file.
+pub fn temp_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("bloomgate-origin-test-{:016x}", rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The config of a test origin: the embedded stores in `dir`, a writer and an ops token, an
+/// edge secret, no background recovery check; then `tune`.
+fn test_config(dir: &std::path::Path, tune: impl FnOnce(&mut Config)) -> Config {
+    let mut config = Config {
+        data_dir: dir.to_owned(),
+        writer_tokens: vec![WRITER.into()],
+        ops_tokens: vec![OPS.into()],
+        edge_secret: Some("edge-secret-0123456789".into()),
+        recovery_interval_ms: 0,
+        ..Config::default()
+    };
+    tune(&mut config);
+    config
+}
+
 impl Embedded {
-    /// Starts one with `tune` applied to a config of the embedded stores, a writer and an ops
-    /// token, an edge secret, and no background recovery check.
+    /// Starts one on the embedded stores, as `serve` would, with `tune` applied to the config.
     pub async fn start(tune: impl FnOnce(&mut Config)) -> Embedded {
-        let dir = std::env::temp_dir().join(format!("bloomgate-origin-test-{:016x}", rand::random::<u64>()));
-        let mut config = Config {
-            data_dir: dir.clone(),
-            writer_tokens: vec![WRITER.into()],
-            ops_tokens: vec![OPS.into()],
-            edge_secret: Some("edge-secret-0123456789".into()),
-            recovery_interval_ms: 0,
-            ..Config::default()
+        let dir = temp_dir();
+        let state =
+            bloomgate_origin::build_state(test_config(&dir, tune)).await.expect("an origin on the embedded stores");
+        Embedded { app: bloomgate_origin::app(state.clone()), state, dir }
+    }
+
+    /// Starts one over the stores given (its key file, if any, in `dir`).
+    pub fn over(
+        dir: std::path::PathBuf,
+        filters: Arc<dyn FilterStore>,
+        keys: Arc<dyn Database>,
+        tune: impl FnOnce(&mut Config),
+    ) -> Embedded {
+        let config = test_config(&dir, tune);
+        let settings = GateSettings {
+            cache_ttl: Duration::from_millis(config.meta_cache_ms),
+            filter_enabled: config.filter_enabled,
+            max_batch: config.max_batch,
+            max_filter_bytes: config.max_filter_bytes,
+            journal_enabled: config.journal_enabled,
+            local_copy_max_bytes: 0,
         };
-        tune(&mut config);
-        let state = bloomgate_origin::build_state(config).await.expect("an origin on the embedded stores");
+        let state = AppState { gate: Arc::new(Gate::new(filters, keys, settings)), config: Arc::new(config) };
         Embedded { app: bloomgate_origin::app(state.clone()), state, dir }
     }
 
