@@ -12,8 +12,8 @@
 
 use bloomgate_client::api::{CreateFilter, DropKeys};
 use bloomgate_client::Client;
-use bloomgate_tests::origin::{config, TestOrigin};
 use bloomgate_tests::fault_proxy::ChaosProxy;
+use bloomgate_tests::origin::{config, TestOrigin};
 use bloomgate_tests::{cassandra_addr, random_keys, redis_addr, unique_filter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

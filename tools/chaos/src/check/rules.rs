@@ -115,7 +115,7 @@ pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key:
             let detail = format!(
                 "{} answered seen=true (by {}) at {} for {key}, which nobody ever tried to write",
                 op.target,
-                answer.by.name(),
+                answer.by_name(),
                 secs(op.start)
             );
             let violation = Violation {
@@ -126,7 +126,7 @@ pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key:
                 op: Some(i),
                 detail,
             };
-            v.add(violation, format!("{} by {}", op.target, answer.by.name()));
+            v.add(violation, format!("{} by {}", op.target, answer.by_name()));
         }
         return;
     }
@@ -151,7 +151,7 @@ pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key:
         let detail = format!(
             "{} answered seen=false (by {}) at {} for {key}, acknowledged {:.1} ms before the lookup started ({:?} via {}, {} to {})",
             op.target,
-            answer.by.name(),
+            answer.by_name(),
             secs(op.start),
             (op.start - ack) as f64 / 1000.0,
             w.kind,
@@ -160,7 +160,7 @@ pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key:
             secs(w.end),
         );
         let violation = Violation { kind, at: op.start, target: Some(op.target), key: Some(key), op: Some(i), detail };
-        let label = format!("{} by {}, {}, written via {}", op.target, answer.by.name(), op.why.name(), w.target);
+        let label = format!("{} by {}, {}, written via {}", op.target, answer.by_name(), op.why.name(), w.target);
         v.add(violation, label);
     }
 }

@@ -19,7 +19,7 @@ fn write(target: Target, start: Micros, end: Micros, key: KeyId) -> Op {
 }
 
 fn lookup(target: Target, start: Micros, key: KeyId, seen: bool) -> Op {
-    let by = if target == Target::Edge { AnsweredBy::Edge } else { AnsweredBy::Filter };
+    let by = Some(if target == Target::Edge { AnsweredBy::Edge } else { AnsweredBy::Filter });
     op(OpKind::Lookup, target, start, start + 1000, &[key], Outcome::Answers(vec![Answer { seen, by }]))
 }
 
@@ -78,7 +78,7 @@ fn an_origin_not_seeing_a_key_acknowledged_before_the_lookup_started_is_a_false_
     assert_eq!(example.key, Some(k));
     assert_eq!(example.op, Some(1));
     // The database answering "no" is just as wrong as the filter doing so.
-    let db_no = Outcome::Answers(vec![Answer { seen: false, by: AnsweredBy::Database }]);
+    let db_no = Outcome::Answers(vec![Answer { seen: false, by: Some(AnsweredBy::Database) }]);
     let h = history(vec![write(B, 0, 10_000, k), op(OpKind::Lookup, A, 11_000, 12_000, &[k], db_no)]);
     assert_eq!(count(&h, ViolationKind::FalseNegativeOrigin), 1);
     // A lookup that started before the acknowledgement may miss the key.
@@ -91,8 +91,8 @@ fn batch_answers_are_checked_key_by_key() {
     let (k1, k2) = (KeyId::written(1), KeyId::written(2));
     let batch = op(OpKind::WriteBatch, A, 0, 10_000, &[k1, k2], Outcome::Acked);
     let answers = Outcome::Answers(vec![
-        Answer { seen: true, by: AnsweredBy::Database },
-        Answer { seen: false, by: AnsweredBy::Filter },
+        Answer { seen: true, by: Some(AnsweredBy::Database) },
+        Answer { seen: false, by: Some(AnsweredBy::Filter) },
     ]);
     let read = op(OpKind::LookupBatch, B, 20_000, 30_000, &[k1, k2], answers);
     let result = check(&history(vec![batch, read]), &SETTINGS);

@@ -98,49 +98,24 @@ impl Why {
     }
 }
 
-/// Who answered a lookup (`x-bloomgate-answered-by`, or `answered_by` in a batch).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AnsweredBy {
-    /// The origin's filter ("certainly not").
-    Filter,
-    /// Cassandra, through an origin.
-    Database,
-    /// The edge's own segments.
-    Edge,
-    /// Not said.
-    Unknown,
-}
-
-impl AnsweredBy {
-    /// Short name.
-    pub fn name(self) -> &'static str {
-        match self {
-            AnsweredBy::Filter => "filter",
-            AnsweredBy::Database => "database",
-            AnsweredBy::Edge => "edge",
-            AnsweredBy::Unknown => "unknown",
-        }
-    }
-
-    /// From the header or JSON label.
-    pub fn parse(label: Option<&str>) -> AnsweredBy {
-        match label {
-            Some("filter") => AnsweredBy::Filter,
-            Some("database") => AnsweredBy::Database,
-            Some("edge") => AnsweredBy::Edge,
-            _ => AnsweredBy::Unknown,
-        }
-    }
-}
+/// Who answered a lookup: the API's one list of answerers.
+pub use bloomgate_client::api::AnsweredBy;
 
 /// One key's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answer {
     /// `"seen"`.
     pub seen: bool,
-    /// Who answered.
-    pub by: AnsweredBy,
+    /// Who answered (`x-bloomgate-answered-by`, or `answered_by` in a batch); None when the
+    /// answer did not say.
+    pub by: Option<AnsweredBy>,
+}
+
+impl Answer {
+    /// Who answered, as the API writes it, or `unknown`.
+    pub fn by_name(&self) -> &'static str {
+        self.by.map_or("unknown", AnsweredBy::as_str)
+    }
 }
 
 /// How an operation ended.

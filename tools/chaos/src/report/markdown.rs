@@ -238,7 +238,7 @@ mod tests {
                     start: 20,
                     end: 30,
                     keys: vec![k],
-                    outcome: Outcome::Answers(vec![Answer { seen: false, by: AnsweredBy::Filter }]),
+                    outcome: Outcome::Answers(vec![Answer { seen: false, by: Some(AnsweredBy::Filter) }]),
                 },
             ],
             faults: vec![Fault {

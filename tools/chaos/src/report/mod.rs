@@ -242,7 +242,7 @@ impl OpCounts {
                 Outcome::Answers(answers) => {
                     for a in answers {
                         let seen = if a.seen { "seen" } else { "not seen" };
-                        *answered_by.entry(format!("{target}: {seen} by {}", a.by.name())).or_insert(0u64) += 1;
+                        *answered_by.entry(format!("{target}: {seen} by {}", a.by_name())).or_insert(0u64) += 1;
                     }
                     "answered".to_owned()
                 }

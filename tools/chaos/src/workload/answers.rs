@@ -8,7 +8,7 @@ use serde_json::Value;
 pub(super) fn single_answer(status: u16, answered_by: Option<&str>, body: &str) -> Option<Answer> {
     let value: Value = serde_json::from_str(body).ok()?;
     let seen = value.get("seen")?.as_bool()?;
-    let by = AnsweredBy::parse(answered_by.or_else(|| value.get("answered_by").and_then(Value::as_str)));
+    let by = answered_by.or_else(|| value.get("answered_by").and_then(Value::as_str)).and_then(AnsweredBy::parse);
     match (status, seen) {
         (200, true) | (404, false) => Some(Answer { seen, by }),
         _ => None,
@@ -28,7 +28,7 @@ pub(super) fn batch_answers(body: &str, asked: &[String]) -> Option<Vec<Answer>>
         .map(|(r, key)| {
             let same = r.get("key")?.as_str()?.eq_ignore_ascii_case(key);
             let seen = r.get("seen")?.as_bool()?;
-            same.then(|| Answer { seen, by: AnsweredBy::parse(r.get("answered_by").and_then(Value::as_str)) })
+            same.then(|| Answer { seen, by: r.get("answered_by").and_then(Value::as_str).and_then(AnsweredBy::parse) })
         })
         .collect()
 }
@@ -44,9 +44,9 @@ mod tests {
     #[test]
     fn only_well_formed_answers_count_as_answers() {
         let seen = single_answer(200, Some("database"), r#"{"seen":true}"#).unwrap();
-        assert_eq!(seen, Answer { seen: true, by: AnsweredBy::Database });
+        assert_eq!(seen, Answer { seen: true, by: Some(AnsweredBy::Database) });
         let no = single_answer(404, None, r#"{"seen":false,"answered_by":"edge"}"#).unwrap();
-        assert_eq!(no, Answer { seen: false, by: AnsweredBy::Edge });
+        assert_eq!(no, Answer { seen: false, by: Some(AnsweredBy::Edge) });
         // A 404 problem (unknown filter), or a status that contradicts the body, is not one.
         assert_eq!(single_answer(404, None, r#"{"status":404,"detail":"no filter"}"#), None);
         assert_eq!(single_answer(200, None, r#"{"seen":false}"#), None);
