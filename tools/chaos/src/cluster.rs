@@ -25,6 +25,9 @@ async fn flush_cluster(nodes: &[String]) -> anyhow::Result<()> {
     flushed.with_context(|| format!("FLUSHALL on the Redis Cluster at {}", nodes.join(",")))
 }
 
+/// The origin the edge forwards to (through a proxy that can cut it).
+pub const EDGE_ORIGIN: u8 = 0;
+
 /// The edge and the proxy between it and origin 0.
 pub struct Edge {
     /// `wrangler dev`.
@@ -108,7 +111,7 @@ impl Cluster {
             origins.push(origin);
         }
         let edge = if settings.edge {
-            let proxy = ChaosProxy::start(origins[0].base.trim_start_matches("http://")).await;
+            let proxy = ChaosProxy::start(origins[EDGE_ORIGIN as usize].base.trim_start_matches("http://")).await;
             let wrangler =
                 Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, settings.freshness_secs).await;
             Some(Edge { wrangler, proxy })

@@ -13,6 +13,7 @@
 //! - [`faults`]: the injectors and the tracks that run them.
 //! - [`stalls`]: observed fault windows: stalls of Cassandra or Redis nobody injected.
 //! - [`memory`]: RSS samples of the origins and the edge's `workerd`.
+//! - [`origin_metrics`]: the origins' `/metrics`, read over the run (local copies, journal resets).
 //! - [`cluster`]: Redis, its proxies, the origin processes, the edge.
 //! - [`origin_process`]: one origin process: its configuration, start, `kill -9`, stop.
 //! - [`cassandra`]: the shared Cassandra: paused and continued, read back, keyspace dropped.
@@ -30,6 +31,7 @@ pub mod history;
 pub mod keys;
 pub mod logs;
 pub mod memory;
+pub mod origin_metrics;
 pub mod origin_process;
 pub mod report;
 pub mod run;

@@ -37,6 +37,14 @@ pub fn log_tail(path: &Path, bytes: u64) -> String {
     }
 }
 
+/// How an origin logs a local copy it dropped because the journal no longer held its position.
+const COPY_RESET: &str = "the journal no longer holds the entries after the copy's position";
+
+/// Local copies an origin's log shows it dropped because the journal was trimmed past them.
+pub fn copy_resets(text: &str) -> u64 {
+    text.lines().filter(|l| l.contains(COPY_RESET)).count() as u64
+}
+
 /// Automatic rebuilds an origin's log shows, by reason (`reason="..."` of "starting an
 /// automatic rebuild").
 pub fn automatic_rebuilds(text: &str) -> Vec<String> {
@@ -60,6 +68,9 @@ mod tests {
                    2025 WARN bloomgate_origin::recovery: starting an automatic rebuild filter=chaos reason=\"more keys than capacity\"\n";
         assert_eq!(panic_lines(log).len(), 1);
         assert_eq!(automatic_rebuilds(log), vec!["more keys than capacity".to_owned()]);
+        let dropped = "INFO bloomgate_origin::local_copy::held: local copy dropped; the next lookup loads it again \
+                       filter=chaos generation=7 why=\"the journal no longer holds the entries after the copy's position\"";
+        assert_eq!(copy_resets(&format!("{log}{dropped}\n")), 1);
     }
 
     #[test]

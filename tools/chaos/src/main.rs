@@ -23,6 +23,7 @@ use bloomgate_chaos::faults::FaultSettings;
 use bloomgate_chaos::origin_process::OriginTuning;
 use bloomgate_chaos::report;
 use bloomgate_chaos::run::{run, RunOptions};
+use bloomgate_chaos::schedule;
 use bloomgate_chaos::workload::WorkloadSettings;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -40,6 +41,8 @@ struct Cli {
 enum Command {
     /// Start Redis, the origins and the edge, run the workload and the faults, check, report.
     Run(Box<RunArgs>),
+    /// Print the excuse table (which fault may excuse which error), as RELIABILITY.md shows it.
+    Excuses,
     /// Serve one origin from a config file (started by `run`).
     Origin {
         /// The origin's TOML config.
@@ -94,6 +97,9 @@ struct RunArgs {
     /// Deletes per second (of keys written only to be deleted).
     #[arg(long, default_value_t = 3.0)]
     delete_rate: f64,
+    /// Share of the deleted keys written again (and then checked "seen").
+    #[arg(long, default_value_t = 0.5)]
+    readd_share: f64,
     /// Share of random lookups for never-written keys.
     #[arg(long, default_value_t = 0.5)]
     absent_share: f64,
@@ -115,9 +121,6 @@ struct RunArgs {
     /// The edge's freshness bound S (FRESHNESS_SECS).
     #[arg(long, default_value_t = 3)]
     freshness_secs: u32,
-    /// Errors (503/429 with Retry-After) are tolerated until this long after a fault's end.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    allowance: Duration,
     /// How long to wait for the origins to repair the filter after a fault.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     recovery_wait: Duration,
@@ -159,6 +162,10 @@ fn main() -> std::process::ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = match cli.command {
         Command::Origin { config } => runtime.block_on(serve_origin(config)).map(|()| true),
+        Command::Excuses => {
+            print!("{}", bloomgate_chaos::check::excuses::markdown());
+            Ok(true)
+        }
         Command::Run(args) => runtime.block_on(run_chaos(*args)),
     };
     match result {
@@ -202,6 +209,21 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         .collect::<Vec<_>>()
         .join(" ");
     let freshness = Duration::from_secs(u64::from(a.freshness_secs));
+    let workload = WorkloadSettings {
+        write_rate: a.write_rate,
+        read_rate: a.read_rate,
+        edge_read_rate: a.edge_read_rate,
+        batch_rate: a.batch_rate,
+        batch_write_keys: a.batch_write_keys,
+        batch_lookup_keys: a.batch_lookup_keys,
+        delete_rate: a.delete_rate,
+        readd_share: a.readd_share,
+        absent_share: a.absent_share,
+        freshness,
+        max_in_flight: a.max_in_flight,
+    };
+    let tuning =
+        OriginTuning { journal_max_entries: schedule::journal_max_entries(&workload), ..OriginTuning::default() };
     let options = RunOptions {
         command,
         exe: std::env::current_exe()?,
@@ -210,35 +232,24 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         seed,
         edge: !a.no_edge,
         freshness_secs: a.freshness_secs,
-        workload: WorkloadSettings {
-            write_rate: a.write_rate,
-            read_rate: a.read_rate,
-            edge_read_rate: a.edge_read_rate,
-            batch_rate: a.batch_rate,
-            batch_write_keys: a.batch_write_keys,
-            batch_lookup_keys: a.batch_lookup_keys,
-            delete_rate: a.delete_rate,
-            absent_share: a.absent_share,
-            freshness,
-            max_in_flight: a.max_in_flight,
-        },
+        workload: workload.clone(),
         faults: FaultSettings {
             recovery_wait: a.recovery_wait,
             slow_redis_delay: Duration::from_millis(600),
             initial_capacity: a.initial_capacity,
             upload_capacity: a.upload_capacity,
             burst_factor: 10,
+            edge_cut: schedule::edge_cut_length(&workload),
             cassandra_pid: None,
         },
         cassandra_pid_file: a.cassandra_pid_file,
-        allowance: a.allowance,
         rss_limit_mib: a.rss_limit_mib,
         edge_rss_limit_mib: a.edge_rss_limit_mib,
         cassandra: a.cassandra,
         work_dir: a.work_dir.unwrap_or_else(|| std::env::temp_dir().join("bloomgate-chaos")),
         keep_keyspace: a.keep_keyspace,
         history_path: a.history,
-        tuning: OriginTuning::default(),
+        tuning,
         redis_cluster: a.redis_cluster,
     };
     let report = run(options).await?;

@@ -35,6 +35,9 @@ pub struct OriginTuning {
     pub rebuild_lease_ms: u64,
     /// Deleted share of keys that triggers a rebuild.
     pub auto_stale_delete_share: f64,
+    /// Insert-journal entries kept per generation: small, so an edge cut off for a while falls
+    /// behind the journal and must reload (see `schedule::journal_max_entries`).
+    pub journal_max_entries: u64,
 }
 
 impl Default for OriginTuning {
@@ -50,6 +53,7 @@ impl Default for OriginTuning {
             recovery_interval_ms: 500,
             rebuild_lease_ms: 5000,
             auto_stale_delete_share: 0.02,
+            journal_max_entries: 200_000,
         }
     }
 }
@@ -96,6 +100,7 @@ rebuild_settle_ms = {}
 rebuild_grace_ms = {}
 rebuild_lease_ms = {}
 auto_stale_delete_share = {}
+journal_max_entries = {}
 "#,
         t.redis_timeout_ms,
         t.redis_write_timeout_ms,
@@ -106,6 +111,7 @@ auto_stale_delete_share = {}
         t.rebuild_grace_ms,
         t.rebuild_lease_ms,
         t.auto_stale_delete_share,
+        t.journal_max_entries,
     )
 }
 

@@ -4,13 +4,15 @@
 //! started is stopped on every way out: the end, an error, Ctrl-C / SIGTERM, or a panic.
 
 use crate::cassandra::{cassandra_pid, drop_keyspace, read_back, resume_cassandra, session};
-use crate::check::{check, CheckSettings};
+use crate::check::floors::{self, FloorSettings};
+use crate::check::{check, durable_keys, CheckSettings};
 use crate::cluster::{Cluster, ClusterSettings};
 use crate::faults::{FaultSettings, Faults};
-use crate::history::{History, LogLine, Outcome, Recorder};
-use crate::keys::{KeyClass, KeyId, KeySpace};
-use crate::logs::{automatic_rebuilds, crash_lines, log_tail, panic_lines};
+use crate::history::{History, LogLine, Recorder};
+use crate::keys::KeySpace;
+use crate::logs::{automatic_rebuilds, copy_resets, crash_lines, log_tail, panic_lines};
 use crate::memory::sample_rss;
+use crate::origin_metrics::sample_metrics;
 use crate::origin_process::OriginTuning;
 use crate::report::{self, Report, RunFacts, RunSettings};
 use crate::schedule::{required_faults, RedisKind};
@@ -19,7 +21,6 @@ use crate::workload::{Endpoints, Workload, WorkloadSettings};
 use anyhow::Context as _;
 use bloomgate_tests::origin::TOKEN;
 use serde_json::json;
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,8 +48,6 @@ pub struct RunOptions {
     pub faults: FaultSettings,
     /// Where Cassandra's pid file is, if not found by itself.
     pub cassandra_pid_file: Option<PathBuf>,
-    /// Errors tolerated this long after a fault's end.
-    pub allowance: Duration,
     /// RSS limit per origin, MiB.
     pub rss_limit_mib: u64,
     /// RSS limit of the edge's `workerd`, MiB.
@@ -147,15 +146,26 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
     if let Some(path) = &options.history_path {
         report::write_history(path, &history, &keys).with_context(|| format!("write {}", path.display()))?;
     }
+    let required_faults = required_faults(options.edge, RedisKind::of(&options.redis_cluster));
+    let result = check(&history, &check_settings(&options));
+    let floor_settings = FloorSettings {
+        duration_secs: options.duration.as_secs_f64(),
+        origins: options.origins,
+        edge: options.edge,
+        freshness_secs: f64::from(options.freshness_secs),
+        workload: options.workload.clone(),
+        required_faults: required_faults.clone(),
+    };
     let facts = RunFacts {
         settings: run_settings(&options, keyspace),
         skipped_ops: skipped,
-        required_faults: required_faults(options.edge, RedisKind::of(&options.redis_cluster)),
+        required_faults,
+        floors: floors::evaluate(&history, &result, &floor_settings),
         automatic_rebuilds,
         notes,
         logs: logs.iter().map(|(_, p)| p.display().to_string()).collect(),
     };
-    Ok(report::build(&history, &check(&history, &check_settings(&options)), &keys, facts))
+    Ok(report::build(&history, &result, &keys, facts))
 }
 
 /// Fails unless Cassandra answers; finds its pid for the pause fault (without it, that fault
@@ -195,12 +205,15 @@ async fn stop(cluster: Arc<Cluster>) -> anyhow::Result<Vec<(String, PathBuf)>> {
     Ok(logs)
 }
 
-/// Adds the logs' panic lines and the edge's last words to `history`; the automatic rebuilds
-/// the origins' logs show, by reason.
+/// Adds the logs' panic lines, the local copies the journal's retention dropped, and the
+/// edge's last words to `history`; the automatic rebuilds the origins' logs show, by reason.
 fn read_logs(history: &mut History, logs: &[(String, PathBuf)]) -> Vec<String> {
     let mut reasons = Vec::new();
     for (source, path) in logs {
         let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(origin) = source.strip_prefix("origin-").and_then(|n| n.parse::<u8>().ok()) {
+            history.origin_counters.entry(origin).or_default().copy_resets = copy_resets(&text);
+        }
         let lines = panic_lines(&text);
         history.panics.extend(lines.into_iter().map(|line| LogLine { source: source.clone(), line }));
         reasons.extend(automatic_rebuilds(&text));
@@ -215,7 +228,7 @@ fn read_logs(history: &mut History, logs: &[(String, PathBuf)]) -> Vec<String> {
 fn check_settings(options: &RunOptions) -> CheckSettings {
     CheckSettings {
         freshness: u64::from(options.freshness_secs) * 1_000_000,
-        allowance: options.allowance.as_micros() as u64,
+        edge_origin: crate::cluster::EDGE_ORIGIN,
         rss_limit_kib: options.rss_limit_mib * 1024,
         edge_rss_limit_kib: options.edge_rss_limit_mib * 1024,
     }
@@ -231,7 +244,6 @@ fn run_settings(options: &RunOptions, keyspace: String) -> RunSettings {
         origins: options.origins,
         edge: options.edge,
         freshness_secs: options.freshness_secs,
-        allowance_secs: options.allowance.as_secs_f64(),
         rss_limit_mib: options.rss_limit_mib,
         edge_rss_limit_mib: options.edge_rss_limit_mib,
         workload: options.workload.clone(),
@@ -277,6 +289,7 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     let mut background = tokio::task::JoinSet::new();
     background.spawn(workload.clone().run());
     background.spawn(sample_rss(cluster.clone(), rec.clone()));
+    background.spawn(sample_metrics(cluster.clone(), rec.clone(), http.clone()));
     background.spawn(report_progress(rec.clone(), workload.clone()));
     let started = Instant::now();
     let until = started + options.duration;
@@ -295,7 +308,7 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     if let Some(down) = &mut history.edge_down {
         down.not_sent = workload.edge_not_sent();
     }
-    let acked = acknowledged_keys(&history);
+    let acked = durable_keys(&history);
     eprintln!("chaos: reading {} acknowledged keys back from Cassandra", acked.len());
     history.db_checks = read_back(&options.cassandra, &cluster.settings.keyspace, FILTER, &keys, acked).await?;
     Ok(Driven { history, skipped: workload.skipped(), notes: rec.notes() })
@@ -321,7 +334,10 @@ async fn create_filter(cluster: &Cluster, http: &reqwest::Client, capacity: u64)
             .send()
             .await?;
         let status = created.status().as_u16();
-        if status == 201 {
+        // 200: it exists with these settings, which happens to a filter created just now too:
+        // another origin's recovery check can see the new definition first and start its
+        // rebuild (the API answers 201 or 200 alike to an identical create).
+        if status == 201 || status == 200 {
             return Ok(());
         }
         let body = created.text().await?;
@@ -354,15 +370,4 @@ fn heal(cluster: &Cluster) {
     for proxy in cluster.redis_proxies() {
         proxy.heal();
     }
-}
-
-/// Every written key whose write was acknowledged.
-fn acknowledged_keys(history: &History) -> BTreeSet<KeyId> {
-    history
-        .ops
-        .iter()
-        .filter(|o| o.kind.is_write() && o.outcome == Outcome::Acked)
-        .flat_map(|o| o.keys.iter().copied())
-        .filter(|k| k.class == KeyClass::Written)
-        .collect()
 }

@@ -78,6 +78,9 @@ pub enum Step {
     /// Redis Cluster: `kill -9` a master, wait for its replica's promotion and a rebuild,
     /// restart the node.
     RedisMasterKill,
+    /// Cut the edge off its origin while no rebuild runs, long enough for the insert journal to
+    /// be trimmed past the edge's copies: they must reload (see [`edge_cut_length`]).
+    EdgeBehindJournal,
     /// Let the workload run undisturbed.
     Pause(Duration),
 }
@@ -98,6 +101,7 @@ impl Step {
             Step::StaleDeletes => FaultKind::StaleDeletes,
             Step::Rollback => FaultKind::RedisRollback,
             Step::RedisMasterKill => FaultKind::RedisMasterKill,
+            Step::EdgeBehindJournal => FaultKind::EdgeCut,
             Step::Snapshot | Step::Pause(_) => return None,
         })
     }
@@ -129,49 +133,62 @@ impl RedisKind {
 /// for 30 s (nobody can rebuild meanwhile), so each kill is followed by a fault that loses
 /// Redis's state, lease included; the kill while uploading happens after the snapshot, so
 /// the rollback also takes Redis back to before that rebuild. The automatic resize runs in
-/// the first round only (it needs the small starting capacity).
+/// the first round only (it needs the small starting capacity). With the edge, the round also
+/// cuts the edge off while the generation stays the same (nearly every other step makes a new
+/// one), after a pause in which it loads that generation's segments.
 ///
 /// On a cluster, the faults of the one process (restart, snapshot and rollback, the upload
 /// slowed through its proxy) give way to the cluster's own: a master killed while writes go
 /// on, its replica promoted.
-pub fn sequential_round(first: bool, redis: RedisKind) -> Vec<Step> {
+pub fn sequential_round(first: bool, redis: RedisKind, edge: bool) -> Vec<Step> {
     let mut steps = Vec::new();
     if first {
         steps.push(Step::AutoResize);
     }
+    let edge_behind = if edge { vec![Step::Pause(Duration::from_secs(3)), Step::EdgeBehindJournal] } else { vec![] };
     match redis {
-        RedisKind::Private => steps.extend([
-            Step::Rebuild,
-            Step::Resize,
-            Step::KillBuilder(Phase::Settling),
-            Step::RedisRestartEmpty,
-            Step::DelSegmentBits,
-            Step::KillBuilder(Phase::Scanning),
-            Step::FlushAll,
-            Step::DelSegmentVer,
-            Step::Snapshot,
-            Step::Pause(Duration::from_secs(3)),
-            Step::KillBuilder(Phase::Uploading),
-            Step::Rollback,
-            Step::DelMeta,
-            Step::StaleDeletes,
-            Step::Pause(Duration::from_secs(2)),
-        ]),
-        RedisKind::Cluster => steps.extend([
-            Step::Rebuild,
-            Step::Resize,
-            Step::RedisMasterKill,
-            Step::KillBuilder(Phase::Settling),
-            Step::FlushAll,
-            Step::DelSegmentBits,
-            Step::KillBuilder(Phase::Scanning),
-            Step::FlushAll,
-            Step::DelSegmentVer,
-            Step::RedisMasterKill,
-            Step::DelMeta,
-            Step::StaleDeletes,
-            Step::Pause(Duration::from_secs(2)),
-        ]),
+        RedisKind::Private => {
+            steps.extend([
+                Step::Rebuild,
+                Step::Resize,
+                Step::KillBuilder(Phase::Settling),
+                Step::RedisRestartEmpty,
+                Step::DelSegmentBits,
+                Step::KillBuilder(Phase::Scanning),
+                Step::FlushAll,
+                Step::DelSegmentVer,
+            ]);
+            steps.extend(edge_behind);
+            steps.extend([
+                Step::Snapshot,
+                Step::Pause(Duration::from_secs(3)),
+                Step::KillBuilder(Phase::Uploading),
+                Step::Rollback,
+                Step::DelMeta,
+                Step::StaleDeletes,
+                Step::Pause(Duration::from_secs(2)),
+            ]);
+        }
+        RedisKind::Cluster => {
+            steps.extend([
+                Step::Rebuild,
+                Step::Resize,
+                Step::RedisMasterKill,
+                Step::KillBuilder(Phase::Settling),
+                Step::FlushAll,
+                Step::DelSegmentBits,
+                Step::KillBuilder(Phase::Scanning),
+                Step::FlushAll,
+                Step::DelSegmentVer,
+            ]);
+            steps.extend(edge_behind);
+            steps.extend([
+                Step::RedisMasterKill,
+                Step::DelMeta,
+                Step::StaleDeletes,
+                Step::Pause(Duration::from_secs(2)),
+            ]);
+        }
     }
     steps
 }
@@ -190,6 +207,9 @@ pub struct Timed {
 /// How long one cycle of the background track is.
 pub const BACKGROUND_CYCLE: Duration = Duration::from_secs(100);
 
+/// The longest the edge is cut off (see [`edge_cut_length`]).
+pub const EDGE_CUT_MAX: Duration = Duration::from_secs(25);
+
 /// The background track: spread over a cycle, each short. (Slow Redis needs the private
 /// Redis's proxies.)
 pub fn background(edge: bool, redis: RedisKind) -> Vec<Timed> {
@@ -207,22 +227,56 @@ pub fn background(edge: bool, redis: RedisKind) -> Vec<Timed> {
 
 /// Every fault a run must inject at least once.
 pub fn required_faults(edge: bool, redis: RedisKind) -> BTreeSet<FaultKind> {
-    let mut all: BTreeSet<FaultKind> = sequential_round(true, redis).into_iter().filter_map(Step::fault).collect();
+    let mut all: BTreeSet<FaultKind> =
+        sequential_round(true, redis, edge).into_iter().filter_map(Step::fault).collect();
     all.extend(background(edge, redis).into_iter().map(|t| t.fault));
     all
+}
+
+/// Entries a Redis stream node holds (`stream-node-max-entries`, 100 by default): the journal
+/// is trimmed approximately (`MAXLEN ~`), a whole node at a time, so it keeps up to this many
+/// entries beyond its limit.
+pub const STREAM_NODE_ENTRIES: u64 = 100;
+
+/// Seconds of appends the run's journals keep at least (see [`journal_max_entries`]): above
+/// the edge's refresh interval (S/2) and the local copies' idle catch-up (1 s), so neither
+/// falls behind the retention unless cut off.
+pub const JOURNAL_SECONDS: f64 = 3.0;
+
+/// Insert-journal entries the workload appends per second: one per add call (single writes,
+/// batch writes, the deletable keys written once a second, the deleted keys written again).
+pub fn journal_rate(w: &WorkloadSettings) -> f64 {
+    let deletes = if w.delete_rate > 0.0 { 1.0 + w.delete_rate * w.readd_share } else { 0.0 };
+    w.write_rate + w.batch_rate + deletes
+}
+
+/// The run's `journal_max_entries`: [`JOURNAL_SECONDS`] of appends at the configured rates (at
+/// least 20), small enough for an edge cut off for a while to fall behind it and reload.
+pub fn journal_max_entries(w: &WorkloadSettings) -> u64 {
+    (journal_rate(w) * JOURNAL_SECONDS).ceil().max(20.0) as u64
+}
+
+/// How long the edge is cut off: long enough for the journal to be trimmed past its position
+/// (half as long again as it takes to append the most entries the journal keeps: writes
+/// refused meanwhile append nothing), at least 6 s, at most [`EDGE_CUT_MAX`].
+pub fn edge_cut_length(w: &WorkloadSettings) -> Duration {
+    let kept = (journal_max_entries(w) + STREAM_NODE_ENTRIES) as f64;
+    let secs = 1.5 * kept / journal_rate(w).max(0.1);
+    Duration::from_secs_f64(secs.ceil().clamp(6.0, EDGE_CUT_MAX.as_secs_f64()))
 }
 
 /// Rates for a run: the CI defaults, or the given ones.
 pub fn describe(settings: &WorkloadSettings) -> String {
     format!(
-        "{}/s writes (+ as many reads via another origin and at the edge), {}/s origin reads, {}/s edge reads, {}/s batches of {} writes and of {} lookups, {}/s deletes",
+        "{}/s writes (+ as many reads via another origin and at the edge), {}/s origin reads, {}/s edge reads, {}/s batches of {} writes and of {} lookups, {}/s deletes ({} of them written again)",
         settings.write_rate,
         settings.read_rate,
         settings.edge_read_rate,
         settings.batch_rate,
         settings.batch_write_keys,
         settings.batch_lookup_keys,
-        settings.delete_rate
+        settings.delete_rate,
+        settings.readd_share
     )
 }
 
@@ -255,9 +309,17 @@ mod tests {
     }
 
     #[test]
+    fn the_edge_falls_behind_the_journal_once_a_round_when_it_runs() {
+        for redis in [RedisKind::Private, RedisKind::Cluster] {
+            let behind = |edge| sequential_round(false, redis, edge).contains(&Step::EdgeBehindJournal);
+            assert!(behind(true) && !behind(false));
+        }
+    }
+
+    #[test]
     fn every_builder_kill_is_followed_by_a_fault_that_clears_the_lease() {
         for redis in [RedisKind::Private, RedisKind::Cluster] {
-            let round = sequential_round(true, redis);
+            let round = sequential_round(true, redis, true);
             for (i, step) in round.iter().enumerate() {
                 if let Step::KillBuilder(_) = step {
                     let next = round[i + 1..].iter().find(|s| !matches!(s, Step::Pause(_))).unwrap();
@@ -268,6 +330,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_edge_cut_outlasts_the_journal_at_the_configured_rates() {
+        let ci = WorkloadSettings {
+            write_rate: 15.0,
+            read_rate: 40.0,
+            edge_read_rate: 15.0,
+            batch_rate: 1.0,
+            batch_write_keys: 10,
+            batch_lookup_keys: 20,
+            delete_rate: 3.0,
+            readd_share: 0.5,
+            absent_share: 0.5,
+            freshness: Duration::from_secs(3),
+            max_in_flight: 256,
+        };
+        assert_eq!(journal_rate(&ci), 18.5);
+        assert_eq!(journal_max_entries(&ci), 56);
+        let cut = edge_cut_length(&ci);
+        assert_eq!(cut, Duration::from_secs(13));
+        let appended = journal_rate(&ci) * cut.as_secs_f64();
+        assert!(appended > (journal_max_entries(&ci) + STREAM_NODE_ENTRIES) as f64, "{cut:?}");
+        assert!(cut <= EDGE_CUT_MAX);
+        let long = WorkloadSettings { write_rate: 60.0, batch_rate: 2.0, ..ci };
+        assert_eq!(edge_cut_length(&long), Duration::from_secs(7));
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl StallTracker {
             self.threshold / 1000,
             open.probes
         );
-        Some(Fault { kind: self.kind, start: open.start, end, origin: None, recovered: None, note })
+        Some(Fault { kind: self.kind, start: open.start, end, origin: None, recovered: None, note, copy_held: None })
     }
 }
 

@@ -12,15 +12,14 @@
 //!   with the database; the edge forwards it.) A key whose write failed may or may not be
 //!   stored: no rule applies to it.
 //! - **No acknowledged write lost:** every acknowledged key is in Cassandra at the end.
-//! - **Errors only where a fault allows them.** Success is 200/201, or 404 with
-//!   `{"seen":false}` for a lookup. A 503 or 429 with `Retry-After` is tolerated if the
-//!   operation overlaps a fault window: from the fault's start to its end plus the allowance
-//!   (the time the system may take to recover after the fault is over). A fault is one the
-//!   harness injected, or a stall of Cassandra or Redis that the prober observed (see
-//!   [`stalls`](crate::stalls)); the latter are counted apart. A 503 or 429 without
-//!   `Retry-After` is always a violation, as is any other status. No answer at all (connection
-//!   refused or reset, client timeout) is tolerated only from an origin inside the window of
-//!   its own `kill -9`. No window of any kind excuses anything else.
+//! - **Errors only as the excuse table allows.** Success is 200/201, or 404 with
+//!   `{"seen":false}` for a lookup. A 503 or 429 with `Retry-After`, or no answer at all, is
+//!   excused only by a row of the excuse table ([`excuses`]): a fault of a kind whose documented
+//!   behaviour produces that error, on that target, for that operation, overlapping it (from
+//!   the fault's start to a stated time after its end). A fault is one the harness injected, or
+//!   a stall of Cassandra or Redis that the prober observed (see [`stalls`](crate::stalls));
+//!   the latter are counted apart. The report shows what each fault kind excused. A 503 or 429
+//!   without `Retry-After` is always a violation, as is any other status.
 //! - **Never a panic** in any log, and **every origin's and the edge's RSS under its limit**.
 //! - **The edge answers to the end.** If it refused every connection long enough for the
 //!   harness to give up on it (see [`edge_watch`](super::workload::edge_watch)), that is one
@@ -32,32 +31,39 @@
 //!   schedule dense enough would hide a filter that never recovers: each fault's window would
 //!   cover the errors left by the one before.
 //!
-//! Deleted keys (their own key set) are left out of the "seen" and durability rules: after a
-//! delete either answer is right.
+//! A key is held to the "seen" and durability rules from its first acknowledged write that no
+//! delete could have undone (every delete of it ended before that write started): after a
+//! delete either answer is right, until the key is written again.
 //!
 //! # Layout
 //! - this file: settings, verdict types, and [`check`], which applies every rule.
+//! - [`excuses`]: the excuse table: which fault may excuse which error, where, for how long.
+//! - [`availability`]: writes acknowledged during each kind of fault, operations outside them.
+//! - [`floors`]: the evidence a run must show, and their formulas.
 //! - `rules`: the rules, one function each.
-//! - `windows`: fault windows (injected, observed, an origin's own kill) as the rules ask.
+//! - `windows`: fault windows as the rules ask about them.
 //! - `tests`: a small history that breaks each rule.
 
+pub mod availability;
+pub mod excuses;
+pub mod floors;
 mod rules;
 #[cfg(test)]
 mod tests;
 mod windows;
 
-use crate::history::{History, Micros, Outcome, Target};
+use crate::history::{FaultKind, History, Micros, Outcome, Target};
 use crate::keys::KeyId;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What the checker needs besides the history.
 #[derive(Clone, Copy, Debug)]
 pub struct CheckSettings {
     /// The edge's freshness bound S.
     pub freshness: Micros,
-    /// How long after a fault's end errors are still tolerated.
-    pub allowance: Micros,
+    /// The origin the edge forwards to (an edge whose origin was killed answers 503).
+    pub edge_origin: u8,
     /// Largest RSS an origin may have, in KiB.
     pub rss_limit_kib: u64,
     /// Largest RSS the edge's `workerd` may have, in KiB.
@@ -76,13 +82,13 @@ pub enum ViolationKind {
     SeenNeverWritten,
     /// An acknowledged key is not in Cassandra at the end (or could not be read).
     LostWrite,
-    /// A 503/429 with Retry-After outside every fault window, injected or observed.
-    ErrorOutsideFault,
+    /// A 503/429 with Retry-After, or no answer, that no row of the excuse table explains.
+    ErrorNotExcused,
     /// A 503/429 without Retry-After.
     MissingRetryAfter,
     /// Any other unexpected status (500, 400, a 404 without `seen:false`, ...).
     BadStatus,
-    /// No answer, outside a `kill -9` of the origin asked (and before the edge died).
+    /// No answer that no row of the excuse table explains (and before the edge died).
     TransportError,
     /// A panic in a log.
     Panic,
@@ -102,7 +108,7 @@ impl ViolationKind {
         ViolationKind::FalseNegativeEdge,
         ViolationKind::SeenNeverWritten,
         ViolationKind::LostWrite,
-        ViolationKind::ErrorOutsideFault,
+        ViolationKind::ErrorNotExcused,
         ViolationKind::MissingRetryAfter,
         ViolationKind::BadStatus,
         ViolationKind::TransportError,
@@ -119,7 +125,7 @@ impl ViolationKind {
             ViolationKind::FalseNegativeEdge => "false_negative_edge",
             ViolationKind::SeenNeverWritten => "seen_never_written",
             ViolationKind::LostWrite => "lost_write",
-            ViolationKind::ErrorOutsideFault => "error_outside_fault",
+            ViolationKind::ErrorNotExcused => "error_not_excused",
             ViolationKind::MissingRetryAfter => "missing_retry_after",
             ViolationKind::BadStatus => "bad_status",
             ViolationKind::TransportError => "transport_error",
@@ -157,17 +163,26 @@ pub struct Checked {
     pub answers: u64,
     /// Answers of origins that had to be "seen" (acknowledged before the lookup).
     pub must_be_seen_origin: u64,
+    /// The same, per origin.
+    pub must_be_seen_by_origin: BTreeMap<u8, u64>,
     /// Answers of the edge that had to be "seen" (acknowledged S before the lookup).
     pub must_be_seen_edge: u64,
+    /// Of the answers that had to be "seen", those for keys deleted and written again.
+    pub must_be_seen_readded: u64,
     /// Answers that had to be "not seen" (never written).
     pub must_not_be_seen: u64,
+    /// "Not seen" answered by the edge itself, from its segments.
+    pub edge_no_answers: u64,
     /// Answers no rule constrains (acknowledged during the lookup or within S at the edge,
-    /// written without acknowledgement, deleted keys).
+    /// written without acknowledgement, deleted and not written again).
     pub unconstrained: u64,
-    /// 503/429 with Retry-After inside fault windows, and transport errors of killed origins.
-    pub tolerated_errors: u64,
-    /// Of those, 503/429 inside an observed stall and no injected fault's window.
-    pub tolerated_in_observed_stalls: u64,
+    /// Errors the excuse table excused.
+    pub excused_errors: u64,
+    /// Of those, excused by an observed stall (no injected fault's row).
+    pub excused_in_observed_stalls: u64,
+    /// Of those, 503s of never-written keys only while the database was down, within the
+    /// false-positive budget.
+    pub excused_as_false_positives: u64,
     /// Edge operations that failed after the edge stopped answering (part of its one
     /// `edge_down` violation).
     pub edge_down_failures: u64,
@@ -191,6 +206,10 @@ pub struct CheckResult {
     pub breakdown: BTreeMap<ViolationKind, BTreeMap<String, u64>>,
     /// The first few violations of each kind.
     pub examples: BTreeMap<ViolationKind, Vec<Violation>>,
+    /// Errors excused, per fault kind, by target, operation and status (`origin write 503`).
+    pub excused: BTreeMap<FaultKind, BTreeMap<String, u64>>,
+    /// Writes acknowledged during each kind of fault, and operations outside every fault.
+    pub availability: availability::Availability,
 }
 
 impl CheckResult {
@@ -205,6 +224,10 @@ pub const EXAMPLES: usize = 10;
 
 struct Verdicts {
     result: CheckResult,
+    /// Lookups of never-written keys only that overlapped a database fault's window.
+    never_written_lookups_in_database_faults: u64,
+    /// Failures of such lookups no row excused: (operation, label).
+    false_positive_candidates: Vec<(usize, String)>,
 }
 
 impl Verdicts {
@@ -215,7 +238,11 @@ impl Verdicts {
                 counts: ViolationKind::ALL.iter().map(|k| (*k, 0)).collect(),
                 breakdown: BTreeMap::new(),
                 examples: BTreeMap::new(),
+                excused: BTreeMap::new(),
+                availability: availability::Availability::default(),
             },
+            never_written_lookups_in_database_faults: 0,
+            false_positive_candidates: Vec::new(),
         }
     }
 
@@ -227,6 +254,14 @@ impl Verdicts {
             examples.push(v);
         }
     }
+
+    fn excuse(&mut self, fault: FaultKind, label: String) {
+        self.result.checked.excused_errors += 1;
+        if fault.is_observed() {
+            self.result.checked.excused_in_observed_stalls += 1;
+        }
+        *self.result.excused.entry(fault).or_default().entry(label).or_default() += 1;
+    }
 }
 
 fn secs(t: Micros) -> String {
@@ -236,7 +271,7 @@ fn secs(t: Micros) -> String {
 /// Checks every rule over the history.
 pub fn check(history: &History, settings: &CheckSettings) -> CheckResult {
     let mut v = Verdicts::new();
-    let windows = windows::FaultWindows::new(&history.faults, settings.allowance);
+    let windows = windows::FaultWindows::new(&history.faults, settings.edge_origin, settings.freshness);
     let writes = rules::Writes::of(history);
     let cx = rules::Context { history, settings, writes: &writes, windows: &windows };
     for (i, op) in history.ops.iter().enumerate() {
@@ -248,10 +283,18 @@ pub fn check(history: &History, settings: &CheckSettings) -> CheckResult {
             }
         }
     }
+    rules::false_positives(&mut v, history);
     rules::durability(&mut v, history, &writes);
     rules::memory(&mut v, history, settings);
     rules::repairs(&mut v, history);
     rules::panics(&mut v, history);
     rules::edge_down(&mut v, history);
+    v.result.availability = availability::measure(history, &windows);
     v.result
+}
+
+/// The keys that must be in Cassandra at the end: those with an acknowledged write no delete
+/// could have undone.
+pub fn durable_keys(history: &History) -> BTreeSet<KeyId> {
+    rules::Writes::of(history).acked.into_keys().collect()
 }

@@ -48,6 +48,19 @@ impl Faults {
         None
     }
 
+    /// Stats from any running origin, asked again until one answers or `limit` has passed (a
+    /// background fault, slow Redis or a paused Cassandra, may hold them up for seconds).
+    pub(super) async fn stats_within(&self, limit: Duration) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(stats) = self.any_stats().await {
+                return Ok(stats);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "no origin answered stats within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// The active generation, if an origin can tell.
     pub(super) async fn generation(&self) -> Option<u64> {
         self.any_stats().await.and_then(|s| s["generation"].as_u64())

@@ -2,7 +2,7 @@
 //! and a Redis Cluster master killed while the workload writes.
 
 use super::Faults;
-use crate::history::{unix_ms, FaultKind, Micros};
+use crate::history::{unix_ms, Fault, FaultKind, Micros};
 use crate::origin_process::Origin;
 use crate::schedule::Phase;
 use anyhow::Context as _;
@@ -18,7 +18,7 @@ impl Faults {
         for attempt in 1..=3 {
             let builder = self.live_origin(None).context("no origin running")?;
             let watcher = self.live_origin(Some(builder)).context("no second origin running")?;
-            let stats = self.any_stats().await.context("no origin answers stats")?;
+            let stats = self.stats_within(self.settings.recovery_wait).await?;
             let before = stats["generation"].as_u64();
             let origin = &self.cluster.origins[builder as usize];
             let capacity = (phase == Phase::Uploading)
@@ -113,6 +113,7 @@ impl Faults {
         let victim = masters[self.random(masters.len())].clone();
         let heir = nodes.iter().find(|n| n.master_port == Some(victim.port)).map(|n| n.port);
         let before = self.generation().await;
+        let copy_held = self.await_copy_held(super::steps::COPY_WAIT).await;
         let start = self.rec.now();
         let killed = signal(victim.pid.unwrap_or_default(), "KILL");
         anyhow::ensure!(killed, "kill -9 of Redis master {} (pid {:?}) failed", victim.port, victim.pid);
@@ -134,7 +135,9 @@ impl Faults {
             victim.pid,
             promoted_after.map_or("- (not seen)".into(), |d| format!("{} ms", d.as_millis()))
         );
-        self.record(FaultKind::RedisMasterKill, start, None, Some(recovered && promoted_after.is_some()), note);
+        let recovered = Some(recovered && promoted_after.is_some());
+        let kind = FaultKind::RedisMasterKill;
+        self.record_fault(Fault { kind, start, end: 0, origin: None, recovered, note, copy_held: Some(copy_held) });
         Ok(())
     }
 }

@@ -43,6 +43,8 @@ pub struct FaultSettings {
     pub upload_capacity: u64,
     /// Lookup rate multiplier of a burst.
     pub burst_factor: u32,
+    /// How long the edge is cut off to fall behind the journal (see `schedule::edge_cut_length`).
+    pub edge_cut: Duration,
     /// Cassandra's pid, if known (for SIGSTOP).
     pub cassandra_pid: Option<u32>,
 }
@@ -91,14 +93,36 @@ impl Faults {
     }
 
     fn record(&self, kind: FaultKind, start: Micros, origin: Option<u8>, recovered: Option<bool>, note: String) {
+        self.record_fault(Fault { kind, start, end: self.rec.now(), origin, recovered, note, copy_held: None });
+    }
+
+    /// Records a fault, ended now.
+    fn record_fault(&self, fault: Fault) {
+        let Fault { kind, start, origin, note, .. } = &fault;
         eprintln!(
             "chaos: {:>7.1}s {} ({:.1}s){}: {note}",
-            start as f64 / 1e6,
+            *start as f64 / 1e6,
             kind.name(),
             (self.rec.now() - start) as f64 / 1e6,
             origin.map(|o| format!(" origin-{o}")).unwrap_or_default()
         );
-        self.rec.fault(Fault { kind, start, end: self.rec.now(), origin, recovered, note });
+        self.rec.fault(Fault { end: self.rec.now(), ..fault });
+    }
+
+    /// Waits up to `limit` until some origin holds a local copy of the filter (lookups load
+    /// one): a Redis that goes back in time must find a copy to make stale. Whether one was.
+    async fn await_copy_held(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if crate::origin_metrics::any_copy_held(&self.cluster, &self.http).await {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                self.note(format!("no origin held a local copy within {limit:?}"));
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// An origin that is running, other than `avoid`.
@@ -163,7 +187,8 @@ impl Faults {
     /// always to its end.
     pub async fn sequential_track(self: Arc<Self>, until: Instant) {
         for round in 0.. {
-            for step in sequential_round(round == 0, self.cluster.settings.redis_kind()) {
+            let edge = self.cluster.edge.is_some();
+            for step in sequential_round(round == 0, self.cluster.settings.redis_kind(), edge) {
                 if round > 0 && Instant::now() >= until {
                     return;
                 }

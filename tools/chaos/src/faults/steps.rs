@@ -3,10 +3,13 @@
 //! the fault with its window.
 
 use super::Faults;
-use crate::history::FaultKind;
-use crate::schedule::Step;
+use crate::history::{Fault, FaultKind};
+use crate::schedule::{Step, Timed};
 use anyhow::Context as _;
 use std::time::Duration;
+
+/// How long a Redis going back in time waits for an origin to hold a local copy first.
+pub(super) const COPY_WAIT: Duration = Duration::from_secs(15);
 
 impl Faults {
     /// Runs one sequential step.
@@ -24,6 +27,10 @@ impl Faults {
             Step::StaleDeletes => self.stale_deletes().await?,
             Step::Snapshot => self.snapshot().await?,
             Step::Rollback => self.rollback().await?,
+            Step::EdgeBehindJournal => {
+                let length = self.settings.edge_cut;
+                self.timed(Timed { offset: Duration::ZERO, fault: FaultKind::EdgeCut, length }).await?;
+            }
         }
         Ok(())
     }
@@ -45,7 +52,7 @@ impl Faults {
 
     /// A rebuild on a random origin (`Rebuild`), or one to another capacity (`Resize`).
     async fn rebuild(&self, kind: FaultKind) -> anyhow::Result<()> {
-        let stats = self.any_stats().await.context("no origin answers stats")?;
+        let stats = self.stats_within(self.settings.recovery_wait).await?;
         let before = stats["generation"].as_u64();
         let capacity = stats["capacity"].as_u64().unwrap_or(self.settings.initial_capacity);
         // Growing to several segments (so a deleted segment is one of many), or
@@ -114,7 +121,7 @@ impl Faults {
 
     /// Deletes enough keys at once for the origins to rebuild the filter on their own.
     async fn stale_deletes(&self) -> anyhow::Result<()> {
-        let stats = self.any_stats().await.context("no origin answers stats")?;
+        let stats = self.stats_within(self.settings.recovery_wait).await?;
         let before = stats["generation"].as_u64();
         let keys = stats["estimated_keys"].as_u64().unwrap_or(0) as f64;
         let share = self.cluster.settings.tuning.auto_stale_delete_share;
@@ -143,6 +150,7 @@ impl Faults {
     async fn rollback(&self) -> anyhow::Result<()> {
         let (path, taken) =
             self.snapshot.lock().unwrap_or_else(|e| e.into_inner()).clone().context("no snapshot taken")?;
+        let copy_held = self.await_copy_held(COPY_WAIT).await;
         let start = self.rec.now();
         self.cluster.with_redis(|r| r.restart_from(&path))?;
         let restored = self.generation().await;
@@ -152,7 +160,17 @@ impl Faults {
             taken as f64 / 1e6,
             (start - taken) as f64 / 1e6
         );
-        self.record(FaultKind::RedisRollback, start, None, Some(recovered), note);
+        let recovered = Some(recovered);
+        let fault = Fault {
+            kind: FaultKind::RedisRollback,
+            start,
+            end: 0,
+            origin: None,
+            recovered,
+            note,
+            copy_held: Some(copy_held),
+        };
+        self.record_fault(fault);
         Ok(())
     }
 }

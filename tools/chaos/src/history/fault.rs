@@ -155,4 +155,8 @@ pub struct Fault {
     pub recovered: Option<bool>,
     /// What happened, for the report.
     pub note: String,
+    /// For a Redis going back in time (a rollback, a master killed): whether an origin held a
+    /// local copy of the filter when it was injected (None: not asked).
+    #[serde(default)]
+    pub copy_held: Option<bool>,
 }

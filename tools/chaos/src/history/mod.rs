@@ -101,6 +101,29 @@ pub struct EdgeDown {
     pub note: String,
 }
 
+/// An operation the workload did not send: too many were in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// When.
+    pub at: Micros,
+    /// To the edge (else to an origin).
+    pub edge: bool,
+}
+
+/// What one origin's `/metrics` and log said over the run, summed over its lives (a counter
+/// that went down started again from zero: the process was restarted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginCounters {
+    /// Lookups its local copy answered (`local_copy_lookups_total{outcome="answered"}`).
+    pub copy_answered: u64,
+    /// Journal reads it answered 410 (an edge behind the journal's retention must reload).
+    pub journal_gone: u64,
+    /// Local copies it dropped because the journal no longer held their position (its log).
+    pub copy_resets: u64,
+    /// `/metrics` samples read.
+    pub samples: u64,
+}
+
 /// Everything the checker reads.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
@@ -116,6 +139,10 @@ pub struct History {
     pub panics: Vec<LogLine>,
     /// The edge stopped answering, if it did.
     pub edge_down: Option<EdgeDown>,
+    /// Operations not sent because too many were in flight.
+    pub skipped: Vec<Skipped>,
+    /// Per origin, what its metrics and log said.
+    pub origin_counters: std::collections::BTreeMap<u8, OriginCounters>,
     /// Wall-clock time of the run's zero, ms since the Unix epoch (to find moments in the
     /// processes' logs).
     pub started_unix_ms: u64,

@@ -81,6 +81,8 @@ pub enum Why {
     Burst,
     /// Keys written only to be deleted, and their deletes.
     Delete,
+    /// A deleted key written again, and its reads.
+    Readd,
 }
 
 impl Why {
@@ -94,6 +96,7 @@ impl Why {
             Why::Random => "random",
             Why::Burst => "burst",
             Why::Delete => "delete",
+            Why::Readd => "readd",
         }
     }
 }

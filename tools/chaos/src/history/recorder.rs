@@ -1,6 +1,6 @@
 //! Collects a run's history, and the harness's notes, from many tasks at once, on one clock.
 
-use super::{DbCheck, EdgeDown, Fault, History, LogLine, Micros, Op, RssSample};
+use super::{DbCheck, EdgeDown, Fault, History, LogLine, Micros, Op, OriginCounters, RssSample, Skipped};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -45,6 +45,19 @@ impl Recorder {
     /// Records a finished operation.
     pub fn op(&self, op: Op) {
         self.with(|h| h.ops.push(op));
+    }
+
+    /// Records an operation not sent (too many in flight).
+    pub fn skipped(&self, edge: bool) {
+        let at = self.now();
+        self.with(|h| h.skipped.push(Skipped { at, edge }));
+    }
+
+    /// Records what an origin's metrics said so far (replacing what was recorded before).
+    pub fn origin_counters(&self, origin: u8, counters: OriginCounters) {
+        self.with(|h| {
+            h.origin_counters.insert(origin, counters);
+        });
     }
 
     /// Records a fault whose window is over.

@@ -1,5 +1,6 @@
 //! The Markdown summary: what failed first (the verdict, and the edge's death if it died),
-//! then the run, the operations, the fault tables, memory, and one column per violation kind.
+//! then the run, the evidence floors, the operations, the fault tables (what each excused, the
+//! writes acknowledged during each), memory, and one column per violation kind.
 
 use super::Report;
 use crate::check::ViolationKind;
@@ -11,8 +12,10 @@ pub fn markdown(r: &Report) -> String {
     let mut md = String::new();
     headline(&mut md, r);
     run_summary(&mut md, r);
+    floor_table(&mut md, r);
     operation_tables(&mut md, r);
     fault_tables(&mut md, r);
+    excuse_tables(&mut md, r);
     rebuilds_and_memory(&mut md, r);
     violations(&mut md, r);
     md
@@ -21,11 +24,11 @@ pub fn markdown(r: &Report) -> String {
 /// The verdict, and the edge's death right after it if it died.
 fn headline(md: &mut String, r: &Report) {
     let verdict = if r.passed {
-        "PASSED: no violations".to_owned()
+        "PASSED: no violations, every evidence floor met".to_owned()
     } else if r.violations > 0 {
         format!("FAILED: {} violations", r.violations)
     } else {
-        format!("FAILED: faults not injected: {}", r.faults_missing.join(", "))
+        format!("FAILED: evidence floors not met: {}", r.floors_unmet.join(", "))
     };
     let _ = writeln!(md, "### bloomgate-chaos: {verdict}\n");
     if let Some(down) = &r.edge_down {
@@ -50,28 +53,58 @@ fn run_summary(md: &mut String, r: &Report) {
     let edge = if set.edge { format!(" + edge (S = {} s)", set.freshness_secs) } else { String::new() };
     let _ = writeln!(
         md,
-        "{:.1} s from {}, seed {}, {} origins{edge}, keyspace `{}`; errors tolerated until {} s after a fault; RSS limit {} MiB per origin, {} MiB for the edge.\n",
-        r.run_secs, r.started_at, set.seed, set.origins, set.keyspace, set.allowance_secs, set.rss_limit_mib, set.edge_rss_limit_mib
+        "{:.1} s from {}, seed {}, {} origins{edge}, keyspace `{}`; errors excused only as the excuse table allows; RSS limit {} MiB per origin, {} MiB for the edge.\n",
+        r.run_secs, r.started_at, set.seed, set.origins, set.keyspace, set.rss_limit_mib, set.edge_rss_limit_mib
     );
     let c = &r.checked;
     let _ = writeln!(
         md,
-        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge, {} had to be not seen, {} unconstrained; {} acknowledged keys read back from Cassandra; {} tolerated errors ({} of them only inside observed stalls); operations skipped at the client's in-flight caps: {} to the origins, {} to the edge.\n",
+        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge ({} of keys deleted and written again), {} had to be not seen, {} unconstrained; {} \"not seen\" answered by the edge itself; {} acknowledged keys read back from Cassandra; {} errors excused ({} by observed stalls, {} as possible false positives while the database was down); operations skipped at the client's in-flight caps: {} to the origins, {} to the edge.\n",
         c.ops,
         c.ops as f64 / r.run_secs.max(1e-9),
         c.answers,
         c.must_be_seen_origin,
         c.must_be_seen_edge,
+        c.must_be_seen_readded,
         c.must_not_be_seen,
         c.unconstrained,
+        c.edge_no_answers,
         c.db_keys,
-        c.tolerated_errors,
-        c.tolerated_in_observed_stalls,
+        c.excused_errors,
+        c.excused_in_observed_stalls,
+        c.excused_as_false_positives,
         r.skipped_ops.0,
         r.skipped_ops.1
     );
     let answers: Vec<String> = r.answered_by.iter().map(|(what, n)| format!("{what} {n}")).collect();
     let _ = writeln!(md, "Answers: {}.\n", answers.join(", "));
+}
+
+/// The evidence floors: formula, required, seen.
+fn floor_table(md: &mut String, r: &Report) {
+    let _ = writeln!(md, "| evidence floor | formula | required | seen | met |\n|---|---|---:|---:|---|");
+    for f in &r.floors {
+        let met = if f.met { "yes" } else { "**NO**" };
+        let _ = writeln!(md, "| {} | {} | {} | {} | {met} |", f.name, f.formula, f.required, f.seen);
+    }
+    let _ = writeln!(md);
+}
+
+/// What each fault kind excused, and the writes acknowledged while each was on.
+fn excuse_tables(md: &mut String, r: &Report) {
+    let _ = writeln!(md, "\n| fault | errors it excused (target operation status: count) |\n|---|---|");
+    for (fault, by) in &r.excused {
+        let parts: Vec<String> = by.iter().map(|(what, n)| format!("{what}: {n}")).collect();
+        let _ = writeln!(md, "| {fault} | {} |", parts.join(", "));
+    }
+    if r.excused.is_empty() {
+        let _ = writeln!(md, "| (none) | no error needed an excuse |");
+    }
+    let _ = writeln!(md, "\n| writes during | writes | acknowledged | share |\n|---|---:|---:|---:|");
+    for row in &r.availability {
+        let share = row.acknowledged.map_or("-".to_owned(), |a| format!("{:.1} %", a * 100.0));
+        let _ = writeln!(md, "| {} | {} | {} | {share} |", row.during, row.writes.total, row.writes.ok);
+    }
 }
 
 /// Operations by kind and by outcome, latencies, the most frequent failures.
@@ -202,14 +235,19 @@ mod tests {
     pub(crate) fn failed_run() -> (Report, KeySpace, KeyId) {
         let k = KeyId::written(1);
         let history = failed_history(k);
-        let settings =
-            CheckSettings { freshness: 3_000_000, allowance: 0, rss_limit_kib: 1 << 20, edge_rss_limit_kib: 512 << 10 };
+        let settings = CheckSettings {
+            freshness: 3_000_000,
+            edge_origin: 0,
+            rss_limit_kib: 1 << 20,
+            edge_rss_limit_kib: 512 << 10,
+        };
         let result = check(&history, &settings);
         let keys = KeySpace::new(1);
         let facts = RunFacts {
             settings: run_settings(),
             skipped_ops: (0, 0),
             required_faults: [FaultKind::FlushAll].into(),
+            floors: vec![],
             automatic_rebuilds: vec![],
             notes: vec![],
             logs: vec![],
@@ -248,6 +286,7 @@ mod tests {
                 origin: None,
                 recovered: None,
                 note: "probe took 2000 ms (threshold 750 ms; 1 slow probes), then answered in 3 ms".into(),
+                copy_held: None,
             }],
             rss: vec![
                 RssSample { process: Process::Origin(0), pid: 1, at: 5, kib: 30 * 1024 },
@@ -273,6 +312,7 @@ mod tests {
             batch_write_keys: 1,
             batch_lookup_keys: 1,
             delete_rate: 0.0,
+            readd_share: 0.0,
             absent_share: 0.5,
             freshness: Duration::from_secs(3),
             max_in_flight: 1,
@@ -285,7 +325,6 @@ mod tests {
             origins: 2,
             edge: true,
             freshness_secs: 3,
-            allowance_secs: 10.0,
             rss_limit_mib: 512,
             edge_rss_limit_mib: 512,
             workload,

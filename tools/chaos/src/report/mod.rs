@@ -13,6 +13,9 @@ mod text;
 
 pub use markdown::markdown;
 
+use crate::check::availability::Share;
+use crate::check::excuses;
+use crate::check::floors::Floor;
 use crate::check::{CheckResult, Checked};
 use crate::history::{EdgeDown, Fault, FaultKind, History, Outcome, Target};
 use crate::keys::KeySpace;
@@ -45,7 +48,8 @@ pub struct ObservedRow {
     pub windows: u64,
     /// Seconds of them, summed.
     pub seconds: f64,
-    /// Windows that overlap no injected fault's window (with its allowance): stalls of their own.
+    /// Windows that overlap no injected fault's window (stretched as its excuses are): stalls of
+    /// their own.
     pub outside_injected: u64,
     /// The longest window's note.
     pub note: String,
@@ -66,10 +70,21 @@ pub struct Example {
     pub detail: String,
 }
 
+/// The share of writes acknowledged while one kind of fault was on.
+#[derive(Clone, Debug, Serialize)]
+pub struct AvailabilityRow {
+    /// Fault name (or `outside every fault`).
+    pub during: String,
+    /// Writes (single and batch) overlapping its windows, and acknowledged.
+    pub writes: Share,
+    /// `writes.ok / writes.total`.
+    pub acknowledged: Option<f64>,
+}
+
 /// Everything about a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    /// No violation and every fault injected.
+    /// No violation, every evidence floor met (every fault injected among them).
     pub passed: bool,
     /// Violations, all kinds.
     pub violations: u64,
@@ -112,6 +127,16 @@ pub struct Report {
     pub rss_max_mib: BTreeMap<String, f64>,
     /// What the checker looked at.
     pub checked: Checked,
+    /// The evidence floors, met or not.
+    pub floors: Vec<Floor>,
+    /// The floors not met, by name.
+    pub floors_unmet: Vec<String>,
+    /// Errors excused, per fault kind, by target, operation and status.
+    pub excused: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Writes acknowledged during each kind of fault, and outside every fault.
+    pub availability: Vec<AvailabilityRow>,
+    /// Operations outside every fault's window, and how many succeeded.
+    pub ops_outside_faults: Share,
     /// Violations per kind.
     pub violation_counts: BTreeMap<String, u64>,
     /// Violations per kind, by what was involved.
@@ -141,8 +166,6 @@ pub struct RunSettings {
     pub edge: bool,
     /// The edge's S.
     pub freshness_secs: u32,
-    /// Errors tolerated this long after a fault's end.
-    pub allowance_secs: f64,
     /// RSS limit per origin.
     pub rss_limit_mib: u64,
     /// RSS limit of the edge's `workerd`.
@@ -159,6 +182,8 @@ pub struct RunFacts {
     pub skipped_ops: (u64, u64),
     /// Faults that had to be injected.
     pub required_faults: BTreeSet<FaultKind>,
+    /// The evidence floors.
+    pub floors: Vec<Floor>,
     /// Automatic rebuild reasons from the logs.
     pub automatic_rebuilds: Vec<String>,
     /// Harness notes.
@@ -174,7 +199,7 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
     let first = history.ops.iter().map(|o| o.start).min().unwrap_or(0);
     let last = history.ops.iter().map(|o| o.end).max().unwrap_or(0);
     let (faults, missing) = fault_rows(&history.faults, &facts.required_faults);
-    let observed = observed_rows(&history.faults, (facts.settings.allowance_secs * 1e6) as u64);
+    let observed = observed_rows(&history.faults, u64::from(facts.settings.freshness_secs) * 1_000_000);
     let mut automatic_rebuilds = BTreeMap::new();
     for reason in facts.automatic_rebuilds {
         *automatic_rebuilds.entry(reason).or_insert(0u64) += 1;
@@ -185,8 +210,9 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
         *max = max.max(s.kib as f64 / 1024.0);
     }
     let violations = check.total();
+    let floors_unmet: Vec<String> = facts.floors.iter().filter(|f| !f.met).map(|f| f.name.clone()).collect();
     Report {
-        passed: violations == 0 && missing.is_empty(),
+        passed: violations == 0 && missing.is_empty() && floors_unmet.is_empty(),
         violations,
         settings: facts.settings,
         run_secs: (last - first) as f64 / 1e6,
@@ -207,6 +233,11 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
         automatic_rebuilds,
         rss_max_mib,
         checked: check.checked.clone(),
+        floors: facts.floors,
+        floors_unmet,
+        excused: check.excused.iter().map(|(k, by)| (k.name().to_owned(), by.clone())).collect(),
+        availability: availability_rows(check),
+        ops_outside_faults: check.availability.ops_outside,
         violation_counts: check.counts.iter().map(|(k, n)| (k.name().to_owned(), *n)).collect(),
         violation_breakdown: check.breakdown.iter().map(|(k, by)| (k.name().to_owned(), by.clone())).collect(),
         examples: examples(check, keys),
@@ -325,9 +356,22 @@ fn examples(check: &CheckResult, keys: &KeySpace) -> Vec<Example> {
         .collect()
 }
 
+/// Writes acknowledged per fault kind, then outside every fault.
+fn availability_rows(check: &CheckResult) -> Vec<AvailabilityRow> {
+    let a = &check.availability;
+    let row = |during: &str, writes: Share| AvailabilityRow {
+        during: during.to_owned(),
+        writes,
+        acknowledged: writes.ratio(),
+    };
+    let mut rows: Vec<AvailabilityRow> = a.writes_during.iter().map(|(kind, share)| row(kind.name(), *share)).collect();
+    rows.push(row("outside every fault", a.writes_outside));
+    rows
+}
+
 /// The observed stalls by kind; a window is "outside" if no injected fault's window (from its
-/// start to its end plus the allowance) overlaps it.
-fn observed_rows(faults: &[Fault], allowance: u64) -> Vec<ObservedRow> {
+/// start to the end of the longest time its excuses last after it) overlaps it.
+fn observed_rows(faults: &[Fault], freshness: u64) -> Vec<ObservedRow> {
     let injected: Vec<&Fault> = faults.iter().filter(|f| !f.kind.is_observed()).collect();
     FaultKind::OBSERVED
         .into_iter()
@@ -336,7 +380,11 @@ fn observed_rows(faults: &[Fault], allowance: u64) -> Vec<ObservedRow> {
             let longest = of_kind.iter().max_by_key(|f| f.end - f.start)?;
             let outside = of_kind
                 .iter()
-                .filter(|o| !injected.iter().any(|f| f.start <= o.end && o.start <= f.end + allowance))
+                .filter(|o| {
+                    !injected
+                        .iter()
+                        .any(|f| f.start <= o.end && o.start <= f.end + excuses::longest_after(f.kind, freshness))
+                })
                 .count();
             Some(ObservedRow {
                 fault: kind.name().to_owned(),

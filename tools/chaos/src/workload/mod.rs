@@ -53,6 +53,8 @@ pub struct WorkloadSettings {
     pub batch_lookup_keys: usize,
     /// Deletes per second (of keys written for that purpose).
     pub delete_rate: f64,
+    /// Share of the deleted keys written again a second after their delete.
+    pub readd_share: f64,
     /// Share of random lookups for never-written keys.
     pub absent_share: f64,
     /// The edge's freshness bound S.
@@ -322,6 +324,7 @@ impl Workload {
             }
             Err(_) => {
                 self.skipped[class].fetch_add(1, Ordering::Relaxed);
+                self.rec.skipped(to == Target::Edge);
             }
         }
     }

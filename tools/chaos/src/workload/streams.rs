@@ -14,12 +14,18 @@ impl Workload {
     /// One write, its read through another origin, and its edge read S later.
     async fn write_and_follow(self: Arc<Self>) {
         let key = KeyId::written(self.next_written.fetch_add(1, Ordering::Relaxed));
+        self.write_and_read_back(key, Why::Write, Why::ReadAfterWrite).await;
+    }
+
+    /// Writes `key` through a random origin; once that is acknowledged, remembers it for random
+    /// lookups and reads it back through another origin at once and through the edge S later.
+    async fn write_and_read_back(self: &Arc<Self>, key: KeyId, write: Why, read: Why) {
         let via = self.random_origin();
-        if !self.write(via, key, Why::Write).await {
+        if !self.write(via, key, write).await {
             return;
         }
         self.remember(&[key]);
-        self.lookup(self.other_origin(via), key, Why::ReadAfterWrite).await;
+        self.lookup(self.other_origin(via), key, read).await;
         self.follow_at_edge(vec![key]);
     }
 
@@ -118,8 +124,27 @@ impl Workload {
         self.lookup(target, key, why).await;
     }
 
+    /// Deletes `key`; once that is acknowledged, a share of the deleted keys (`readd_share`) is
+    /// written again a second later through a random origin, read back through another at once
+    /// and at the edge S later, and joins the keys random lookups ask for: a key deleted and
+    /// written again must be "seen" like any other.
+    async fn delete_and_readd(self: Arc<Self>, key: KeyId) {
+        if !self.delete(self.random_origin(), key).await {
+            return;
+        }
+        let share = self.settings.readd_share;
+        if !self.with(|s| s.rng.random_bool(share)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !self.stopped.load(Ordering::SeqCst) {
+            self.write_and_read_back(key, Why::Readd, Why::Readd).await;
+        }
+    }
+
     /// The delete streams: deletable keys written once a second, enough for a second of
-    /// deletes at `rate`, and each deleted two seconds after its acknowledgement.
+    /// deletes at `rate`, and each deleted two seconds after its acknowledgement (and a share of
+    /// them written again, see [`delete_and_readd`](Self::delete_and_readd)).
     fn delete_streams(self: &Arc<Self>, streams: &mut tokio::task::JoinSet<()>, rate: f64) {
         let w = self.clone();
         streams.spawn(paced(
@@ -141,9 +166,7 @@ impl Workload {
                     _ => None,
                 });
                 if let Some(key) = due {
-                    w.spawn(Target::Origin(0), move |w| async move {
-                        w.delete(w.random_origin(), key).await;
-                    });
+                    w.spawn(Target::Origin(0), move |w| w.delete_and_readd(key));
                 }
             },
         ));
