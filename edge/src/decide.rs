@@ -63,6 +63,10 @@ pub fn fetch_budget_ms(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> Op
 
 /// Whether a manifest asked for at `asked_at_ms` may still be used at `now_ms`.
 pub fn manifest_is_fresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> bool {
+    // Negative control (test builds only): no bound.
+    if crate::planted::active(crate::planted::Bug::IgnoreFreshness) {
+        return now_ms >= asked_at_ms;
+    }
     now_ms >= asked_at_ms && now_ms - asked_at_ms < f64::from(freshness_secs) * 1000.0
 }
 

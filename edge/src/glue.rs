@@ -48,6 +48,8 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let (method, path) = (req.method().to_string(), req.path());
     let head = req.method() == Method::Head;
     let config = EdgeConfig::from_lookup(|name| setting(&env, name));
+    #[cfg(feature = "planted-bugs")] // negative controls (test builds only)
+    crate::planted::select(setting(&env, crate::planted::VAR).as_deref());
     let response = match &config {
         Ok(config) => route(config, &ctx, req, &method, &path).await?,
         Err(err) => {

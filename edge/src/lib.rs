@@ -24,6 +24,7 @@
 //! - [`config`]: the worker's settings (`ORIGIN_URL`, `EDGE_SECRET`, `FRESHNESS_SECS`,
 //!   `MEMORY_CACHE_MB`, `MAX_BATCH`, `LOG_REQUESTS`), parsed once per request into
 //!   [`config::EdgeConfig`].
+//! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
 //! - `glue` (wasm32 only): the `#[event]` entry points, the handlers and manifests.
 //! - `holding` (wasm32 only): segments from isolate memory, the journal, the Cache API or the
 //!   origin, and the journal catch-up.
@@ -41,6 +42,7 @@ pub mod decide;
 pub mod flight;
 pub mod held;
 pub mod lru;
+pub mod planted;
 pub mod route;
 
 #[cfg(target_arch = "wasm32")]

@@ -395,6 +395,10 @@ impl Gate {
         generations: &[FilterMeta],
         entries: &[(Vec<u8>, Vec<u8>)],
     ) -> Result<(), FilterUnavailable> {
+        // Negative control (test builds only): the write is acknowledged without its adds.
+        if crate::planted::active(crate::planted::Bug::SkipFilterAdd) {
+            return Ok(());
+        }
         for meta in generations {
             let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
             self.filters.add(name, *meta, hashes).await?;

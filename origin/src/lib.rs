@@ -19,6 +19,7 @@
 //! - [`load`]: the bulk loader behind `bloomgate-origin load`.
 //! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key.
 //! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own.
+//! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
 #![forbid(unsafe_code)]
 
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod gate;
 pub mod load;
 pub mod local_copy;
 pub mod metrics;
+pub mod planted;
 pub mod rebuild;
 pub mod recovery;
 pub mod request_metrics;

@@ -31,6 +31,9 @@ pub struct Options {
     /// Attach wrangler's DevTools bridge, as plain `wrangler dev` does (see the module doc):
     /// `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1`.
     pub wrangler_inspector: bool,
+    /// Another build of the worker to serve than `wrangler.toml`'s (`edge/build`): a directory
+    /// holding its `index.js`, relative to `root` (e.g. `edge/build-planted`).
+    pub build: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -38,7 +41,7 @@ impl Options {
     pub fn new(freshness_secs: u32) -> Options {
         let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(crate::repo_root, Into::into);
         let wrangler_inspector = std::env::var("BLOOMGATE_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
-        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector }
+        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector, build: None }
     }
 }
 
@@ -105,14 +108,19 @@ impl Wrangler {
     pub async fn start_with(origin_url: &str, edge_secret: &str, options: Options) -> Wrangler {
         let root = options.root.clone();
         let wrangler = wrangler_command(&root);
-        assert!(root.join("edge/build/index.js").exists(), "the edge is not built: run `scripts/edge-build`");
+        let build = options.build.clone().unwrap_or_else(|| "edge/build".into());
+        let entry = build.join("index.js");
+        assert!(root.join(&entry).exists(), "the edge is not built in {}: run `scripts/edge-build`", build.display());
         let port = crate::free_port().unwrap();
         let log_path = std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
         let mut command = Command::new(wrangler);
         command
             .current_dir(&root)
-            .args(["dev", "--ip", "127.0.0.1", "--port", &port.to_string(), "--show-interactive-dev-session=false"])
+            .arg("dev")
+            // Another build's entry instead of wrangler.toml's `main`.
+            .args(options.build.as_ref().map(|_| &entry))
+            .args(["--ip", "127.0.0.1", "--port", &port.to_string(), "--show-interactive-dev-session=false"])
             .args(["--inspector-port", "0"])
             // Warnings and the Worker's errors only, not wrangler's line per request (its Node
             // process spent ~45 % of a core on them at ~60 requests/s in a chaos run).

@@ -127,6 +127,10 @@ impl HeldCopy {
     /// then answers from the copy if that round made it current; otherwise why it could not
     /// (None: the copy is stale or the round was abandoned: ask the store).
     pub async fn may_contain(&self, hash: &KeyHash) -> Result<bool, Option<FilterUnavailable>> {
+        // Negative control (test builds only): no barrier.
+        if crate::planted::active(crate::planted::Bug::SkipReadBarrier) {
+            return Ok(self.bits.may_contain_hash(hash));
+        }
         self.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         // Subscribed before the ticket: a round ending after the ticket is taken is then seen.
         let mut finished = self.finished.subscribe();

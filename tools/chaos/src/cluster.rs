@@ -6,7 +6,7 @@
 use crate::origin_process::{origin_toml, Origin, OriginRedis, OriginTuning};
 use crate::schedule::RedisKind;
 use anyhow::Context as _;
-use bloomgate_tests::edge::Wrangler;
+use bloomgate_tests::edge::{Options, Wrangler};
 use bloomgate_tests::fault_proxy::ChaosProxy;
 use bloomgate_tests::origin::EDGE_SECRET;
 use bloomgate_tests::redis_server::RedisServer;
@@ -57,6 +57,10 @@ pub struct ClusterSettings {
     pub tuning: OriginTuning,
     /// A Redis Cluster's nodes (`host:port`) to use instead of a private Redis.
     pub redis_cluster: Vec<String>,
+    /// The worker build `wrangler dev` serves (default: `edge/build`).
+    pub edge_build: Option<PathBuf>,
+    /// A known bug planted in the origins (`BLOOMGATE_PLANTED_BUG`) and the edge (`PLANTED_BUG`).
+    pub planted_bug: Option<String>,
 }
 
 impl ClusterSettings {
@@ -106,14 +110,19 @@ impl Cluster {
             let toml = origin_toml(port, origin_redis, &settings.cassandra, &settings.keyspace, &settings.tuning);
             std::fs::write(&config, toml)?;
             let log = settings.dir.join(format!("origin-{index}.log"));
-            let origin = Origin::new(index as u8, port, settings.exe.clone(), config, log, redis_proxy);
+            let mut origin = Origin::new(index as u8, port, settings.exe.clone(), config, log, redis_proxy);
+            origin.planted_bug = settings.planted_bug.clone();
             origin.start(http).await?;
             origins.push(origin);
         }
         let edge = if settings.edge {
             let proxy = ChaosProxy::start(origins[EDGE_ORIGIN as usize].base.trim_start_matches("http://")).await;
-            let wrangler =
-                Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, settings.freshness_secs).await;
+            let mut options = Options::new(settings.freshness_secs);
+            options.build = settings.edge_build.clone();
+            if let Some(bug) = &settings.planted_bug {
+                options.vars.push(("PLANTED_BUG".into(), bug.clone()));
+            }
+            let wrangler = Wrangler::start_with(&format!("http://{}", proxy.addr), EDGE_SECRET, options).await;
             Some(Edge { wrangler, proxy })
         } else {
             None

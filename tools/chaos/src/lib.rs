@@ -19,12 +19,14 @@
 //! - [`cassandra`]: the shared Cassandra: paused and continued, read back, keyspace dropped.
 //! - [`logs`]: what the processes' logs say: panics, the edge's death, automatic rebuilds.
 //! - [`run`]: one run from start to report.
+//! - [`cli`]: the command line (`bloomgate-chaos`, and `bloomgate-chaos-planted` for the negative controls).
 //! - [`report`]: JSON and the Markdown summary.
 
 #![forbid(unsafe_code)]
 
 pub mod cassandra;
 pub mod check;
+pub mod cli;
 pub mod cluster;
 pub mod faults;
 pub mod history;

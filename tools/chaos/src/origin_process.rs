@@ -125,6 +125,8 @@ pub struct Origin {
     pub log: PathBuf,
     /// Its own proxy to the private Redis (none on a cluster).
     pub redis_proxy: Option<ChaosProxy>,
+    /// A known bug to plant (`BLOOMGATE_PLANTED_BUG`; a `planted-bugs` build only).
+    pub planted_bug: Option<String>,
     config: PathBuf,
     exe: PathBuf,
     child: Mutex<Option<Child>>,
@@ -148,6 +150,7 @@ impl Origin {
             base: format!("http://127.0.0.1:{port}"),
             log,
             redis_proxy,
+            planted_bug: None,
             config,
             exe,
             child: Mutex::new(None),
@@ -166,7 +169,11 @@ impl Origin {
         let life = self.lives.fetch_add(1, Ordering::SeqCst) + 1;
         let mut log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         writeln!(log, "=== bloomgate-chaos: origin-{} start #{life} ===", self.index)?;
-        let child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        if let Some(bug) = &self.planted_bug {
+            command.env(bloomgate_origin::planted::VAR, bug);
+        }
+        let child = command
             .arg("origin")
             .arg("--config")
             .arg(&self.config)

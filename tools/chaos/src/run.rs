@@ -15,7 +15,7 @@ use crate::memory::sample_rss;
 use crate::origin_metrics::sample_metrics;
 use crate::origin_process::OriginTuning;
 use crate::report::{self, Report, RunFacts, RunSettings};
-use crate::schedule::{required_faults, RedisKind};
+use crate::schedule::RedisKind;
 use crate::stalls::{ProbeSettings, Prober};
 use crate::workload::{Endpoints, Workload, WorkloadSettings};
 use anyhow::Context as _;
@@ -64,6 +64,10 @@ pub struct RunOptions {
     pub tuning: OriginTuning,
     /// A Redis Cluster's nodes (`host:port`) the origins share instead of a private Redis.
     pub redis_cluster: Vec<String>,
+    /// The worker build `wrangler dev` serves (default: `edge/build`).
+    pub edge_build: Option<PathBuf>,
+    /// A known bug planted in the origins and the edge (a `planted-bugs` build only).
+    pub planted_bug: Option<String>,
 }
 
 /// The filter every run uses (in a keyspace and a Redis of its own).
@@ -103,6 +107,9 @@ struct Driven {
 /// Runs the whole thing.
 pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
     install_panic_hook();
+    if let Some(why) = options.faults.schedule.unfit(RedisKind::of(&options.redis_cluster), options.edge) {
+        anyhow::bail!("{why}");
+    }
     find_cassandra(&mut options).await?;
     let keyspace = format!("chaos_{:08x}", rand::random::<u32>());
     let dir = options.work_dir.join(&keyspace);
@@ -124,6 +131,8 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         freshness_secs: options.freshness_secs,
         tuning: options.tuning.clone(),
         redis_cluster: options.redis_cluster.clone(),
+        edge_build: options.edge_build.clone(),
+        planted_bug: options.planted_bug.clone(),
     };
     eprintln!(
         "chaos: starting Redis, {} origins{} in {}",
@@ -146,7 +155,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
     if let Some(path) = &options.history_path {
         report::write_history(path, &history, &keys).with_context(|| format!("write {}", path.display()))?;
     }
-    let required_faults = required_faults(options.edge, RedisKind::of(&options.redis_cluster));
+    let required_faults = options.faults.schedule.required_faults(options.edge, RedisKind::of(&options.redis_cluster));
     let result = check(&history, &check_settings(&options));
     let floor_settings = FloorSettings {
         duration_secs: options.duration.as_secs_f64(),
@@ -247,6 +256,8 @@ fn run_settings(options: &RunOptions, keyspace: String) -> RunSettings {
         rss_limit_mib: options.rss_limit_mib,
         edge_rss_limit_mib: options.edge_rss_limit_mib,
         workload: options.workload.clone(),
+        schedule: options.faults.schedule,
+        planted_bug: options.planted_bug.clone(),
     }
 }
 

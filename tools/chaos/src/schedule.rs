@@ -193,6 +193,62 @@ pub fn sequential_round(first: bool, redis: RedisKind, edge: bool) -> Vec<Step> 
     steps
 }
 
+/// Which faults a run injects: the whole schedule, or one focused on a single failure, the
+/// shortest that must catch a planted bug (the negative controls, tests/negative_controls.rs).
+/// Each focused one is a part of the whole, which CI runs without planted bugs: a focused run
+/// that fails, fails because of its bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Schedule {
+    /// Every fault, in rounds (see [`sequential_round`] and [`background`]).
+    Full,
+    /// No fault: writes read back at once through the other origin, and at the edge S later.
+    Quiet,
+    /// A snapshot, writes, Redis restarted from that snapshot (the private Redis only).
+    Rollback,
+    /// The edge cut off from its origin while writes go on (with the edge only).
+    EdgeCut,
+}
+
+impl Schedule {
+    /// One round of the sequential track.
+    pub fn round(self, first: bool, redis: RedisKind, edge: bool) -> Vec<Step> {
+        let secs = Duration::from_secs;
+        match self {
+            Schedule::Full => sequential_round(first, redis, edge),
+            Schedule::Quiet => vec![Step::Pause(secs(1))],
+            Schedule::Rollback => {
+                vec![Step::Pause(secs(3)), Step::Snapshot, Step::Pause(secs(4)), Step::Rollback, Step::Pause(secs(1))]
+            }
+            Schedule::EdgeCut => vec![Step::Pause(secs(5)), Step::EdgeBehindJournal, Step::Pause(secs(1))],
+        }
+    }
+
+    /// The background track's faults.
+    pub fn background(self, edge: bool, redis: RedisKind) -> Vec<Timed> {
+        match self {
+            Schedule::Full => background(edge, redis),
+            Schedule::Quiet | Schedule::Rollback | Schedule::EdgeCut => Vec::new(),
+        }
+    }
+
+    /// Every fault a run must inject at least once.
+    pub fn required_faults(self, edge: bool, redis: RedisKind) -> BTreeSet<FaultKind> {
+        let mut all: BTreeSet<FaultKind> = self.round(true, redis, edge).into_iter().filter_map(Step::fault).collect();
+        all.extend(self.background(edge, redis).into_iter().map(|t| t.fault));
+        all
+    }
+
+    /// Why it cannot run with this Redis and edge, if it cannot.
+    pub fn unfit(self, redis: RedisKind, edge: bool) -> Option<&'static str> {
+        match self {
+            Schedule::Rollback if redis == RedisKind::Cluster => Some("the rollback schedule needs the private Redis"),
+            Schedule::EdgeCut if !edge => Some("the edge-cut schedule needs the edge"),
+            _ => None,
+        }
+    }
+}
+
 /// A background fault: at `offset` into each cycle, for `length`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timed {
@@ -225,12 +281,9 @@ pub fn background(edge: bool, redis: RedisKind) -> Vec<Timed> {
     track
 }
 
-/// Every fault a run must inject at least once.
+/// Every fault the whole schedule must inject at least once.
 pub fn required_faults(edge: bool, redis: RedisKind) -> BTreeSet<FaultKind> {
-    let mut all: BTreeSet<FaultKind> =
-        sequential_round(true, redis, edge).into_iter().filter_map(Step::fault).collect();
-    all.extend(background(edge, redis).into_iter().map(|t| t.fault));
-    all
+    Schedule::Full.required_faults(edge, redis)
 }
 
 /// Entries a Redis stream node holds (`stream-node-max-entries`, 100 by default): the journal
@@ -306,6 +359,23 @@ mod tests {
         assert!(!required_faults(false, RedisKind::Private).contains(&FaultKind::EdgeCut));
         assert!(required_faults(false, RedisKind::Cluster).contains(&FaultKind::RedisMasterKill));
         assert!(!required_faults(true, RedisKind::Cluster).contains(&FaultKind::SlowRedis), "needs the proxies");
+    }
+
+    #[test]
+    fn each_focused_schedule_is_a_part_of_the_whole() {
+        for (schedule, redis) in [
+            (Schedule::Quiet, RedisKind::Cluster),
+            (Schedule::Rollback, RedisKind::Private),
+            (Schedule::EdgeCut, RedisKind::Cluster),
+        ] {
+            assert!(schedule.unfit(redis, true).is_none());
+            let focused = schedule.required_faults(true, redis);
+            assert!(focused.is_subset(&required_faults(true, redis)), "{schedule:?}");
+            assert!(schedule.background(true, redis).is_empty());
+        }
+        assert!(Schedule::Quiet.required_faults(true, RedisKind::Private).is_empty());
+        assert!(Schedule::Rollback.unfit(RedisKind::Cluster, true).is_some());
+        assert!(Schedule::EdgeCut.unfit(RedisKind::Private, false).is_some());
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod steps;
 use crate::cassandra::CassandraPause;
 use crate::cluster::Cluster;
 use crate::history::{Fault, FaultKind, Micros, Recorder};
-use crate::schedule::{background, sequential_round, Timed, BACKGROUND_CYCLE};
+use crate::schedule::{Schedule, Timed, BACKGROUND_CYCLE};
 use crate::workload::Workload;
 use anyhow::Context as _;
 use rand::rngs::StdRng;
@@ -45,6 +45,8 @@ pub struct FaultSettings {
     pub burst_factor: u32,
     /// How long the edge is cut off to fall behind the journal (see `schedule::edge_cut_length`).
     pub edge_cut: Duration,
+    /// Which faults.
+    pub schedule: Schedule,
     /// Cassandra's pid, if known (for SIGSTOP).
     pub cassandra_pid: Option<u32>,
 }
@@ -188,7 +190,7 @@ impl Faults {
     pub async fn sequential_track(self: Arc<Self>, until: Instant) {
         for round in 0.. {
             let edge = self.cluster.edge.is_some();
-            for step in sequential_round(round == 0, self.cluster.settings.redis_kind(), edge) {
+            for step in self.settings.schedule.round(round == 0, self.cluster.settings.redis_kind(), edge) {
                 if round > 0 && Instant::now() >= until {
                     return;
                 }
@@ -205,10 +207,13 @@ impl Faults {
     /// The background track: cycles of [`background`] from `started` until `until`, the first
     /// cycle always to its end.
     pub async fn background_track(self: Arc<Self>, started: Instant, until: Instant) {
-        let edge = self.cluster.edge.is_some();
+        let track = self.settings.schedule.background(self.cluster.edge.is_some(), self.cluster.settings.redis_kind());
+        if track.is_empty() {
+            return;
+        }
         for cycle in 0u32.. {
             let base = started + BACKGROUND_CYCLE * cycle;
-            for t in background(edge, self.cluster.settings.redis_kind()) {
+            for t in track.iter().copied() {
                 let at = base + t.offset;
                 if cycle > 0 && at >= until {
                     return;

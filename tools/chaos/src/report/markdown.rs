@@ -31,6 +31,9 @@ fn headline(md: &mut String, r: &Report) {
         format!("FAILED: evidence floors not met: {}", r.floors_unmet.join(", "))
     };
     let _ = writeln!(md, "### bloomgate-chaos: {verdict}\n");
+    if let Some(bug) = &r.settings.planted_bug {
+        let _ = writeln!(md, "**Planted bug: `{bug}`** (a negative control: this run must fail).\n");
+    }
     if let Some(down) = &r.edge_down {
         let _ = writeln!(
             md,
@@ -325,6 +328,8 @@ mod tests {
             origins: 2,
             edge: true,
             freshness_secs: 3,
+            schedule: crate::schedule::Schedule::Full,
+            planted_bug: None,
             rss_limit_mib: 512,
             edge_rss_limit_mib: 512,
             workload,

@@ -172,6 +172,10 @@ pub struct RunSettings {
     pub edge_rss_limit_mib: u64,
     /// Rates.
     pub workload: WorkloadSettings,
+    /// Which faults.
+    pub schedule: crate::schedule::Schedule,
+    /// The known bug planted in the origins and the edge, if any.
+    pub planted_bug: Option<String>,
 }
 
 /// What the report says beyond the history and the check.
