@@ -259,7 +259,6 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
             initial_capacity: a.initial_capacity,
             upload_capacity: a.upload_capacity,
             burst_factor: 10,
-            edge_cut: schedule::edge_cut_length(&workload),
             schedule: a.schedule,
             cassandra_pid: None,
         },

@@ -78,8 +78,8 @@ pub enum Step {
     /// Redis Cluster: `kill -9` a master, wait for its replica's promotion and a rebuild,
     /// restart the node.
     RedisMasterKill,
-    /// Cut the edge off its origin while no rebuild runs, long enough for the insert journal to
-    /// be trimmed past the edge's copies: they must reload (see [`edge_cut_length`]).
+    /// Cut the edge off its origin while no rebuild runs, until the insert journal no longer
+    /// holds what it held when the cut began: the edge's copies must reload.
     EdgeBehindJournal,
     /// Let the workload run undisturbed.
     Pause(Duration),
@@ -263,7 +263,7 @@ pub struct Timed {
 /// How long one cycle of the background track is.
 pub const BACKGROUND_CYCLE: Duration = Duration::from_secs(100);
 
-/// The longest the edge is cut off (see [`edge_cut_length`]).
+/// The longest the edge is cut off to fall behind the journal.
 pub const EDGE_CUT_MAX: Duration = Duration::from_secs(25);
 
 /// The background track: spread over a cycle, each short. (Slow Redis needs the private
@@ -286,14 +286,10 @@ pub fn required_faults(edge: bool, redis: RedisKind) -> BTreeSet<FaultKind> {
     Schedule::Full.required_faults(edge, redis)
 }
 
-/// Entries a Redis stream node holds (`stream-node-max-entries`, 100 by default): the journal
-/// is trimmed approximately (`MAXLEN ~`), a whole node at a time, so it keeps up to this many
-/// entries beyond its limit.
-pub const STREAM_NODE_ENTRIES: u64 = 100;
-
 /// Seconds of appends the run's journals keep at least (see [`journal_max_entries`]): above
 /// the edge's refresh interval (S/2) and the local copies' idle catch-up (1 s), so neither
-/// falls behind the retention unless cut off.
+/// falls behind the retention unless cut off. (Redis trims a stream a node of up to 100
+/// entries at a time, so a journal keeps up to that many more.)
 pub const JOURNAL_SECONDS: f64 = 3.0;
 
 /// Insert-journal entries the workload appends per second: one per add call (single writes,
@@ -307,15 +303,6 @@ pub fn journal_rate(w: &WorkloadSettings) -> f64 {
 /// least 20), small enough for an edge cut off for a while to fall behind it and reload.
 pub fn journal_max_entries(w: &WorkloadSettings) -> u64 {
     (journal_rate(w) * JOURNAL_SECONDS).ceil().max(20.0) as u64
-}
-
-/// How long the edge is cut off: long enough for the journal to be trimmed past its position
-/// (half as long again as it takes to append the most entries the journal keeps: writes
-/// refused meanwhile append nothing), at least 6 s, at most [`EDGE_CUT_MAX`].
-pub fn edge_cut_length(w: &WorkloadSettings) -> Duration {
-    let kept = (journal_max_entries(w) + STREAM_NODE_ENTRIES) as f64;
-    let secs = 1.5 * kept / journal_rate(w).max(0.1);
-    Duration::from_secs_f64(secs.ceil().clamp(6.0, EDGE_CUT_MAX.as_secs_f64()))
 }
 
 /// Rates for a run: the CI defaults, or the given ones.
@@ -403,7 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn the_edge_cut_outlasts_the_journal_at_the_configured_rates() {
+    fn the_journal_keeps_seconds_of_the_configured_appends() {
         let ci = WorkloadSettings {
             write_rate: 15.0,
             read_rate: 40.0,
@@ -419,13 +406,8 @@ mod tests {
         };
         assert_eq!(journal_rate(&ci), 18.5);
         assert_eq!(journal_max_entries(&ci), 56);
-        let cut = edge_cut_length(&ci);
-        assert_eq!(cut, Duration::from_secs(13));
-        let appended = journal_rate(&ci) * cut.as_secs_f64();
-        assert!(appended > (journal_max_entries(&ci) + STREAM_NODE_ENTRIES) as f64, "{cut:?}");
-        assert!(cut <= EDGE_CUT_MAX);
-        let long = WorkloadSettings { write_rate: 60.0, batch_rate: 2.0, ..ci };
-        assert_eq!(edge_cut_length(&long), Duration::from_secs(7));
+        let quiet = WorkloadSettings { write_rate: 1.0, batch_rate: 0.0, delete_rate: 0.0, ..ci };
+        assert_eq!(journal_max_entries(&quiet), 20, "at least 20");
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //!   (background) faults.
 //! - [`steps`]: the sequential steps: rebuilds, resizes, Redis lost, keys deleted, rollbacks.
 //! - [`kills`]: `kill -9` of a rebuilding origin in a given phase, and of a Redis master.
+//! - [`edge_behind`]: the edge cut off until the journal is trimmed past what it holds.
 //! - [`filter_state`]: what the injectors read of the filter: stats, generation, rebuild phase.
 
+mod edge_behind;
 mod filter_state;
 mod kills;
 mod steps;
@@ -43,8 +45,6 @@ pub struct FaultSettings {
     pub upload_capacity: u64,
     /// Lookup rate multiplier of a burst.
     pub burst_factor: u32,
-    /// How long the edge is cut off to fall behind the journal (see `schedule::edge_cut_length`).
-    pub edge_cut: Duration,
     /// Which faults.
     pub schedule: Schedule,
     /// Cassandra's pid, if known (for SIGSTOP).

@@ -4,7 +4,7 @@
 
 use super::Faults;
 use crate::history::{Fault, FaultKind};
-use crate::schedule::{Step, Timed};
+use crate::schedule::Step;
 use anyhow::Context as _;
 use std::time::Duration;
 
@@ -27,10 +27,7 @@ impl Faults {
             Step::StaleDeletes => self.stale_deletes().await?,
             Step::Snapshot => self.snapshot().await?,
             Step::Rollback => self.rollback().await?,
-            Step::EdgeBehindJournal => {
-                let length = self.settings.edge_cut;
-                self.timed(Timed { offset: Duration::ZERO, fault: FaultKind::EdgeCut, length }).await?;
-            }
+            Step::EdgeBehindJournal => self.edge_behind_journal().await?,
         }
         Ok(())
     }

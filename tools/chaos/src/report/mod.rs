@@ -129,6 +129,8 @@ pub struct Report {
     pub checked: Checked,
     /// The evidence floors, met or not.
     pub floors: Vec<Floor>,
+    /// Per origin, what its `/metrics` and log said (local copies' answers, journal resets).
+    pub origin_counters: BTreeMap<u8, crate::history::OriginCounters>,
     /// The floors not met, by name.
     pub floors_unmet: Vec<String>,
     /// Errors excused, per fault kind, by target, operation and status.
@@ -238,6 +240,7 @@ pub fn build(history: &History, check: &CheckResult, keys: &KeySpace, facts: Run
         rss_max_mib,
         checked: check.checked.clone(),
         floors: facts.floors,
+        origin_counters: history.origin_counters.clone(),
         floors_unmet,
         excused: check.excused.iter().map(|(k, by)| (k.name().to_owned(), by.clone())).collect(),
         availability: availability_rows(check),
