@@ -18,6 +18,7 @@
 //! - [`origin_process`]: one origin process: its configuration, start, `kill -9`, stop.
 //! - [`cassandra`]: the shared Cassandra: paused and continued, read back, keyspace dropped.
 //! - [`logs`]: what the processes' logs say: panics, the edge's death, automatic rebuilds.
+//! - [`setup`]: the run's filter, created and settled before the workload starts.
 //! - [`run`]: one run from start to report.
 //! - [`cli`]: the command line (`bloomgate-chaos`, and `bloomgate-chaos-planted` for the negative controls).
 //! - [`report`]: JSON and the Markdown summary.
@@ -38,5 +39,6 @@ pub mod origin_process;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod setup;
 pub mod stalls;
 pub mod workload;

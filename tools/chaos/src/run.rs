@@ -19,8 +19,6 @@ use crate::schedule::RedisKind;
 use crate::stalls::{ProbeSettings, Prober};
 use crate::workload::{Endpoints, Workload, WorkloadSettings};
 use anyhow::Context as _;
-use bloomgate_tests::origin::TOKEN;
-use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -263,8 +261,11 @@ fn run_settings(options: &RunOptions, keyspace: String) -> RunSettings {
 
 /// The part of the run that uses the started cluster.
 async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Client) -> anyhow::Result<Driven> {
-    create_filter(&cluster, http, options.faults.initial_capacity).await?;
+    let settled = crate::setup::create_filter(&cluster, http, FILTER, options.faults.initial_capacity).await?;
     let rec = Arc::new(Recorder::new());
+    if let Some(note) = settled {
+        rec.note(note);
+    }
     let keys = KeySpace::new(options.seed);
     let endpoints = Endpoints {
         origins: cluster.origins.iter().map(|o| o.base.clone()).collect(),
@@ -323,39 +324,6 @@ async fn drive(options: &RunOptions, cluster: Arc<Cluster>, http: &reqwest::Clie
     eprintln!("chaos: reading {} acknowledged keys back from Cassandra", acked.len());
     history.db_checks = read_back(&options.cassandra, &cluster.settings.keyspace, FILTER, &keys, acked).await?;
     Ok(Driven { history, skipped: workload.skipped(), notes: rec.notes() })
-}
-
-/// Creates the run's filter through origin 0 once that origin reaches Redis.
-async fn create_filter(cluster: &Cluster, http: &reqwest::Client, capacity: u64) -> anyhow::Result<()> {
-    // The origin answers /readyz once Cassandra does; its Redis link may still be connecting
-    // (a create then fails half way: definition stored, no bits). Wait until it reaches Redis.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ready = format!("{}/readyz", cluster.origins[0].base);
-    while http.get(&ready).send().await?.json::<serde_json::Value>().await?["filter"] != "ok" {
-        anyhow::ensure!(Instant::now() < deadline, "origin-0 did not reach Redis within 60 s (GET {ready})");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // A 503 (with Retry-After) is the origin's honest "not yet": ask again, as a client should,
-    // for a bounded time.
-    loop {
-        let created = http
-            .put(format!("{}/v1/filters/{FILTER}", cluster.origins[0].base))
-            .bearer_auth(TOKEN)
-            .json(&json!({ "capacity": capacity, "fp_rate": 0.01 }))
-            .send()
-            .await?;
-        let status = created.status().as_u16();
-        // 200: it exists with these settings, which happens to a filter created just now too:
-        // another origin's recovery check can see the new definition first and start its
-        // rebuild (the API answers 201 or 200 alike to an identical create).
-        if status == 201 || status == 200 {
-            return Ok(());
-        }
-        let body = created.text().await?;
-        anyhow::ensure!(status == 503 && Instant::now() < deadline, "create the filter: {status} {body}");
-        eprintln!("chaos: create the filter: 503 ({body}); asking again");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
 }
 
 /// A line on stderr every 10 s: operations, keys acknowledged, operations skipped.
