@@ -1,12 +1,15 @@
 //! Who may call what: writer tokens for writes and everything else a token opens, read-only ops
-//! tokens for stats and the filter list, the edge secret for the edge's endpoints.
+//! tokens for stats and the filter list, the edge secret for the edge's endpoints. The
+//! extractors need only the configuration from the app's state (`FromRef`), so this module
+//! sits below the routes that use it.
 
+use crate::config::Config;
 use crate::error::AppError;
-use crate::routes::AppState;
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use bloomgate_client::headers::EDGE_SECRET as EDGE_SECRET_HEADER;
+use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 /// What a bearer token lets its holder do.
@@ -23,11 +26,15 @@ pub enum Role {
 /// ops token is refused with a 403 that says it cannot write.
 pub struct Writer;
 
-impl FromRequestParts<AppState> for Writer {
+impl<S: Send + Sync> FromRequestParts<S> for Writer
+where
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = AppError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        match role(&parts.headers, &state.config.writer_tokens, &state.config.ops_tokens)? {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let config = Arc::<Config>::from_ref(state);
+        match role(&parts.headers, &config.writer_tokens, &config.ops_tokens)? {
             Role::Writer => Ok(Writer),
             Role::Ops => Err(AppError::ReadOnlyToken),
         }
@@ -37,22 +44,29 @@ impl FromRequestParts<AppState> for Writer {
 /// A request from a writer or an ops token, for what either may read (stats, the filter list).
 pub struct Reader;
 
-impl FromRequestParts<AppState> for Reader {
+impl<S: Send + Sync> FromRequestParts<S> for Reader
+where
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = AppError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        role(&parts.headers, &state.config.writer_tokens, &state.config.ops_tokens).map(|_| Reader)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let config = Arc::<Config>::from_ref(state);
+        role(&parts.headers, &config.writer_tokens, &config.ops_tokens).map(|_| Reader)
     }
 }
 
 /// A request from the edge: extracting it checks the edge secret.
 pub struct Edge;
 
-impl FromRequestParts<AppState> for Edge {
+impl<S: Send + Sync> FromRequestParts<S> for Edge
+where
+    Arc<Config>: FromRef<S>,
+{
     type Rejection = AppError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        require_edge(&parts.headers, state.config.edge_secret.as_deref()).map(|()| Edge)
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        require_edge(&parts.headers, Arc::<Config>::from_ref(state).edge_secret.as_deref()).map(|()| Edge)
     }
 }
 

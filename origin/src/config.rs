@@ -384,42 +384,6 @@ impl Config {
         Duration::from_millis(self.request_timeout_ms)
     }
 
-    /// Rebuild settings from this config.
-    pub fn rebuild_options(&self, progress: bool) -> crate::rebuild::RebuildOptions {
-        crate::rebuild::RebuildOptions {
-            capacity: None,
-            fp_rate: None,
-            concurrency: self.rebuild_concurrency.max(1),
-            settle: Duration::from_millis(self.rebuild_settle_ms),
-            grace: Duration::from_millis(self.rebuild_grace_ms),
-            lease_ttl: Duration::from_millis(self.rebuild_lease_ms),
-            max_filter_bytes: self.max_filter_bytes,
-            progress,
-            journal: self.journal_enabled,
-        }
-    }
-
-    /// Thresholds of automatic rebuilds.
-    pub fn thresholds(&self) -> crate::recovery::Thresholds {
-        crate::recovery::Thresholds {
-            resize_at_fill: self.auto_resize_at_fill,
-            fp_factor: self.auto_fp_factor,
-            fp_min_samples: self.auto_fp_min_samples,
-            stale_delete_share: self.auto_stale_delete_share,
-            // Its own rebuild retires `previous` after the grace period; one that is still
-            // named well after that (grace twice over, plus a lease expiry) was orphaned.
-            retire_previous_after_ms: 2 * self.rebuild_grace_ms + self.rebuild_lease_ms,
-        }
-    }
-
-    /// How long journals keep their entries.
-    pub fn journal_retention(&self) -> crate::store::JournalRetention {
-        crate::store::JournalRetention {
-            max_entries: self.journal_max_entries,
-            max_age: Duration::from_millis(self.journal_max_age_ms),
-        }
-    }
-
     /// Header read (and keep-alive idle) timeout.
     pub fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.header_read_timeout_ms)

@@ -18,7 +18,7 @@ use bloomgate_filter::{
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Lookups of one batch in flight at once against the stores.
 const BATCH_CONCURRENCY: usize = 64;
@@ -74,7 +74,21 @@ pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
         Ok(false) => AfterFilter::AnswerNotSeen,
         Ok(true) => AfterFilter::AskDatabaseAfterMaybe,
         Err(FilterUnavailable::Dropped) => AfterFilter::NoSuchFilter,
-        Err(e) => AfterFilter::AskDatabaseFilterUnavailable(e.reason()),
+        Err(e) => AfterFilter::AskDatabaseFilterUnavailable(fallthrough(e)),
+    }
+}
+
+/// The reason a lookup falls through, as metrics label it.
+fn fallthrough(e: &FilterUnavailable) -> Fallthrough {
+    match e {
+        FilterUnavailable::Timeout => Fallthrough::Timeout,
+        FilterUnavailable::Error(_) => Fallthrough::Error,
+        FilterUnavailable::MetaMissing => Fallthrough::MetaMissing,
+        FilterUnavailable::SegmentMissing(_) => Fallthrough::SegmentMissing,
+        FilterUnavailable::Incarnation => Fallthrough::IncarnationChanged,
+        // Never a fall-through (see `after_filter`); counted as what it looks like to the
+        // bits: no metadata.
+        FilterUnavailable::Dropped => Fallthrough::MetaMissing,
     }
 }
 
@@ -607,11 +621,6 @@ impl Gate {
             observed_fp_rate: (absent_lookups > 0).then(|| fps as f64 / absent_lookups as f64),
         })
     }
-}
-
-/// Milliseconds since the Unix epoch: generation numbers, never reused across re-creations.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 
 pub mod auth;
 pub mod build_progress;
+pub mod clock;
 pub mod config;
 pub mod config_flags;
 pub mod def_cache;
@@ -50,13 +51,14 @@ use axum::{BoxError, Router};
 use config::Config;
 use error::AppError;
 use gate::{Gate, GateSettings};
+use rebuild::RebuildOptions;
 use routes::AppState;
 use std::future::Future;
 use std::sync::Arc;
 use store::cassandra::{CassandraDatabase, CassandraSettings};
 use store::embedded::{MemoryFilterStore, RedbDatabase};
 use store::redis::{RedisFilterStore, RedisSettings};
-use store::{Database, FilterMeta, FilterStore};
+use store::{Database, FilterMeta, FilterStore, JournalRetention};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
@@ -95,7 +97,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let filters: Arc<dyn FilterStore> = match redis_url {
         Some(url) => {
             let redis = RedisFilterStore::connect(&RedisSettings {
-                journal: config.journal_retention(),
+                journal: journal_retention(&config),
                 url,
                 cluster_nodes: config.redis_cluster_nodes.clone(),
                 min_replicas_acked: config.redis_min_replicas_acked,
@@ -108,7 +110,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         }
         None => {
             tracing::info!("no redis_url configured: the filter lives in this process");
-            let memory = Arc::new(MemoryFilterStore::new(config.journal_retention()));
+            let memory = Arc::new(MemoryFilterStore::new(journal_retention(&config)));
             if let Some(redb) = &embedded_keys {
                 rebuild_memory_filters(&memory, redb, config.max_filter_bytes, config.journal_enabled).await?;
             }
@@ -126,9 +128,19 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let gate = Arc::new(Gate::new(filters, keys, settings));
     if config.recovery_interval_ms > 0 {
         let interval = std::time::Duration::from_millis(config.recovery_interval_ms);
-        tokio::spawn(recovery::run(gate.clone(), config.thresholds(), interval, config.rebuild_options(false)));
+        let (thresholds, options) =
+            (recovery::Thresholds::from_config(&config), RebuildOptions::from_config(&config, false));
+        tokio::spawn(recovery::run(gate.clone(), thresholds, interval, options));
     }
     Ok(AppState { gate, config: Arc::new(config) })
+}
+
+/// How long insert journals keep their entries, as configured.
+fn journal_retention(config: &Config) -> JournalRetention {
+    JournalRetention {
+        max_entries: config.journal_max_entries,
+        max_age: std::time::Duration::from_millis(config.journal_max_age_ms),
+    }
 }
 
 /// The in-process filter does not survive a restart: rebuild it from the key file, so the quick
@@ -149,7 +161,7 @@ async fn rebuild_memory_filters(
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;
         }
-        let meta = FilterMeta { generation: gate::now_ms(), params, incarnation, journal };
+        let meta = FilterMeta { generation: clock::now_ms(), params, incarnation, journal };
         if let Err(e) = memory.create_generation(&def.name, meta).await {
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;

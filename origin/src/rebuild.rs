@@ -25,6 +25,7 @@
 //! their metadata cache, and it would no longer receive adds.
 
 use crate::build_progress::{BuildPhase, BuildProgress};
+use crate::config::Config;
 use crate::store::{Database, DatabaseError, FilterMeta, FilterState, FilterStore, FilterUnavailable};
 use bloomgate_filter::{AllocError, BloomFilter, Params, SizingOptions};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -54,6 +55,23 @@ pub struct RebuildOptions {
     pub progress: bool,
     /// Whether the new generation keeps an insert journal.
     pub journal: bool,
+}
+
+impl RebuildOptions {
+    /// The options the configuration sets (no resize); `progress` draws the bar.
+    pub fn from_config(config: &Config, progress: bool) -> RebuildOptions {
+        RebuildOptions {
+            capacity: None,
+            fp_rate: None,
+            concurrency: config.rebuild_concurrency.max(1),
+            settle: Duration::from_millis(config.rebuild_settle_ms),
+            grace: Duration::from_millis(config.rebuild_grace_ms),
+            lease_ttl: Duration::from_millis(config.rebuild_lease_ms),
+            max_filter_bytes: config.max_filter_bytes,
+            progress,
+            journal: config.journal_enabled,
+        }
+    }
 }
 
 /// What a rebuild did.
@@ -268,7 +286,7 @@ async fn build_and_switch(
     }
     let (state, revision) = clear_leftovers(filters.as_ref(), filter, state, revision).await?;
     let new = FilterMeta {
-        generation: next_generation(&state, crate::gate::now_ms()),
+        generation: next_generation(&state, crate::clock::now_ms()),
         params,
         incarnation: state.read_from,
         journal: options.journal,
@@ -310,8 +328,8 @@ async fn fill_and_switch(
         phase: BuildPhase::Settling,
         keys_scanned: 0,
         keys_expected: expected,
-        started_ms: crate::gate::now_ms(),
-        updated_ms: crate::gate::now_ms(),
+        started_ms: crate::clock::now_ms(),
+        updated_ms: crate::clock::now_ms(),
     };
     publish(filters.as_ref(), filter, &progress).await;
     tokio::time::sleep(options.settle).await;
@@ -320,7 +338,7 @@ async fn fill_and_switch(
     let bits = BloomFilter::try_new_with_huge_pages(new.params)?;
     let scanned = AtomicU64::new(0);
     let bar = progress_bar(options.progress, expected);
-    let now = crate::gate::now_ms();
+    let now = crate::clock::now_ms();
     progress = BuildProgress { phase: BuildPhase::Scanning, started_ms: now, updated_ms: now, ..progress };
     publish(filters.as_ref(), filter, &progress).await;
     let count = {
@@ -338,7 +356,7 @@ async fn fill_and_switch(
                 Ok(result) => break result?,
                 Err(_) => {
                     progress.keys_scanned = scanned.load(Ordering::Relaxed);
-                    progress.updated_ms = crate::gate::now_ms();
+                    progress.updated_ms = crate::clock::now_ms();
                     publish(filters.as_ref(), filter, &progress).await;
                 }
             }
@@ -352,7 +370,7 @@ async fn fill_and_switch(
     progress = BuildProgress {
         phase: BuildPhase::Uploading,
         keys_scanned: count,
-        updated_ms: crate::gate::now_ms(),
+        updated_ms: crate::clock::now_ms(),
         ..progress
     };
     publish(filters.as_ref(), filter, &progress).await;
@@ -363,7 +381,7 @@ async fn fill_and_switch(
         }
         filters.merge_segment(filter, new, index, bits.segment_payload(index)).await?;
         if last_publish.elapsed() >= PUBLISH_EVERY {
-            progress.updated_ms = crate::gate::now_ms();
+            progress.updated_ms = crate::clock::now_ms();
             publish(filters.as_ref(), filter, &progress).await;
             last_publish = Instant::now();
         }
@@ -382,7 +400,7 @@ async fn fill_and_switch(
         active: Some(new),
         building: None,
         previous: replaced,
-        previous_since_ms: replaced.map(|_| crate::gate::now_ms()),
+        previous_since_ms: replaced.map(|_| crate::clock::now_ms()),
         ..current
     };
     if !filters.replace_state(filter, Some(current.revision), switched).await? {

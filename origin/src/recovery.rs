@@ -5,6 +5,7 @@
 //! [`rebuild_reason`], pure; the loop around it only gathers facts and starts rebuilds, under
 //! the lease (so many origins start one rebuild) and with backoff after failures.
 
+use crate::config::Config;
 use crate::gate::Gate;
 use crate::metrics::{FilterGauges, RebuildGauges};
 use crate::rebuild::{self, RebuildOptions};
@@ -29,6 +30,21 @@ pub struct Thresholds {
     /// A `previous` generation older than this is retired by any origin (its own rebuild
     /// should have retired it; it died).
     pub retire_previous_after_ms: u64,
+}
+
+impl Thresholds {
+    /// The thresholds the configuration sets.
+    pub fn from_config(config: &Config) -> Thresholds {
+        Thresholds {
+            resize_at_fill: config.auto_resize_at_fill,
+            fp_factor: config.auto_fp_factor,
+            fp_min_samples: config.auto_fp_min_samples,
+            stale_delete_share: config.auto_stale_delete_share,
+            // Its own rebuild retires `previous` after the grace period; one that is still
+            // named well after that (grace twice over, plus a lease expiry) was orphaned.
+            retire_previous_after_ms: 2 * config.rebuild_grace_ms + config.rebuild_lease_ms,
+        }
+    }
 }
 
 /// What the check saw for one filter.
@@ -161,7 +177,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
     let rebuild = export_rebuild(gate, name, h.building).await;
     h.building_abandoned = state.building.is_some() && !h.building;
     h.incarnation_changed = state.stale().next().is_some();
-    h.previous_age_ms = state.previous_since_ms.map(|at| crate::gate::now_ms().saturating_sub(at));
+    h.previous_age_ms = state.previous_since_ms.map(|at| crate::clock::now_ms().saturating_sub(at));
     let Some(active) = state.readable() else {
         h.meta_missing = !h.incarnation_changed && state.building.is_none();
         return Ok(h);
@@ -194,7 +210,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
     gate.status.record(
         name,
         Sample {
-            at_ms: crate::gate::now_ms(),
+            at_ms: crate::clock::now_ms(),
             health: gauges,
             answered_by_filter: c.filter_negatives.get(),
             filter_maybes: c.filter_maybes.get(),

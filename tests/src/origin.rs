@@ -160,7 +160,7 @@ impl TestOrigin {
         filter: &str,
     ) -> impl std::future::Future<Output = Result<RebuildReport, RebuildError>> + Send + 'static {
         let (gate, filter) = (self.state.gate.clone(), filter.to_owned());
-        let options = self.state.config.rebuild_options(false);
+        let options = rebuild::RebuildOptions::from_config(&self.state.config, false);
         async move { rebuild::rebuild(gate.filter_store().clone(), gate.database().clone(), &filter, options).await }
     }
 

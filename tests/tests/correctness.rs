@@ -183,7 +183,7 @@ async fn a_rebuild_that_dies_loses_nothing_and_another_origin_takes_over() {
         gate.filter_store().clone(),
         gate.database().clone(),
         filter.clone(),
-        a.state.config.rebuild_options(false),
+        rebuild::RebuildOptions::from_config(&a.state.config, false),
     )
     .await
     .unwrap();

@@ -260,7 +260,7 @@ async fn two_origins_racing_to_rebuild_build_once() {
     a.insert_all(&filter, &random_keys(1_000)).await;
     let start = |o: &TestOrigin| {
         let gate = o.state.gate.clone();
-        let (filter, options) = (filter.clone(), o.state.config.rebuild_options(false));
+        let (filter, options) = (filter.clone(), rebuild::RebuildOptions::from_config(&o.state.config, false));
         async move { rebuild::start(gate.filter_store().clone(), gate.database().clone(), filter, options).await }
     };
     let (ra, rb) = tokio::join!(start(&a), start(&b));

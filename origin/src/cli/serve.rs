@@ -4,6 +4,7 @@
 use anyhow::Context;
 use bloomgate_origin::config::Config;
 use bloomgate_origin::config_flags::ConfigFlags;
+use bloomgate_origin::rebuild::RebuildOptions;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -68,10 +69,10 @@ pub async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
     let RebuildArgs { filter, capacity, fp_rate, stores } = args;
     let mut config = stores.into_config()?;
     config.recovery_interval_ms = 0; // this process rebuilds one filter, then exits
-    let options = bloomgate_origin::rebuild::RebuildOptions {
+    let options = RebuildOptions {
         capacity,
         fp_rate,
-        ..config.rebuild_options(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        ..RebuildOptions::from_config(&config, std::io::IsTerminal::is_terminal(&std::io::stderr()))
     };
     let state = bloomgate_origin::build_state(config).await?;
     let gate = state.gate;

@@ -55,7 +55,8 @@
 //! held: a filter created again within `meta_cache_ms` of such a loss, with another key format,
 //! could be read with the old definition by an origin that cached it.
 
-use super::{now_ms, CreateFilter, Gate};
+use super::{CreateFilter, Gate};
+use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::sizing::check_size;
 use crate::store::{FilterDef, FilterMeta, FilterState, FilterUnavailable};

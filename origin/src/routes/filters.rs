@@ -5,7 +5,7 @@ use super::{ApiBytes, ApiJson, ApiPath, AppState};
 use crate::auth::{Reader, Writer};
 use crate::error::AppError;
 use crate::gate::{CreateFilter, Created};
-use crate::rebuild::RebuildError;
+use crate::rebuild::{RebuildError, RebuildOptions};
 use crate::sizing::check_size;
 use crate::store::FilterUnavailable;
 use axum::extract::{Query, State};
@@ -52,7 +52,8 @@ pub(super) async fn create(
         // Its first generation is built from the keys the database holds; the recovery check
         // would start it too, this starts it now. Busy: another origin's already runs.
         let (filters, keys) = (s.gate.filter_store().clone(), s.gate.database().clone());
-        match crate::rebuild::start(filters, keys, filter.clone(), s.config.rebuild_options(false)).await {
+        match crate::rebuild::start(filters, keys, filter.clone(), RebuildOptions::from_config(&s.config, false)).await
+        {
             Ok(_) | Err(RebuildError::Busy) => {}
             Err(e) => {
                 tracing::warn!(filter = %filter, cause = %e, "the first build of a filter created over kept keys did not start; the recovery check will")
@@ -170,10 +171,10 @@ pub(super) async fn rebuild(
     let params =
         Params::for_capacity_with(body.capacity.unwrap_or(def.capacity), body.fp_rate.unwrap_or(def.fp_rate), sizing)?;
     check_size(&params, s.gate.max_filter_bytes())?;
-    let options = crate::rebuild::RebuildOptions {
+    let options = RebuildOptions {
         capacity: body.capacity,
         fp_rate: body.fp_rate,
-        ..s.config.rebuild_options(false)
+        ..RebuildOptions::from_config(&s.config, false)
     };
     s.gate.metrics.filter(&filter).mark_build();
     let filters = s.gate.filter_store().clone();

@@ -94,7 +94,7 @@ impl MemoryFilterStore {
         let Some(journal) = journals.get_mut(&key) else {
             return Err(FilterUnavailable::SegmentMissing(0));
         };
-        let now = crate::gate::now_ms();
+        let now = crate::clock::now_ms();
         journal.entries.push_back((now, hashes));
         let oldest_kept = now.saturating_sub(self.journal.max_age.as_millis() as u64);
         // Always keep the last entry: the head's position is read from it.
@@ -152,7 +152,7 @@ impl FilterStore for MemoryFilterStore {
         let versions = (0..meta.params.segment_count).map(|_| AtomicU64::new(0)).collect();
         if meta.journal {
             // The journal starts with one (empty) entry at position 1, as in Redis.
-            let journal = LocalJournal { first: 1, entries: VecDeque::from([(crate::gate::now_ms(), Vec::new())]) };
+            let journal = LocalJournal { first: 1, entries: VecDeque::from([(crate::clock::now_ms(), Vec::new())]) };
             write(&self.journals).entry(key.clone()).or_insert(journal);
         }
         write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));

@@ -36,7 +36,7 @@ pub struct FilterDef {
 }
 
 /// Why the filter could not answer. Never means "not found": every one of these falls through
-/// to the database. The label names the reason in metrics.
+/// to the database (the gate counts each under its metrics label).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum FilterUnavailable {
     /// The filter store did not answer within its timeout.
@@ -59,23 +59,6 @@ pub enum FilterUnavailable {
     /// "no such filter" and a write is refused, never "not seen".
     #[error("the filter was dropped")]
     Dropped,
-}
-
-impl FilterUnavailable {
-    /// The reason a lookup falls through, as metrics label it.
-    pub fn reason(&self) -> crate::metrics::Fallthrough {
-        use crate::metrics::Fallthrough;
-        match self {
-            FilterUnavailable::Timeout => Fallthrough::Timeout,
-            FilterUnavailable::Error(_) => Fallthrough::Error,
-            FilterUnavailable::MetaMissing => Fallthrough::MetaMissing,
-            FilterUnavailable::SegmentMissing(_) => Fallthrough::SegmentMissing,
-            FilterUnavailable::Incarnation => Fallthrough::IncarnationChanged,
-            // Never a fall-through (see `gate::after_filter`); counted as what it looks like to
-            // the bits: no metadata.
-            FilterUnavailable::Dropped => Fallthrough::MetaMissing,
-        }
-    }
 }
 
 /// A segment read for the edge: its version and payload, read atomically.

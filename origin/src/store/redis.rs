@@ -1196,7 +1196,7 @@ impl RedisFilterStore {
         entry: Option<Vec<u8>>,
     ) -> ScriptInvocation<'a> {
         let mut call = self.add.prepare_invoke();
-        let oldest_kept = crate::gate::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
+        let oldest_kept = crate::clock::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
         call.arg(u8::from(entry.is_some())).arg(self.journal.max_entries).arg(oldest_kept);
         call.arg(entry.as_deref().unwrap_or_default());
         for (segment, offsets) in segments {
