@@ -9,7 +9,7 @@ use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::local_copy::LocalCopies;
 use crate::metrics::{Fallthrough, Metrics, Store};
-use crate::store::{Database, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead};
+use crate::store::{Database, FilterDef, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, Roles};
 use bloomgate_client::api::FilterStats;
 use bloomgate_filter::{
     encode_journal, encode_segment, encode_segment_at, hash_key, validate_filter_name, JournalPosition, KeyHash,
@@ -94,7 +94,8 @@ fn fallthrough(e: &FilterUnavailable) -> Fallthrough {
 
 /// The gate's state: both stores, caches of definitions and metadata, and metrics.
 pub struct Gate {
-    filters: Arc<dyn FilterStore>,
+    /// The filter store, by the role each path plays (see `store::roles`).
+    store: Roles,
     keys: Arc<dyn Database>,
     /// Metrics, shared with the HTTP layer.
     pub metrics: Arc<Metrics>,
@@ -141,10 +142,11 @@ impl Gate {
     /// A gate over these stores.
     pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn Database>, settings: GateSettings) -> Gate {
         let metrics = Arc::new(Metrics::default());
+        let store = Roles::of(filters);
         let copies = (settings.local_copy_max_bytes > 0)
-            .then(|| LocalCopies::new(filters.clone(), settings.local_copy_max_bytes, metrics.clone()));
+            .then(|| LocalCopies::new(store.copies.clone(), settings.local_copy_max_bytes, metrics.clone()));
         Gate {
-            filters,
+            store,
             keys,
             copies,
             metrics,
@@ -170,9 +172,14 @@ impl Gate {
         self.copies.as_ref().map_or(0, LocalCopies::held_bytes)
     }
 
-    /// The filter store, for health checks.
+    /// The filter store, whole: for rebuilds and health checks.
     pub fn filter_store(&self) -> &Arc<dyn FilterStore> {
-        &self.filters
+        &self.store.whole
+    }
+
+    /// The filter store by role (the recovery check reads through `stats`).
+    pub fn roles(&self) -> &Roles {
+        &self.store
     }
 
     /// A filter's definition; unknown filters are a 404 (see [`DefCache`] for what a stream
@@ -201,7 +208,7 @@ impl Gate {
             }
         }
         let asked = Instant::now();
-        let meta = self.filters.state(name).await.and_then(|s| match s.readable() {
+        let meta = self.store.lookup.state(name).await.and_then(|s| match s.readable() {
             Some(meta) => Ok(meta),
             None if s.dropped.is_some() => Err(FilterUnavailable::Dropped),
             None if s.active_is_stale() => Err(FilterUnavailable::Incarnation),
@@ -233,7 +240,7 @@ impl Gate {
         };
         let (answer, asked) = match held {
             Some(answer) => (answer, Store::LocalCopy),
-            None => (self.filters.may_contain(name, meta, hash).await, Store::Redis),
+            None => (self.store.lookup.may_contain(name, meta, hash).await, Store::Redis),
         };
         if answer.is_err() {
             self.forget_meta(name);
@@ -364,7 +371,7 @@ impl Gate {
             }
             AppError::FilterWrite(e)
         };
-        let before = self.filters.state_for_write(name).await.map_err(fail)?;
+        let before = self.store.write.state_for_write(name).await.map_err(fail)?;
         if before.dropped.is_some() {
             return Err(AppError::UnknownFilter(name.into()));
         }
@@ -386,7 +393,7 @@ impl Gate {
             self.metrics.write_database_failures.inc();
             return Err(e.into());
         }
-        let after = self.filters.state_for_write(name).await.map_err(fail)?;
+        let after = self.store.write.state_for_write(name).await.map_err(fail)?;
         if after.dropped.is_some() {
             return Err(AppError::UnknownFilter(name.into()));
         }
@@ -415,7 +422,7 @@ impl Gate {
         }
         for meta in generations {
             let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
-            self.filters.add(name, *meta, hashes).await?;
+            self.store.write.add(name, *meta, hashes).await?;
         }
         Ok(())
     }
@@ -436,12 +443,12 @@ impl Gate {
     /// built may have scanned it already). Advisory: the delete stands if this fails, and the
     /// stale-delete rebuild merely comes later.
     async fn count_stale(&self, name: &str) {
-        let state = match self.filters.state_for_write(name).await {
+        let state = match self.store.write.state_for_write(name).await {
             Ok(state) => state,
             Err(e) => return tracing::warn!(filter = name, cause = %e, "delete not counted: filter state unreadable"),
         };
         for meta in state.write_targets() {
-            if let Err(e) = self.filters.count_deletes(name, meta, 1).await {
+            if let Err(e) = self.store.write.count_deletes(name, meta, 1).await {
                 tracing::warn!(filter = name, generation = meta.generation, cause = %e, "delete not counted");
             }
         }
@@ -449,7 +456,7 @@ impl Gate {
 
     /// The filter's state, read fresh.
     pub async fn state(&self, name: &str) -> Result<FilterState, AppError> {
-        self.filters.state(name).await.map_err(AppError::FilterRead)
+        self.store.edge_feed.state(name).await.map_err(AppError::FilterRead)
     }
 
     async fn active(&self, name: &str) -> Result<FilterMeta, AppError> {
@@ -471,10 +478,12 @@ impl Gate {
         let meta = self.active(name).await?;
         // Every segment must still be readable: a lost one (evicted, deleted) makes the manifest
         // unavailable, so no edge starts from a generation the recovery check will replace.
-        let versions = self.filters.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
+        let versions = self.store.edge_feed.segment_versions(name, meta).await.map_err(AppError::FilterRead)?;
         // Read after the request arrived: it covers every key acknowledged before.
         let (segment_versions, journal) = match meta.journal {
-            true => (Vec::new(), Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?)),
+            true => {
+                (Vec::new(), Some(self.store.edge_feed.journal_head(name, meta).await.map_err(AppError::FilterRead)?))
+            }
             false => (versions, None),
         };
         Ok(Manifest {
@@ -508,7 +517,7 @@ impl Gate {
                 "generation {generation} of filter {name:?} keeps no insert journal (it was named by an origin with journal_enabled = false)"
             )));
         }
-        match self.filters.read_journal(name, meta, after, max_entries).await.map_err(AppError::FilterRead)? {
+        match self.store.edge_feed.read_journal(name, meta, after, max_entries).await.map_err(AppError::FilterRead)? {
             JournalRead::Reset => Ok(None),
             JournalRead::Entries { to, entries, head } => Ok(Some(JournalChunk {
                 wire: encode_journal(meta.generation, meta.params.seed, after.added, to, &entries),
@@ -534,10 +543,10 @@ impl Gate {
         // The journal's head first, then the bits: every entry up to the head had its bits set
         // before it was appended, so the bits read after hold them all.
         let head = match meta.journal {
-            true => Some(self.filters.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
+            true => Some(self.store.edge_feed.journal_head(name, meta).await.map_err(AppError::FilterRead)?),
             false => None,
         };
-        let bits = self.filters.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
+        let bits = self.store.edge_feed.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
         let wire = match head {
             Some(head) => encode_segment_at(&meta.params, generation, index, bits.version, head, &bits.payload),
             None => encode_segment(&meta.params, generation, index, bits.version, &bits.payload),
@@ -551,13 +560,13 @@ impl Gate {
         let def = self.def(name).await?;
         // Under the write timeout: stats may wait, and are most wanted when Redis is busiest
         // (a rebuild under write load), where the lookup timeout would turn them into 503s.
-        let state = self.filters.state_for_write(name).await.map_err(AppError::FilterRead)?;
+        let state = self.store.stats.state_for_write(name).await.map_err(AppError::FilterRead)?;
         if state.dropped.is_some() {
             return Err(AppError::UnknownFilter(name.into()));
         }
         let rebuild = match state.building {
             Some(building) => {
-                let published = self.filters.progress(name).await.ok().flatten();
+                let published = self.store.stats.progress(name).await.ok().flatten();
                 published.filter(|p| p.generation == building.generation).map(|p| p.to_api())
             }
             None => None,
@@ -581,11 +590,11 @@ impl Gate {
                 None => Err(AppError::FilterRead(FilterUnavailable::MetaMissing)),
             };
         };
-        let ones = self.filters.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
-        let deletes = self.filters.deletes(name, meta).await.map_err(AppError::FilterRead)?;
-        let memory = self.filters.memory_bytes(name, meta).await.map_err(AppError::FilterRead)?;
+        let ones = self.store.stats.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
+        let deletes = self.store.stats.deletes(name, meta).await.map_err(AppError::FilterRead)?;
+        let memory = self.store.stats.memory_bytes(name, meta).await.map_err(AppError::FilterRead)?;
         let journal = match meta.journal {
-            true => Some(self.filters.journal_size(name, meta).await.map_err(AppError::FilterRead)?),
+            true => Some(self.store.stats.journal_size(name, meta).await.map_err(AppError::FilterRead)?),
             false => None,
         };
         let c = self.metrics.filter(name);

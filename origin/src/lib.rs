@@ -58,7 +58,7 @@ use std::sync::Arc;
 use store::cassandra::{CassandraDatabase, CassandraSettings};
 use store::embedded::{MemoryFilterStore, RedbDatabase};
 use store::redis::{RedisFilterStore, RedisSettings};
-use store::{Database, FilterMeta, FilterStore, JournalRetention};
+use store::{Database, FilterMeta, FilterStore, JournalRetention, LifecycleStore, WriteStore};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;

@@ -148,7 +148,7 @@ const FILL_SAMPLE_SEGMENTS: u32 = 16;
 
 /// Gathers a filter's health from the stores and this origin's counters.
 pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Result<Health, FilterUnavailable> {
-    let store = gate.filter_store();
+    let store = gate.roles().stats.as_ref();
     let doubled = Params::for_capacity_with(
         def.capacity.saturating_mul(2),
         def.fp_rate,
@@ -231,7 +231,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
 /// were.
 async fn export_rebuild(gate: &Gate, name: &str, building: bool) -> Option<RebuildGauges> {
     let progress = match building {
-        true => match gate.filter_store().progress(name).await {
+        true => match gate.roles().stats.progress(name).await {
             Ok(p) => p,
             Err(_) => return None,
         },

@@ -129,7 +129,7 @@ impl Gate {
 
     /// The filter's state, None if the filter store has none.
     async fn state_if_any(&self, name: &str) -> Result<Option<FilterState>, AppError> {
-        match self.filters.state_for_write(name).await {
+        match self.store.lifecycle.state_for_write(name).await {
             Ok(state) => Ok(Some(state)),
             Err(FilterUnavailable::MetaMissing) => Ok(None),
             Err(e) => Err(AppError::FilterWrite(e)),
@@ -149,17 +149,17 @@ impl Gate {
         let lineage = replaced.unwrap_or_default().next_lineage(now_ms());
         if self.keys.has_keys(name).await? {
             let state = FilterState { lineage, ..FilterState::default() };
-            self.filters.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)?;
+            self.store.lifecycle.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)?;
             return Ok(Created::NewFromKeys);
         }
-        let incarnation = self.filters.incarnation().await.map_err(AppError::FilterWrite)?;
+        let incarnation = self.store.lifecycle.incarnation().await.map_err(AppError::FilterWrite)?;
         let meta = FilterMeta { generation: lineage, params, incarnation, journal: self.journal_enabled };
-        self.filters.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+        self.store.lifecycle.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
         let state = FilterState { active: Some(meta), lineage, ..FilterState::default() };
         // Only if the state did not change meanwhile (a recovery check may have seen the new
         // definition first and started a rebuild, which then owns the filter).
-        if !self.filters.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)? {
-            self.filters.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
+        if !self.store.lifecycle.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)? {
+            self.store.lifecycle.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
         }
         Ok(Created::New)
     }
@@ -168,7 +168,7 @@ impl Gate {
     pub async fn list_filters(&self) -> Result<FilterList, AppError> {
         let mut defs = self.keys.filters().await?;
         defs.sort_by(|a, b| a.name.cmp(&b.name));
-        let states: Vec<_> = defs.iter().map(|def| self.filters.state_for_write(&def.name)).collect();
+        let states: Vec<_> = defs.iter().map(|def| self.store.lifecycle.state_for_write(&def.name)).collect();
         let states: Vec<_> = futures::stream::iter(states).buffered(LIST_CONCURRENCY).collect().await;
         let filters = defs
             .into_iter()
@@ -201,7 +201,7 @@ impl Gate {
             DropKeys::Delete => Some(self.keys.delete_keys(name, concurrency).await?),
             DropKeys::Keep => None,
         };
-        self.filters.clear_dropped(name).await.map_err(AppError::DropStopped)?;
+        self.store.lifecycle.clear_dropped(name).await.map_err(AppError::DropStopped)?;
         self.keys.drop_filter(name).await?;
         self.defs.forget(name);
         tracing::info!(filter = name, keys = keys.as_str(), keys_deleted, "filter dropped");
@@ -211,7 +211,7 @@ impl Gate {
     /// Step 1 of a drop: every named generation retired, then the tombstone in their place.
     async fn bury(&self, name: &str, key_format: KeyFormat) -> Result<(), AppError> {
         for _ in 0..TOMBSTONE_ATTEMPTS {
-            let (state, expected) = match self.filters.state_for_write(name).await {
+            let (state, expected) = match self.store.lifecycle.state_for_write(name).await {
                 Ok(state) => (state, Some(state.revision)),
                 Err(FilterUnavailable::MetaMissing) => (FilterState::default(), None),
                 Err(e) => return Err(AppError::DropStopped(e)),
@@ -221,10 +221,10 @@ impl Gate {
             }
             // Bits gone first, name second: a reader holding a generation falls through.
             for meta in state.named() {
-                self.filters.retire_generation(name, meta).await.map_err(AppError::DropStopped)?;
+                self.store.lifecycle.retire_generation(name, meta).await.map_err(AppError::DropStopped)?;
             }
             let tombstone = state.tombstone(key_format, now_ms());
-            if self.filters.replace_state(name, expected, tombstone).await.map_err(AppError::DropStopped)? {
+            if self.store.lifecycle.replace_state(name, expected, tombstone).await.map_err(AppError::DropStopped)? {
                 return Ok(());
             }
         }

@@ -16,7 +16,7 @@
 
 use super::rounds::{Outcome, Rounds};
 use crate::metrics::Metrics;
-use crate::store::{FilterMeta, FilterStore, FilterUnavailable, JournalRead};
+use crate::store::{CopySource, FilterMeta, FilterUnavailable, JournalRead};
 use bloomgate_filter::{BloomFilter, JournalPosition, KeyHash};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,7 +36,7 @@ pub struct HeldCopy {
     /// The generation held, with the store incarnation its bits came from.
     pub meta: FilterMeta,
     filter: String,
-    store: Arc<dyn FilterStore>,
+    store: Arc<dyn CopySource>,
     metrics: Arc<Metrics>,
     bits: BloomFilter,
     rounds: Mutex<Rounds>,
@@ -99,7 +99,7 @@ impl HeldCopy {
         meta: FilterMeta,
         bits: BloomFilter,
         position: JournalPosition,
-        store: Arc<dyn FilterStore>,
+        store: Arc<dyn CopySource>,
         metrics: Arc<Metrics>,
     ) -> HeldCopy {
         HeldCopy {

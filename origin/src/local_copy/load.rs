@@ -1,6 +1,6 @@
 //! Loading a generation's copy: the journal's head first, then every segment.
 
-use crate::store::{FilterMeta, FilterStore, FilterUnavailable};
+use crate::store::{CopySource, FilterMeta, FilterUnavailable};
 use bloomgate_filter::{BloomFilter, JournalPosition};
 use futures::{StreamExt, TryStreamExt};
 
@@ -11,7 +11,7 @@ const SEGMENTS_AT_ONCE: usize = 4;
 /// segment: every entry up to it had its bits set before it was appended, so segments read
 /// after hold them all (and perhaps later ones: bits only ever get set, so more is harmless).
 pub async fn load(
-    store: &dyn FilterStore,
+    store: &dyn CopySource,
     filter: &str,
     meta: FilterMeta,
 ) -> Result<(BloomFilter, JournalPosition), FilterUnavailable> {

@@ -20,7 +20,7 @@ pub mod rounds;
 mod two_origins;
 
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};
-use crate::store::{FilterMeta, FilterStore, FilterUnavailable};
+use crate::store::{CopySource, FilterMeta, FilterUnavailable};
 use bloomgate_filter::KeyHash;
 use held::HeldCopy;
 use std::collections::HashMap;
@@ -49,7 +49,7 @@ enum Slot {
 }
 
 struct Shared {
-    store: Arc<dyn FilterStore>,
+    store: Arc<dyn CopySource>,
     max_bytes: u64,
     slots: Mutex<HashMap<String, Slot>>,
     metrics: Arc<Metrics>,
@@ -63,7 +63,7 @@ pub struct LocalCopies {
 
 impl LocalCopies {
     /// Copies of filters in `store`, at most `max_bytes` of bits in all.
-    pub fn new(store: Arc<dyn FilterStore>, max_bytes: u64, metrics: Arc<Metrics>) -> LocalCopies {
+    pub fn new(store: Arc<dyn CopySource>, max_bytes: u64, metrics: Arc<Metrics>) -> LocalCopies {
         LocalCopies { shared: Arc::new(Shared { store, max_bytes, slots: Mutex::default(), metrics }) }
     }
 
@@ -208,7 +208,7 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
 mod tests {
     use super::*;
     use crate::store::embedded::MemoryFilterStore;
-    use crate::store::{FilterState, JournalRetention};
+    use crate::store::{FilterState, JournalRetention, LifecycleStore, WriteStore};
     use bloomgate_filter::{hash_key, Params, SizingOptions};
 
     const FILTER: &str = "f";

@@ -5,7 +5,8 @@
 
 pub use super::key_file::RedbDatabase;
 use super::{
-    FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits,
+    CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention,
+    JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
 };
 use crate::build_progress::BuildProgress;
 use async_trait::async_trait;
@@ -135,7 +136,173 @@ impl MemoryFilterStore {
 }
 
 #[async_trait]
-impl FilterStore for MemoryFilterStore {
+impl StateStore for MemoryFilterStore {
+    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let state = read(&self.states).get(filter).copied().ok_or(FilterUnavailable::MetaMissing);
+        state.map(|s| FilterState { read_from: self.incarnation, ..s })
+    }
+}
+
+#[async_trait]
+impl LookupStore for MemoryFilterStore {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
+        match self.generation(filter, meta) {
+            Ok(f) => Ok(f.bits.may_contain_hash(&hash)),
+            // Retired or never created: unreadable, so the lookup falls through.
+            Err(FilterUnavailable::MetaMissing) => {
+                Err(FilterUnavailable::SegmentMissing(meta.params.locate(&hash).segment))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait]
+impl WriteStore for MemoryFilterStore {
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
+        *write(&self.deletes).entry((filter.to_owned(), meta.generation)).or_default() += n;
+        Ok(())
+    }
+
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+        match self.generation(filter, meta) {
+            Ok(f) => {
+                for hash in &hashes {
+                    f.bits.insert_hash_shared(hash);
+                    f.versions[meta.params.locate(hash).segment as usize].fetch_add(1, Ordering::SeqCst);
+                }
+                match meta.journal {
+                    true => self.append_journal(filter, meta, hashes),
+                    false => Ok(()),
+                }
+            }
+            Err(FilterUnavailable::MetaMissing) if self.is_retired(filter, meta) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait]
+impl CopySource for MemoryFilterStore {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
+        match self.generation(filter, meta) {
+            Ok(f) if (index as usize) < f.versions.len() => {
+                // Version first, then bits: the bits are at least as new as the label.
+                let version = f.versions[index as usize].load(Ordering::SeqCst);
+                Ok(SegmentBits { version, payload: f.bits.segment_payload(index) })
+            }
+            Err(FilterUnavailable::Incarnation) => Err(FilterUnavailable::Incarnation),
+            _ => Err(FilterUnavailable::SegmentMissing(index)),
+        }
+    }
+
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
+        if meta.incarnation != self.incarnation {
+            return Err(FilterUnavailable::Incarnation);
+        }
+        let journals = read(&self.journals);
+        let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
+        head.ok_or(FilterUnavailable::SegmentMissing(0))
+    }
+
+    async fn catch_up_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        self.read_journal(filter, meta, after, max_entries).await
+    }
+}
+
+#[async_trait]
+impl EdgeFeedStore for MemoryFilterStore {
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
+        self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect())
+    }
+
+    async fn read_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        #[cfg(test)]
+        let _open = self.journal_read_gate.read().await;
+        if meta.incarnation != self.incarnation {
+            return Err(FilterUnavailable::Incarnation);
+        }
+        let journals = read(&self.journals);
+        let Some(journal) = journals.get(&(filter.to_owned(), meta.generation)) else {
+            return Err(FilterUnavailable::SegmentMissing(0));
+        };
+        let head = journal.head();
+        if after.added + 1 < journal.first || after.added > head.added || after.id_ms != after.added {
+            return Ok(JournalRead::Reset);
+        }
+        let skip = (after.added + 1 - journal.first) as usize;
+        let entries: Vec<Vec<KeyHash>> =
+            journal.entries.iter().skip(skip).take(max_entries as usize).map(|(_, h)| h.clone()).collect();
+        let to_added = after.added + entries.len() as u64;
+        let to = JournalPosition { added: to_added, id_ms: to_added, id_seq: 0 };
+        Ok(JournalRead::Entries { to, entries, head: head.added })
+    }
+}
+
+#[async_trait]
+impl StatsStore for MemoryFilterStore {
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0))
+    }
+
+    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
+        Ok(read(&self.progress).get(filter).copied())
+    }
+
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+        let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
+
+        self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0)))
+    }
+
+    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
+        let now = std::time::Instant::now();
+        let holder = read(&self.leases).get(filter).filter(|(_, until)| *until > now).map(|(h, _)| h.clone());
+        Ok(holder)
+    }
+
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        self.generation(filter, meta).map(|f| f.bits.count_ones())
+    }
+
+    async fn count_ones_sampled(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        _max_segments: u32,
+    ) -> Result<(u64, u32), FilterUnavailable> {
+        // In memory a full count is a scan of RAM: cheap enough to do whole.
+        self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count))
+    }
+
+    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
+        Ok(Some(meta.params.total_bytes()))
+    }
+
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
+        let journals = read(&self.journals);
+        let size = journals.get(&(filter.to_owned(), meta.generation)).map(|j| JournalSize {
+            entries: j.entries.len() as u64,
+            bytes: Some(j.entries.iter().map(|(_, h)| 16 * h.len() as u64 + 40).sum()),
+        });
+        size.ok_or(FilterUnavailable::SegmentMissing(0))
+    }
+}
+
+#[async_trait]
+impl LifecycleStore for MemoryFilterStore {
     async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
@@ -157,11 +324,6 @@ impl FilterStore for MemoryFilterStore {
         }
         write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));
         Ok(())
-    }
-
-    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
-        let state = read(&self.states).get(filter).copied().ok_or(FilterUnavailable::MetaMissing);
-        state.map(|s| FilterState { read_from: self.incarnation, ..s })
     }
 
     async fn incarnation(&self) -> Result<u64, FilterUnavailable> {
@@ -200,22 +362,9 @@ impl FilterStore for MemoryFilterStore {
         })
     }
 
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
-        *write(&self.deletes).entry((filter.to_owned(), meta.generation)).or_default() += n;
-        Ok(())
-    }
-
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
-        Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0))
-    }
-
     async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable> {
         write(&self.progress).insert(filter.to_owned(), progress);
         Ok(())
-    }
-
-    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
-        Ok(read(&self.progress).get(filter).copied())
     }
 
     async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
@@ -244,12 +393,6 @@ impl FilterStore for MemoryFilterStore {
         Ok(generations + u64::from(progress) + u64::from(lease))
     }
 
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
-        let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
-
-        self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0)))
-    }
-
     async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> Result<bool, FilterUnavailable> {
         let mut leases = write(&self.leases);
         let now = std::time::Instant::now();
@@ -267,122 +410,11 @@ impl FilterStore for MemoryFilterStore {
         }
         Ok(())
     }
+}
 
-    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
-        let now = std::time::Instant::now();
-        let holder = read(&self.leases).get(filter).filter(|(_, until)| *until > now).map(|(h, _)| h.clone());
-        Ok(holder)
-    }
-
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
-        match self.generation(filter, meta) {
-            Ok(f) => Ok(f.bits.may_contain_hash(&hash)),
-            // Retired or never created: unreadable, so the lookup falls through.
-            Err(FilterUnavailable::MetaMissing) => {
-                Err(FilterUnavailable::SegmentMissing(meta.params.locate(&hash).segment))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
-        match self.generation(filter, meta) {
-            Ok(f) => {
-                for hash in &hashes {
-                    f.bits.insert_hash_shared(hash);
-                    f.versions[meta.params.locate(hash).segment as usize].fetch_add(1, Ordering::SeqCst);
-                }
-                match meta.journal {
-                    true => self.append_journal(filter, meta, hashes),
-                    false => Ok(()),
-                }
-            }
-            Err(FilterUnavailable::MetaMissing) if self.is_retired(filter, meta) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
-        match self.generation(filter, meta) {
-            Ok(f) if (index as usize) < f.versions.len() => {
-                // Version first, then bits: the bits are at least as new as the label.
-                let version = f.versions[index as usize].load(Ordering::SeqCst);
-                Ok(SegmentBits { version, payload: f.bits.segment_payload(index) })
-            }
-            Err(FilterUnavailable::Incarnation) => Err(FilterUnavailable::Incarnation),
-            _ => Err(FilterUnavailable::SegmentMissing(index)),
-        }
-    }
-
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
-        self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect())
-    }
-
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
-        self.generation(filter, meta).map(|f| f.bits.count_ones())
-    }
-
-    async fn count_ones_sampled(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        _max_segments: u32,
-    ) -> Result<(u64, u32), FilterUnavailable> {
-        // In memory a full count is a scan of RAM: cheap enough to do whole.
-        self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count))
-    }
-
-    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
-        Ok(Some(meta.params.total_bytes()))
-    }
-
+#[async_trait]
+impl FilterStore for MemoryFilterStore {
     async fn ping(&self) -> Result<(), FilterUnavailable> {
         Ok(())
-    }
-
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
-        let journals = read(&self.journals);
-        let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
-        head.ok_or(FilterUnavailable::SegmentMissing(0))
-    }
-
-    async fn read_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
-    ) -> Result<JournalRead, FilterUnavailable> {
-        #[cfg(test)]
-        let _open = self.journal_read_gate.read().await;
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
-        let journals = read(&self.journals);
-        let Some(journal) = journals.get(&(filter.to_owned(), meta.generation)) else {
-            return Err(FilterUnavailable::SegmentMissing(0));
-        };
-        let head = journal.head();
-        if after.added + 1 < journal.first || after.added > head.added || after.id_ms != after.added {
-            return Ok(JournalRead::Reset);
-        }
-        let skip = (after.added + 1 - journal.first) as usize;
-        let entries: Vec<Vec<KeyHash>> =
-            journal.entries.iter().skip(skip).take(max_entries as usize).map(|(_, h)| h.clone()).collect();
-        let to_added = after.added + entries.len() as u64;
-        let to = JournalPosition { added: to_added, id_ms: to_added, id_seq: 0 };
-        Ok(JournalRead::Entries { to, entries, head: head.added })
-    }
-
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
-        let journals = read(&self.journals);
-        let size = journals.get(&(filter.to_owned(), meta.generation)).map(|j| JournalSize {
-            entries: j.entries.len() as u64,
-            bytes: Some(j.entries.iter().map(|(_, h)| 16 * h.len() as u64 + 40).sum()),
-        });
-        size.ok_or(FilterUnavailable::SegmentMissing(0))
     }
 }

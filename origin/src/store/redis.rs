@@ -34,7 +34,8 @@ use super::redis_cluster::{ClusterLink, GUARD_PRELUDE, REFUSED_CODE};
 use super::redis_conn::RedisConn;
 use super::redis_link::{CallOutcome, RedisLink};
 use super::{
-    FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention, JournalSize, SegmentBits,
+    CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention,
+    JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
 };
 use crate::build_progress::BuildProgress;
 use async_trait::async_trait;
@@ -569,7 +570,323 @@ impl RedisFilterStore {
 }
 
 #[async_trait]
-impl FilterStore for RedisFilterStore {
+impl StateStore for RedisFilterStore {
+    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.read_state(&filter, self.timeout).await
+    }
+
+    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.read_state(&filter, self.write_timeout).await
+    }
+}
+
+#[async_trait]
+impl LookupStore for RedisFilterStore {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
+        let at = meta.params.locate(&hash);
+        let (bits, _) = segment_keys(filter, meta.generation, at.segment);
+        let start = at.byte_offset_in_segment() as isize;
+        let end = start + BLOCK_BYTES as isize - 1;
+        let block: Vec<u8> =
+            match self.backend {
+                Backend::Single(_) => {
+                    self.call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                        c.getrange(bits, start, end).await
+                    })
+                    .await?
+                }
+                Backend::Cluster(_) => {
+                    let mut invocation = self.read_block.key(bits);
+                    invocation.arg(start).arg(end);
+                    self.run(self.timeout, Some(meta.incarnation), invocation).await?
+                }
+            };
+        // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
+        // is a missing segment, never "not seen".
+        let block: [u8; BLOCK_BYTES] = block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
+        Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
+    }
+}
+
+#[async_trait]
+impl WriteStore for RedisFilterStore {
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
+        let key = deletes_key(filter, meta.generation);
+        self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.incr::<_, _, ()>(key, n).await })
+            .await
+    }
+
+    /// One script on a single Redis. On a cluster, where each segment is its own slot: one
+    /// script per touched segment, all answered before the journal entry is appended in the
+    /// filter's slot — an entry is still never seen without its bits, and an add whose bits or
+    /// entry failed is not acknowledged (bits set without an entry only add false positives;
+    /// the caller retries). Then, with replicas, `WAIT` until they have it all.
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+        let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
+        for hash in &hashes {
+            let at = meta.params.locate(hash);
+            let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
+            let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
+            by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
+            entry.extend_from_slice(&encode_hash(hash));
+        }
+        let journal = meta.journal.then_some(entry);
+        let added: i64 = match &self.backend {
+            Backend::Single(_) => {
+                let call = self.add_call(filter, meta, by_segment.iter(), journal);
+                self.run(self.write_timeout, Some(meta.incarnation), call).await?
+            }
+            Backend::Cluster(cluster) => {
+                let bits = by_segment.iter().map(|segment| {
+                    let call = self.add_call(filter, meta, std::iter::once(segment), None);
+                    self.run::<i64>(self.write_timeout, Some(meta.incarnation), call)
+                });
+                futures::future::try_join_all(bits).await?;
+                let added = match journal {
+                    Some(entry) => {
+                        let call = self.add_call(filter, meta, std::iter::empty(), Some(entry));
+                        self.run(self.write_timeout, Some(meta.incarnation), call).await?
+                    }
+                    None => 1,
+                };
+                self.wait_for_replicas(cluster).await?;
+                added
+            }
+        };
+        match added {
+            1 | 2 => Ok(()),
+            // The journal is gone (lost with its keys): the recovery check rebuilds.
+            _ => Err(FilterUnavailable::SegmentMissing(0)),
+        }
+    }
+}
+
+#[async_trait]
+impl CopySource for RedisFilterStore {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
+        let (bits, ver) = segment_keys(filter, meta.generation, index);
+        let script = &self.read_segment;
+        let (version, payload): (Option<String>, Option<Vec<u8>>) = self
+            .run(self.write_timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&bits);
+                invocation.key(&ver);
+                invocation
+            })
+            .await?;
+        match (parse_version(version), payload) {
+            (Some(version), Some(payload)) if payload.len() as u64 == meta.params.segment_bytes() => {
+                Ok(SegmentBits { version, payload })
+            }
+            _ => Err(FilterUnavailable::SegmentMissing(index)),
+        }
+    }
+
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.head_of(&filter, meta).await.map(|(head, _)| head)
+    }
+
+    async fn catch_up_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        // The copy's position was read from this journal (never re-created, in this same
+        // incarnation), so "nothing after my position" means caught up (`nothing_after` says
+        // when that answer can be trusted). On a single Redis that is asked in one MULTI of two
+        // plain commands whose replies are a few bytes, whatever the size of the last add (the
+        // newest entry itself, an add of a thousand keys, is 16 KB); the link only reaches the
+        // incarnation it knows, as for every plain read here. Anything else it answers (newer
+        // entries, no journal, a retired one) is read by the script, which tells them apart.
+        let single = matches!(self.backend, Backend::Single(_));
+        if single {
+            let key = journal_key(filter, meta.generation);
+            let after_position = format!("({}", after.stream_id());
+            let reply = self
+                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                    redis::pipe()
+                        .atomic()
+                        .cmd("XRANGE")
+                        .arg(&key)
+                        .arg(after_position)
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(1)
+                        .cmd("XLEN")
+                        .arg(&key)
+                        .query_async::<(Vec<StreamEntry>, u64)>(&mut c)
+                        .await
+                })
+                .await;
+            match reply {
+                Ok((newer, length)) if nothing_after(&newer, length) => return Ok(JournalRead::caught_up(after)),
+                Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
+                _ => {}
+            }
+        }
+        // On a cluster the script asks "is the newest entry mine?" itself (a plain command
+        // there cannot refuse a promoted replica); on a single Redis it was just asked.
+        self.read_journal_within(self.timeout, filter, meta, after, max_entries, !single).await
+    }
+}
+
+#[async_trait]
+impl EdgeFeedStore for RedisFilterStore {
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
+        let ver = |index| segment_keys(filter, meta.generation, index).1;
+        let versions: Vec<Option<String>> =
+            match self.backend {
+                Backend::Single(_) => {
+                    let mut pipe = redis::pipe();
+                    for index in 0..meta.params.segment_count {
+                        pipe.get(ver(index));
+                    }
+                    self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                        pipe.query_async(&mut c).await
+                    })
+                    .await?
+                }
+                // Each version is in its own slot: one guarded read each, all at once.
+                Backend::Cluster(_) => {
+                    let reads = (0..meta.params.segment_count).map(|index| {
+                        self.run(self.write_timeout, Some(meta.incarnation), self.read_version.key(ver(index)))
+                    });
+                    futures::future::try_join_all(reads).await?
+                }
+            };
+        versions
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| parse_version(v).ok_or(FilterUnavailable::SegmentMissing(i as u32)))
+            .collect()
+    }
+
+    async fn read_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries, false).await
+    }
+}
+
+#[async_trait]
+impl StatsStore for RedisFilterStore {
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        let key = deletes_key(filter, meta.generation);
+        let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
+        Ok(n.unwrap_or(0))
+    }
+
+    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
+        let key = progress_key(filter);
+        let json: Option<String> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
+        // Unreadable progress is no progress: it is advisory.
+        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
+    }
+
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+        let filter = filter.to_owned();
+        let keys = |index| segment_keys(&filter, meta.generation, index);
+        let answers: Vec<(u64, Option<String>)> = match self.backend {
+            Backend::Single(_) => {
+                let mut pipe = redis::pipe();
+                for index in 0..meta.params.segment_count {
+                    let (bits, ver) = keys(index);
+                    pipe.strlen(bits).get(ver);
+                }
+                self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                    let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
+                    flat.chunks(2)
+                        .map(|pair| {
+                            let len: u64 = redis::from_redis_value_ref(&pair[0])?;
+                            let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
+                            Ok((len, ver))
+                        })
+                        .collect()
+                })
+                .await?
+            }
+            // Each segment is in its own slot: one guarded read each, all at once.
+            Backend::Cluster(_) => {
+                let reads = (0..meta.params.segment_count).map(|index| {
+                    let (bits, ver) = keys(index);
+                    let mut call = self.segment_size.key(bits);
+                    call.key(ver);
+                    self.run(self.write_timeout, Some(meta.incarnation), call)
+                });
+                futures::future::try_join_all(reads).await?
+            }
+        };
+        let size = meta.params.segment_bytes();
+        if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
+            return Err(FilterUnavailable::SegmentMissing(index as u32));
+        }
+        if !meta.journal {
+            return Ok(());
+        }
+        let journal = journal_key(&filter, meta.generation);
+        let kind: String = self
+            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                redis::cmd("TYPE").arg(journal).query_async(&mut c).await
+            })
+            .await?;
+        if kind == "stream" {
+            Ok(())
+        } else {
+            Err(FilterUnavailable::SegmentMissing(0))
+        }
+    }
+
+    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
+        let key = lease_key(filter);
+        self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await
+    }
+
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+        let filter = filter.to_owned();
+        let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
+        Ok(ones)
+    }
+
+    async fn count_ones_sampled(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        max_segments: u32,
+    ) -> Result<(u64, u32), FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.count_sampled(&filter, meta, max_segments).await
+    }
+
+    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
+        Ok(Some(meta.params.total_bytes()))
+    }
+
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
+        let filter = filter.to_owned();
+        let (_, entries) = self.head_of(&filter, meta).await?;
+        let key = journal_key(&filter, meta.generation);
+        let bytes: Option<u64> = self
+            .call(self.write_timeout, None, |mut c| async move {
+                redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(&mut c).await
+            })
+            .await
+            .ok()
+            .flatten();
+        Ok(JournalSize { entries, bytes })
+    }
+}
+
+#[async_trait]
+impl LifecycleStore for RedisFilterStore {
     #[instrument(skip(self, meta))]
     async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
         let filter = filter.to_owned();
@@ -598,16 +915,6 @@ impl FilterStore for RedisFilterStore {
         let journal = journal_key(&filter, meta.generation);
         let _: i64 = self.run(self.write_timeout, Some(meta.incarnation), self.init_journal.key(journal)).await?;
         Ok(())
-    }
-
-    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
-        let filter = filter.to_owned();
-        self.read_state(&filter, self.timeout).await
-    }
-
-    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
-        let filter = filter.to_owned();
-        self.read_state(&filter, self.write_timeout).await
     }
 
     /// On a cluster, read now: a generation about to be created must name today's masters.
@@ -667,18 +974,6 @@ impl FilterStore for RedisFilterStore {
         Ok(())
     }
 
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
-        let key = deletes_key(filter, meta.generation);
-        self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.incr::<_, _, ()>(key, n).await })
-            .await
-    }
-
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
-        let key = deletes_key(filter, meta.generation);
-        let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
-        Ok(n.unwrap_or(0))
-    }
-
     async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable> {
         let key = progress_key(filter);
         let json = serde_json::to_string(&progress).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
@@ -688,13 +983,6 @@ impl FilterStore for RedisFilterStore {
             |mut c| async move { c.pset_ex::<_, _, ()>(key, json, PROGRESS_TTL_MS).await },
         )
         .await
-    }
-
-    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
-        let key = progress_key(filter);
-        let json: Option<String> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
-        // Unreadable progress is no progress: it is advisory.
-        Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
     }
 
     async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
@@ -754,59 +1042,6 @@ impl FilterStore for RedisFilterStore {
         Ok(generations + bookkeeping)
     }
 
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
-        let filter = filter.to_owned();
-        let keys = |index| segment_keys(&filter, meta.generation, index);
-        let answers: Vec<(u64, Option<String>)> = match self.backend {
-            Backend::Single(_) => {
-                let mut pipe = redis::pipe();
-                for index in 0..meta.params.segment_count {
-                    let (bits, ver) = keys(index);
-                    pipe.strlen(bits).get(ver);
-                }
-                self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                    let flat: Vec<redis::Value> = pipe.query_async(&mut c).await?;
-                    flat.chunks(2)
-                        .map(|pair| {
-                            let len: u64 = redis::from_redis_value_ref(&pair[0])?;
-                            let ver: Option<String> = redis::from_redis_value_ref(&pair[1])?;
-                            Ok((len, ver))
-                        })
-                        .collect()
-                })
-                .await?
-            }
-            // Each segment is in its own slot: one guarded read each, all at once.
-            Backend::Cluster(_) => {
-                let reads = (0..meta.params.segment_count).map(|index| {
-                    let (bits, ver) = keys(index);
-                    let mut call = self.segment_size.key(bits);
-                    call.key(ver);
-                    self.run(self.write_timeout, Some(meta.incarnation), call)
-                });
-                futures::future::try_join_all(reads).await?
-            }
-        };
-        let size = meta.params.segment_bytes();
-        if let Some(index) = answers.into_iter().position(|(len, ver)| len != size || parse_version(ver).is_none()) {
-            return Err(FilterUnavailable::SegmentMissing(index as u32));
-        }
-        if !meta.journal {
-            return Ok(());
-        }
-        let journal = journal_key(&filter, meta.generation);
-        let kind: String = self
-            .call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                redis::cmd("TYPE").arg(journal).query_async(&mut c).await
-            })
-            .await?;
-        if kind == "stream" {
-            Ok(())
-        } else {
-            Err(FilterUnavailable::SegmentMissing(0))
-        }
-    }
-
     async fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> Result<bool, FilterUnavailable> {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         let script = &self.lease;
@@ -832,227 +1067,14 @@ impl FilterStore for RedisFilterStore {
             .await?;
         Ok(())
     }
+}
 
-    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
-        let key = lease_key(filter);
-        self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await
-    }
-
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
-        let at = meta.params.locate(&hash);
-        let (bits, _) = segment_keys(filter, meta.generation, at.segment);
-        let start = at.byte_offset_in_segment() as isize;
-        let end = start + BLOCK_BYTES as isize - 1;
-        let block: Vec<u8> =
-            match self.backend {
-                Backend::Single(_) => {
-                    self.call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                        c.getrange(bits, start, end).await
-                    })
-                    .await?
-                }
-                Backend::Cluster(_) => {
-                    let mut invocation = self.read_block.key(bits);
-                    invocation.arg(start).arg(end);
-                    self.run(self.timeout, Some(meta.incarnation), invocation).await?
-                }
-            };
-        // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
-        // is a missing segment, never "not seen".
-        let block: [u8; BLOCK_BYTES] = block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
-        Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
-    }
-
-    /// One script on a single Redis. On a cluster, where each segment is its own slot: one
-    /// script per touched segment, all answered before the journal entry is appended in the
-    /// filter's slot — an entry is still never seen without its bits, and an add whose bits or
-    /// entry failed is not acknowledged (bits set without an entry only add false positives;
-    /// the caller retries). Then, with replicas, `WAIT` until they have it all.
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
-        let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-        let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
-        for hash in &hashes {
-            let at = meta.params.locate(hash);
-            let base = u64::from(at.block_in_segment) * u64::from(BLOCK_BITS);
-            let (positions, n) = probe_positions(hash.probe_bits, meta.params.k);
-            by_segment.entry(at.segment).or_default().extend(positions[..n].iter().map(|p| base + u64::from(*p)));
-            entry.extend_from_slice(&encode_hash(hash));
-        }
-        let journal = meta.journal.then_some(entry);
-        let added: i64 = match &self.backend {
-            Backend::Single(_) => {
-                let call = self.add_call(filter, meta, by_segment.iter(), journal);
-                self.run(self.write_timeout, Some(meta.incarnation), call).await?
-            }
-            Backend::Cluster(cluster) => {
-                let bits = by_segment.iter().map(|segment| {
-                    let call = self.add_call(filter, meta, std::iter::once(segment), None);
-                    self.run::<i64>(self.write_timeout, Some(meta.incarnation), call)
-                });
-                futures::future::try_join_all(bits).await?;
-                let added = match journal {
-                    Some(entry) => {
-                        let call = self.add_call(filter, meta, std::iter::empty(), Some(entry));
-                        self.run(self.write_timeout, Some(meta.incarnation), call).await?
-                    }
-                    None => 1,
-                };
-                self.wait_for_replicas(cluster).await?;
-                added
-            }
-        };
-        match added {
-            1 | 2 => Ok(()),
-            // The journal is gone (lost with its keys): the recovery check rebuilds.
-            _ => Err(FilterUnavailable::SegmentMissing(0)),
-        }
-    }
-
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
-        let (bits, ver) = segment_keys(filter, meta.generation, index);
-        let script = &self.read_segment;
-        let (version, payload): (Option<String>, Option<Vec<u8>>) = self
-            .run(self.write_timeout, Some(meta.incarnation), {
-                let mut invocation = script.key(&bits);
-                invocation.key(&ver);
-                invocation
-            })
-            .await?;
-        match (parse_version(version), payload) {
-            (Some(version), Some(payload)) if payload.len() as u64 == meta.params.segment_bytes() => {
-                Ok(SegmentBits { version, payload })
-            }
-            _ => Err(FilterUnavailable::SegmentMissing(index)),
-        }
-    }
-
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
-        let ver = |index| segment_keys(filter, meta.generation, index).1;
-        let versions: Vec<Option<String>> =
-            match self.backend {
-                Backend::Single(_) => {
-                    let mut pipe = redis::pipe();
-                    for index in 0..meta.params.segment_count {
-                        pipe.get(ver(index));
-                    }
-                    self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                        pipe.query_async(&mut c).await
-                    })
-                    .await?
-                }
-                // Each version is in its own slot: one guarded read each, all at once.
-                Backend::Cluster(_) => {
-                    let reads = (0..meta.params.segment_count).map(|index| {
-                        self.run(self.write_timeout, Some(meta.incarnation), self.read_version.key(ver(index)))
-                    });
-                    futures::future::try_join_all(reads).await?
-                }
-            };
-        versions
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| parse_version(v).ok_or(FilterUnavailable::SegmentMissing(i as u32)))
-            .collect()
-    }
-
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
-        let filter = filter.to_owned();
-        let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
-        Ok(ones)
-    }
-
-    async fn count_ones_sampled(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        max_segments: u32,
-    ) -> Result<(u64, u32), FilterUnavailable> {
-        let filter = filter.to_owned();
-        self.count_sampled(&filter, meta, max_segments).await
-    }
-
-    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
-        Ok(Some(meta.params.total_bytes()))
-    }
-
+#[async_trait]
+impl FilterStore for RedisFilterStore {
     async fn ping(&self) -> Result<(), FilterUnavailable> {
         self.call(self.timeout, None, |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
             .await
             .map(|_| ())
-    }
-
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
-        let filter = filter.to_owned();
-        self.head_of(&filter, meta).await.map(|(head, _)| head)
-    }
-
-    async fn read_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
-    ) -> Result<JournalRead, FilterUnavailable> {
-        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries, false).await
-    }
-
-    async fn catch_up_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
-    ) -> Result<JournalRead, FilterUnavailable> {
-        // The copy's position was read from this journal (never re-created, in this same
-        // incarnation), so "nothing after my position" means caught up (`nothing_after` says
-        // when that answer can be trusted). On a single Redis that is asked in one MULTI of two
-        // plain commands whose replies are a few bytes, whatever the size of the last add (the
-        // newest entry itself, an add of a thousand keys, is 16 KB); the link only reaches the
-        // incarnation it knows, as for every plain read here. Anything else it answers (newer
-        // entries, no journal, a retired one) is read by the script, which tells them apart.
-        let single = matches!(self.backend, Backend::Single(_));
-        if single {
-            let key = journal_key(filter, meta.generation);
-            let after_position = format!("({}", after.stream_id());
-            let reply = self
-                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                    redis::pipe()
-                        .atomic()
-                        .cmd("XRANGE")
-                        .arg(&key)
-                        .arg(after_position)
-                        .arg("+")
-                        .arg("COUNT")
-                        .arg(1)
-                        .cmd("XLEN")
-                        .arg(&key)
-                        .query_async::<(Vec<StreamEntry>, u64)>(&mut c)
-                        .await
-                })
-                .await;
-            match reply {
-                Ok((newer, length)) if nothing_after(&newer, length) => return Ok(JournalRead::caught_up(after)),
-                Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
-                _ => {}
-            }
-        }
-        // On a cluster the script asks "is the newest entry mine?" itself (a plain command
-        // there cannot refuse a promoted replica); on a single Redis it was just asked.
-        self.read_journal_within(self.timeout, filter, meta, after, max_entries, !single).await
-    }
-
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
-        let filter = filter.to_owned();
-        let (_, entries) = self.head_of(&filter, meta).await?;
-        let key = journal_key(&filter, meta.generation);
-        let bytes: Option<u64> = self
-            .call(self.write_timeout, None, |mut c| async move {
-                redis::cmd("MEMORY").arg("USAGE").arg(key).query_async(&mut c).await
-            })
-            .await
-            .ok()
-            .flatten();
-        Ok(JournalSize { entries, bytes })
     }
 }
 
