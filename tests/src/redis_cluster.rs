@@ -100,7 +100,7 @@ pub async fn node(port: u16) -> redis::aio::MultiplexedConnection {
 }
 
 /// A field of a node's `INFO` text, by exact name (the origin's own reader).
-pub use bloomgate_origin::store::redis_link::info_field;
+pub use bloomgate_origin::store::redis::link::info_field;
 
 #[cfg(test)]
 mod tests {

@@ -8,9 +8,6 @@ pub mod consistency;
 pub mod embedded;
 pub mod key_file;
 pub mod redis;
-pub mod redis_cluster;
-pub mod redis_conn;
-pub mod redis_link;
 pub mod roles;
 pub mod state;
 

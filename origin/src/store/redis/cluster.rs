@@ -1,6 +1,6 @@
 //! The origin's connection to a Redis *Cluster*, and which Redis processes hold its slots.
 //!
-//! On one Redis, a new process means a new connection, so [`super::redis_link`] learns the
+//! On one Redis, a new process means a new connection, so [`super::link`] learns the
 //! incarnation once per connection. A cluster client reconnects, follows `MOVED` and learns a
 //! promoted replica on its own, so no connection can vouch for the process a command reaches.
 //! The check moves into Redis instead: every script the store sends in cluster mode carries the
@@ -15,8 +15,8 @@
 //! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
 
-use super::redis_link::{incarnation_from_info, info_field, CallOutcome};
-use super::FilterUnavailable;
+use super::link::{incarnation_from_info, info_field, CallOutcome};
+use crate::store::FilterUnavailable;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};

@@ -11,7 +11,7 @@
 //! next call; reconnecting is attempted at most every [`RECONNECT_BACKOFF`], so a Redis that is
 //! down costs lookups nothing but a fast fall-through.
 
-use super::FilterUnavailable;
+use crate::store::FilterUnavailable;
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use redis::aio::MultiplexedConnection;

@@ -30,9 +30,10 @@
 //! the process running it is one of the masters the generation was created on, and an add is
 //! one script per touched segment followed by the journal append (see `add`).
 
-use super::redis_cluster::{ClusterLink, GUARD_PRELUDE, REFUSED_CODE};
-use super::redis_conn::RedisConn;
-use super::redis_link::{CallOutcome, RedisLink};
+pub mod cluster;
+pub mod conn;
+pub mod link;
+
 use super::{
     CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention,
     JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
@@ -42,6 +43,9 @@ use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, probe_positions, BLOCK_BITS, BLOCK_BYTES};
 use bloomgate_filter::journal::{decode_hashes, encode_hash, HASH_BYTES};
 use bloomgate_filter::{JournalPosition, KeyHash};
+use cluster::{ClusterLink, GUARD_PRELUDE, REFUSED_CODE};
+use conn::RedisConn;
+use link::{CallOutcome, RedisLink};
 use redis::{AsyncCommands, FromRedisValue, Script, ScriptInvocation};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -287,7 +291,7 @@ enum Backend {
 /// What carried a call, to be told how it went (a broken connection is replaced).
 enum Carrier<'a> {
     /// The single Redis's link and the connection it lent.
-    Single(&'a RedisLink, std::sync::Arc<super::redis_link::Link>),
+    Single(&'a RedisLink, std::sync::Arc<link::Link>),
     /// The cluster's link.
     Cluster(&'a ClusterLink),
 }
@@ -433,7 +437,7 @@ impl RedisFilterStore {
 
     /// [`call`](Self::call), also returning the incarnation the call reached. On a cluster the
     /// expectation is checked against the masters last read here, and again inside Redis by
-    /// every script (a promoted replica refuses: see `redis_cluster`).
+    /// every script (a promoted replica refuses: see `cluster`).
     async fn call_at<T, F, Fut>(
         &self,
         limit: Duration,
@@ -543,7 +547,7 @@ impl RedisFilterStore {
     ) -> Result<(), FilterUnavailable> {
         let route = match master {
             None => None,
-            Some(address) => Some(super::redis_cluster::route_to(address)?),
+            Some(address) => Some(cluster::route_to(address)?),
         };
         let mut cursor: u64 = 0;
         loop {
