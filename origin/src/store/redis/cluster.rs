@@ -36,20 +36,9 @@ const RECONNECT_BACKOFF: Duration = Duration::from_secs(1);
 /// The error code a guarded script answers with on a process the generation does not know.
 pub const REFUSED_CODE: &str = "BGINCARNATION";
 
-/// Prepended to every script in cluster mode. Its arguments come last: the `run_id`s the
-/// caller accepts, then their count (0 = any process: calls that name no generation).
-/// `INFO server` is read inside the script, so the check and the work are one atomic step.
-pub const GUARD_PRELUDE: &str = r"
-local guard_n = tonumber(ARGV[#ARGV])
-if guard_n > 0 then
-  local me = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-  local known = false
-  for i = #ARGV - guard_n, #ARGV - 1 do
-    if ARGV[i] == me then known = true end
-  end
-  if not known then return redis.error_reply('BGINCARNATION this Redis process did not hold the generation') end
-end
-";
+/// Prepended to every script in cluster mode: the script refuses to run on any process but
+/// those whose `run_id`s its last arguments name (the contract is at the top of the file).
+pub const GUARD_PRELUDE: &str = include_str!("scripts/guard.lua");
 
 /// The masters that hold the cluster's slots, as one incarnation.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,274 @@
+//! What local copies and the edge's feed read: whole segments, every segment's version, and
+//! the insert journal (a Redis stream) after a position, with what tells whether the position
+//! is still covered.
+
+use super::keys::{journal_key, parse_stream_id, parse_version, segment_keys};
+use super::{Backend, RedisFilterStore};
+use crate::store::{CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalRead, SegmentBits};
+use async_trait::async_trait;
+use bloomgate_filter::journal::decode_hashes;
+use bloomgate_filter::JournalPosition;
+use std::time::Duration;
+
+#[async_trait]
+impl CopySource for RedisFilterStore {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
+        let (bits, ver) = segment_keys(filter, meta.generation, index);
+        let script = &self.scripts.read_segment;
+        let (version, payload): (Option<String>, Option<Vec<u8>>) = self
+            .run(self.write_timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&bits);
+                invocation.key(&ver);
+                invocation
+            })
+            .await?;
+        match (parse_version(version), payload) {
+            (Some(version), Some(payload)) if payload.len() as u64 == meta.params.segment_bytes() => {
+                Ok(SegmentBits { version, payload })
+            }
+            _ => Err(FilterUnavailable::SegmentMissing(index)),
+        }
+    }
+
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.head_of(&filter, meta).await.map(|(head, _)| head)
+    }
+
+    async fn catch_up_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        // The copy's position was read from this journal (never re-created, in this same
+        // incarnation), so "nothing after my position" means caught up (`nothing_after` says
+        // when that answer can be trusted). On a single Redis that is asked in one MULTI of two
+        // plain commands whose replies are a few bytes, whatever the size of the last add (the
+        // newest entry itself, an add of a thousand keys, is 16 KB); the link only reaches the
+        // incarnation it knows, as for every plain read here. Anything else it answers (newer
+        // entries, no journal, a retired one) is read by the script, which tells them apart.
+        let single = matches!(self.backend, Backend::Single(_));
+        if single {
+            let key = journal_key(filter, meta.generation);
+            let after_position = format!("({}", after.stream_id());
+            let reply = self
+                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                    redis::pipe()
+                        .atomic()
+                        .cmd("XRANGE")
+                        .arg(&key)
+                        .arg(after_position)
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(1)
+                        .cmd("XLEN")
+                        .arg(&key)
+                        .query_async::<(Vec<StreamEntry>, u64)>(&mut c)
+                        .await
+                })
+                .await;
+            match reply {
+                Ok((newer, length)) if nothing_after(&newer, length) => return Ok(JournalRead::caught_up(after)),
+                Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
+                _ => {}
+            }
+        }
+        // On a cluster the script asks "is the newest entry mine?" itself (a plain command
+        // there cannot refuse a promoted replica); on a single Redis it was just asked.
+        self.read_journal_within(self.timeout, filter, meta, after, max_entries, !single).await
+    }
+}
+
+#[async_trait]
+impl EdgeFeedStore for RedisFilterStore {
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
+        let ver = |index| segment_keys(filter, meta.generation, index).1;
+        let versions: Vec<Option<String>> =
+            match self.backend {
+                Backend::Single(_) => {
+                    let mut pipe = redis::pipe();
+                    for index in 0..meta.params.segment_count {
+                        pipe.get(ver(index));
+                    }
+                    self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
+                        pipe.query_async(&mut c).await
+                    })
+                    .await?
+                }
+                // Each version is in its own slot: one guarded read each, all at once.
+                Backend::Cluster(_) => {
+                    let reads = (0..meta.params.segment_count).map(|index| {
+                        self.run(self.write_timeout, Some(meta.incarnation), self.scripts.read_version.key(ver(index)))
+                    });
+                    futures::future::try_join_all(reads).await?
+                }
+            };
+        versions
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| parse_version(v).ok_or(FilterUnavailable::SegmentMissing(i as u32)))
+            .collect()
+    }
+
+    async fn read_journal(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries, false).await
+    }
+}
+
+/// A stream entry as XRANGE returns it: its id and its field/value pairs.
+type StreamEntry = (String, Vec<(String, Vec<u8>)>);
+
+/// Whether a journal read atomically as `newer` (its entries after a position, at most one)
+/// and `length` (its entry count) holds nothing after that position, for a position read from
+/// this journal. An empty answer alone is not enough: a journal deleted (flushed, evicted) reads
+/// as empty too, and so would one trimmed to nothing. But entries are only ever trimmed oldest
+/// first, so what a journal holds is always the newest of all its entries; if it holds any,
+/// and none is after the position, no entry after the position was ever appended.
+fn nothing_after(newer: &[StreamEntry], length: u64) -> bool {
+    newer.is_empty() && length > 0
+}
+
+/// Interprets `scripts/read_journal.lua`'s reply for a caller at `after` (see `JournalRead`).
+fn parse_journal_read(
+    reply: &[redis::Value],
+    after: JournalPosition,
+    max: u32,
+) -> Result<JournalRead, FilterUnavailable> {
+    let bad = |what: &str| FilterUnavailable::Error(format!("unexpected journal reply: {what}"));
+    let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
+        return match reply.first() {
+            Some(redis::Value::Int(0)) => Err(FilterUnavailable::SegmentMissing(0)),
+            Some(redis::Value::Int(2)) => Ok(JournalRead::caught_up(after)),
+            _ => Err(bad("shape")),
+        };
+    };
+    let max_deleted: String = redis::from_redis_value_ref(max_deleted).map_err(|_| bad("max-deleted-entry-id"))?;
+    let added: u64 = redis::from_redis_value_ref(added).map_err(|_| bad("entries-added"))?;
+    let deleted = parse_stream_id(&max_deleted).ok_or_else(|| bad("max-deleted-entry-id"))?;
+    // An entry after the caller's position was trimmed: what it holds cannot be brought up to
+    // date entry by entry.
+    if deleted > (after.id_ms, after.id_seq) || after.added > added {
+        return Ok(JournalRead::Reset);
+    }
+    let entries: Vec<StreamEntry> = redis::from_redis_value_ref(entries).map_err(|_| bad("entries"))?;
+    let count = entries.len() as u64;
+    // Without a COUNT cut, the entries after the position are exactly the ones added since: a
+    // position that is not this journal's would not add up.
+    if (count < u64::from(max) && after.added + count != added) || after.added + count > added {
+        return Ok(JournalRead::Reset);
+    }
+    let mut to = after;
+    let mut out = Vec::with_capacity(entries.len());
+    for (id, fields) in entries {
+        let (id_ms, id_seq) = parse_stream_id(&id).ok_or_else(|| bad("entry id"))?;
+        to = JournalPosition { added: to.added + 1, id_ms, id_seq };
+        let mut hashes = Vec::new();
+        for (field, value) in fields {
+            if field == "h" {
+                hashes.extend(decode_hashes(&value).ok_or_else(|| bad("entry length"))?);
+            }
+        }
+        out.push(hashes);
+    }
+    Ok(JournalRead::Entries { to, entries: out, head: added })
+}
+
+impl RedisFilterStore {
+    /// Up to `max_entries` journal entries after `after`, under `timeout`; `own_position`: the
+    /// position was read from this journal (see `scripts/read_journal.lua`).
+    pub(super) async fn read_journal_within(
+        &self,
+        timeout: Duration,
+        filter: &str,
+        meta: FilterMeta,
+        after: JournalPosition,
+        max_entries: u32,
+        own_position: bool,
+    ) -> Result<JournalRead, FilterUnavailable> {
+        let key = journal_key(filter, meta.generation);
+        let script = &self.scripts.read_journal;
+        let after_id = after.stream_id();
+        let reply: Vec<redis::Value> = self
+            .run(timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&key);
+                invocation.arg(after_id).arg(max_entries).arg(u8::from(own_position));
+                invocation
+            })
+            .await?;
+        parse_journal_read(&reply, after, max_entries)
+    }
+
+    /// The journal's head and length.
+    pub(super) async fn head_of(
+        &self,
+        filter: &str,
+        meta: FilterMeta,
+    ) -> Result<(JournalPosition, u64), FilterUnavailable> {
+        let key = journal_key(filter, meta.generation);
+        let script = &self.scripts.journal_head;
+        let reply: Vec<redis::Value> = self.run(self.write_timeout, Some(meta.incarnation), script.key(&key)).await?;
+        let bad = || FilterUnavailable::Error("unexpected XINFO STREAM reply".into());
+        match reply.as_slice() {
+            [redis::Value::Int(1), added, last, length] => {
+                let added: u64 = redis::from_redis_value_ref(added).map_err(|_| bad())?;
+                let last: String = redis::from_redis_value_ref(last).map_err(|_| bad())?;
+                let length: u64 = redis::from_redis_value_ref(length).map_err(|_| bad())?;
+                let (id_ms, id_seq) = parse_stream_id(&last).ok_or_else(bad)?;
+                Ok((JournalPosition { added, id_ms, id_seq }, length))
+            }
+            _ => Err(FilterUnavailable::SegmentMissing(0)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloomgate_filter::journal::HASH_BYTES;
+
+    #[test]
+    fn journal_replies_cover_the_position_or_say_reset() {
+        use redis::Value::{Array, BulkString, Int};
+        let s = |t: &str| BulkString(t.as_bytes().to_vec());
+        let entry = |id: &str, hashes: &[u8]| Array(vec![s(id), Array(vec![s("h"), BulkString(hashes.to_vec())])]);
+        let after = JournalPosition { added: 5, id_ms: 100, id_seq: 0 };
+        let h = [7u8; HASH_BYTES];
+        let reply = [Int(1), s("90-0"), Int(7), s("102-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
+        let JournalRead::Entries { to, entries, head } = parse_journal_read(&reply, after, 100).unwrap() else {
+            panic!()
+        };
+        assert_eq!(to, JournalPosition { added: 7, id_ms: 102, id_seq: 0 });
+        assert_eq!(entries.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0]);
+        assert_eq!(head, 7, "read to the head");
+        // A COUNT cut: short of the head, and it says so.
+        let cut = [Int(1), s("90-0"), Int(9), s("104-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
+        let JournalRead::Entries { to, head, .. } = parse_journal_read(&cut, after, 2).unwrap() else { panic!() };
+        assert_eq!((to.added, head), (7, 9));
+        // Trimmed past the position: the entries in between are gone.
+        let trimmed = [Int(1), s("100-1"), Int(7), s("102-0"), Array(vec![])];
+        assert_eq!(parse_journal_read(&trimmed, after, 100).unwrap(), JournalRead::Reset);
+        // A position that does not add up with this journal (7 added, 5 + 1 seen).
+        let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])])];
+        assert_eq!(parse_journal_read(&short, after, 100).unwrap(), JournalRead::Reset);
+        assert!(matches!(parse_journal_read(&[Int(0)], after, 100), Err(FilterUnavailable::SegmentMissing(0))));
+        let newer = vec![("101-0".to_owned(), Vec::new())];
+        assert!(nothing_after(&[], 3), "entries, none after the position: caught up");
+        assert!(!nothing_after(&newer, 3), "a newer entry: read it");
+        assert!(!nothing_after(&[], 0), "no journal, or one trimmed to nothing: the script tells which");
+        let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
+        assert_eq!(
+            parse_journal_read(&[Int(2)], after, 100).unwrap(),
+            caught_up,
+            "nothing after the caller's position"
+        );
+        assert_eq!(JournalRead::caught_up(after), caught_up);
+    }
+}

@@ -1,0 +1,66 @@
+//! What a lookup asks of Redis: the filter's state (the readable generation) and one block of
+//! bits. The lookup timeout applies: slower is "unavailable", and the lookup falls through.
+
+use super::keys::{meta_key, segment_keys};
+use super::{Backend, RedisFilterStore};
+use crate::store::{FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore};
+use async_trait::async_trait;
+use bloomgate_filter::block::{bytes_contain, probe_mask, BLOCK_BYTES};
+use bloomgate_filter::KeyHash;
+use redis::AsyncCommands;
+use std::time::Duration;
+
+impl RedisFilterStore {
+    /// Reads a filter's state from its meta key under `limit` (lookups and writes wait differently long).
+    pub(super) async fn read_state(&self, filter: &str, limit: Duration) -> Result<FilterState, FilterUnavailable> {
+        let key = meta_key(filter);
+        let (json, incarnation): (Option<String>, u64) =
+            self.call_at(limit, None, |mut c| async move { c.get(key).await }).await?;
+        let json = json.ok_or(FilterUnavailable::MetaMissing)?;
+        let mut state: FilterState =
+            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))?;
+        state.read_from = incarnation;
+        Ok(state)
+    }
+}
+
+#[async_trait]
+impl StateStore for RedisFilterStore {
+    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.read_state(&filter, self.timeout).await
+    }
+
+    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+        let filter = filter.to_owned();
+        self.read_state(&filter, self.write_timeout).await
+    }
+}
+
+#[async_trait]
+impl LookupStore for RedisFilterStore {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
+        let at = meta.params.locate(&hash);
+        let (bits, _) = segment_keys(filter, meta.generation, at.segment);
+        let start = at.byte_offset_in_segment() as isize;
+        let end = start + BLOCK_BYTES as isize - 1;
+        let block: Vec<u8> =
+            match self.backend {
+                Backend::Single(_) => {
+                    self.call(self.timeout, Some(meta.incarnation), |mut c| async move {
+                        c.getrange(bits, start, end).await
+                    })
+                    .await?
+                }
+                Backend::Cluster(_) => {
+                    let mut invocation = self.scripts.read_block.key(bits);
+                    invocation.arg(start).arg(end);
+                    self.run(self.timeout, Some(meta.incarnation), invocation).await?
+                }
+            };
+        // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
+        // is a missing segment, never "not seen".
+        let block: [u8; BLOCK_BYTES] = block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;
+        Ok(bytes_contain(&block, &probe_mask(hash.probe_bits, meta.params.k)))
+    }
+}

@@ -1,0 +1,46 @@
+-- One add, atomically: sets the bits in each touched segment, then appends the hashes to the
+-- generation's insert journal (when it has one), so an entry is never seen without its bits
+-- and no bits of an acknowledged add are ever missing from the journal.
+--
+-- KEYS: `bits`, `ver` of each touched segment, then the journal (if ARGV[1] is 1).
+-- ARGV: [1] journal 0/1, [2] the journal's max entries, [3] its oldest id kept, [4] the entry
+--       (the keys' hashes), then per segment a count n and n bit offsets.
+-- Returns 1; 2 when the journal was retired (the generation is unreadable: a harmless no-op,
+-- as the bits were); 0 when a journal that should exist is missing (the add must not be
+-- acknowledged).
+--
+-- A segment whose version is `retired` or `lost` is skipped: the add changes nothing there and
+-- is harmless. One found half gone (bits or version missing: evicted, deleted) is marked lost
+-- first (bits deleted, version `lost`) so no reader, origin or edge, can ever use it again; the
+-- recovery check rebuilds the generation. It is never re-created as zeros. A changed segment's
+-- version is bumped. The journal is never re-created (NOMKSTREAM semantics), so its positions
+-- never restart.
+local journal = ARGV[1] == '1'
+local segments = #KEYS
+if journal then segments = segments - 1 end
+local at = 5
+for s = 1, segments, 2 do
+  local bits, ver = KEYS[s], KEYS[s + 1]
+  local n = tonumber(ARGV[at])
+  local v = redis.call('GET', ver)
+  if v == 'retired' or v == 'lost' then
+  elseif v == false or redis.call('EXISTS', bits) == 0 then
+    redis.call('DEL', bits)
+    redis.call('SET', ver, 'lost')
+  else
+    local changed = 0
+    for i = at + 1, at + n do
+      if redis.call('SETBIT', bits, ARGV[i], 1) == 0 then changed = 1 end
+    end
+    if changed == 1 then redis.call('INCR', ver) end
+  end
+  at = at + n + 1
+end
+if not journal then return 1 end
+local jnl = KEYS[#KEYS]
+local kind = redis.call('TYPE', jnl)['ok']
+if kind == 'string' and redis.call('GET', jnl) == 'retired' then return 2 end
+if kind ~= 'stream' then return 0 end
+redis.call('XADD', jnl, 'MAXLEN', '~', ARGV[2], '*', 'h', ARGV[4])
+redis.call('XTRIM', jnl, 'MINID', '~', ARGV[3])
+return 1
