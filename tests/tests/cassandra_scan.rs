@@ -4,8 +4,8 @@
 //!
 //! Needs `scripts/services start` (Cassandra).
 
+use bloomgate_origin::store::cassandra::schema::create_statements;
 use bloomgate_origin::store::cassandra::{CassandraDatabase, CassandraSettings};
-use bloomgate_origin::store::cassandra_schema::create_statements;
 use bloomgate_origin::store::Database;
 use bloomgate_tests::{cassandra_addr, require, unique_filter};
 use std::collections::BTreeSet;

@@ -3,10 +3,7 @@
 //! redb for the quick start). All I/O to a system lives in that system's module.
 
 pub mod cassandra;
-pub mod cassandra_schema;
-pub mod consistency;
 pub mod embedded;
-pub mod key_file;
 pub mod redis;
 pub mod roles;
 pub mod state;

@@ -16,15 +16,15 @@
 //! (each replica indexes a row as it stores it). Without the index (a schema managed
 //! elsewhere), or while it is still being built, a range is read whole and filtered here.
 
+pub mod consistency;
 mod drop;
+pub mod schema;
 
-use super::cassandra_schema::{
-    create_statements, schema_problems, unmanaged_schema_error, ExistingColumn, FILTER_INDEX,
-};
-use super::consistency::{check_overlap, Replication};
 use super::{Database, DatabaseError, FilterDef};
 use async_trait::async_trait;
 use bloomgate_filter::KeyFormat;
+use consistency::{check_overlap, Replication};
+use schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn, FILTER_INDEX};
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::errors::{ExecutionError, RequestAttemptError};

@@ -28,7 +28,7 @@ const fn column(table: &'static str, column: &'static str, cql_type: &'static st
     RequiredColumn { table, column, cql_type, kind }
 }
 
-/// Every column the statements in `cassandra.rs` use. `keys` is partitioned by (filter, key)
+/// Every column the statements in `cassandra` use. `keys` is partitioned by (filter, key)
 /// together: one key is one partition, and `token(filter, key)` cuts the rebuild's scan.
 pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
     column("keys", "filter", "text", ColumnKind::PartitionKey),

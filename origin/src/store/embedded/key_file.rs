@@ -1,7 +1,7 @@
 //! The keys of the quick start in an embedded redb file: the [`Database`] of an origin with no
 //! `cassandra_nodes`, one process only.
 
-use super::{Database, DatabaseError, FilterDef};
+use crate::store::{Database, DatabaseError, FilterDef};
 use async_trait::async_trait;
 use redb::{Database as RedbFile, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::Path;

@@ -1,14 +1,11 @@
-//! The quick-start backends: the filter in process (here) and the keys in an embedded redb
-//! file ([`RedbDatabase`], in `key_file`), so `bloomgate-origin serve` answers with nothing
-//! else installed. Same traits, same guarantees (the filter is rebuilt from the key file at
-//! start-up), one process only.
+//! The filter held in this process's memory: generations, states, journals and leases as in
+//! Redis, behind the same roles, for one process only (it lives and dies with it).
 
-pub use super::key_file::RedbDatabase;
-use super::{
+use crate::build_progress::BuildProgress;
+use crate::store::{
     CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention,
     JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
 };
-use crate::build_progress::BuildProgress;
 use async_trait::async_trait;
 use bloomgate_filter::JournalPosition;
 use bloomgate_filter::{BloomFilter, KeyHash};
