@@ -1,6 +1,14 @@
 //! The two backends behind small traits: the shared *filter* (Redis in production, in-process
 //! for the quick start) and the *database*, the source of truth (Cassandra in production,
 //! redb for the quick start). All I/O to a system lives in that system's module.
+//!
+//! # Layout
+//! - [`roles`]: the filter store's traits, one per path that calls it, and [`Roles`].
+//! - [`state`]: a filter's generations and which of them readers and writers may use (pure).
+//! - [`redis`]: the filter in Redis or a Redis Cluster.
+//! - [`cassandra`]: the database in Cassandra.
+//! - [`embedded`]: the quick start's filter in process and keys in a redb file.
+//! - Here: the types every backend shares, and the [`Database`] trait.
 
 pub mod cassandra;
 pub mod embedded;

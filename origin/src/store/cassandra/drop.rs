@@ -3,7 +3,8 @@
 //! by range through the filter index (or by reading each range whole without it), in bounded
 //! chunks: a filter of any size is deleted in constant memory.
 
-use super::{classify, err, token_ranges, CassandraDatabase, SCAN_RANGES};
+use super::scan::{token_ranges, SCAN_RANGES};
+use super::{applied, classify, err, CassandraDatabase};
 use crate::store::DatabaseError;
 use futures::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
@@ -16,20 +17,15 @@ const DELETES_IN_FLIGHT: usize = 32;
 impl CassandraDatabase {
     /// Deletes the definition; true if it existed.
     pub(super) async fn delete_definition(&self, name: &str) -> Result<bool, DatabaseError> {
-        let result = self.session.execute_unpaged(&self.drop_filter, (name.to_owned(),)).await.map_err(classify)?;
-        // The first column of an LWT's result is `[applied]`.
-        let rows = result.into_rows_result().map_err(err)?;
-        let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(err)?;
-        Ok(matches!(
-            first.as_ref().and_then(|row| row.columns.first()),
-            Some(Some(scylla::value::CqlValue::Boolean(true)))
-        ))
+        let result =
+            self.session.execute_unpaged(&self.statements.drop_filter, (name.to_owned(),)).await.map_err(classify)?;
+        applied(result)
     }
 
     /// Whether `filter` holds a key, read through the filter index; without the index (or while
     /// it cannot answer) the table would have to be read whole to tell, so: maybe (true).
     pub(super) async fn any_key_of(&self, filter: &str) -> Result<bool, DatabaseError> {
-        let Some(any_key) = &self.any_key else { return Ok(true) };
+        let Some(any_key) = &self.statements.any_key else { return Ok(true) };
         match self.session.execute_unpaged(any_key, (filter.to_owned(),)).await {
             Ok(result) => {
                 let rows = result.into_rows_result().map_err(err)?;
@@ -52,7 +48,7 @@ impl CassandraDatabase {
     /// The keys of `filter` in one token range, through the index if it answers, else the
     /// range read whole.
     async fn delete_range(&self, filter: &str, start: i64, end: i64) -> Result<u64, DatabaseError> {
-        if let Some(indexed) = &self.scan_filter_range {
+        if let Some(indexed) = &self.statements.scan_filter_range {
             match self.delete_rows(indexed, (filter, start, end), filter).await {
                 Ok(n) => return Ok(n),
                 Err(e) => {
@@ -60,7 +56,7 @@ impl CassandraDatabase {
                 }
             }
         }
-        self.delete_rows(&self.scan_range, (start, end), filter).await
+        self.delete_rows(&self.statements.scan_range, (start, end), filter).await
     }
 
     /// Reads rows `(filter, key)` from `scan` and deletes those of `filter`, a chunk at a time.
@@ -92,8 +88,9 @@ impl CassandraDatabase {
 
     async fn delete_chunk(&self, filter: &str, keys: Vec<Vec<u8>>) -> Result<u64, DatabaseError> {
         let n = keys.len() as u64;
-        let deletes =
-            keys.into_iter().map(|key| self.session.execute_unpaged(&self.delete_key, (filter.to_owned(), key)));
+        let deletes = keys
+            .into_iter()
+            .map(|key| self.session.execute_unpaged(&self.statements.delete_key, (filter.to_owned(), key)));
         futures::stream::iter(deletes)
             .buffer_unordered(DELETES_IN_FLIGHT)
             .map_err(classify)

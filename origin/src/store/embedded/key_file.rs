@@ -80,17 +80,11 @@ impl RedbDatabase {
 
     /// Every stored key of `filter`, for rebuilding the in-process filter at start-up.
     pub fn keys_of(&self, filter: &str) -> Result<Vec<Vec<u8>>, DatabaseError> {
-        let tx = self.db.begin_read().map_err(err)?;
-        let table = tx.open_table(KEYS).map_err(err)?;
-        let prefix = row_key(filter, b"");
         let mut out = Vec::new();
-        for entry in table.range(prefix.as_slice()..).map_err(err)? {
-            let (k, _) = entry.map_err(err)?;
-            let Some(key) = k.value().strip_prefix(prefix.as_slice()) else {
-                break;
-            };
-            out.push(key.to_vec());
-        }
+        scan_chunks(&self.db, filter, |chunk| {
+            out.extend(chunk);
+            true
+        })?;
         Ok(out)
     }
 

@@ -1,0 +1,144 @@
+//! Every CQL statement the store runs, prepared once at start-up with the configured
+//! consistency, timeout and idempotence (see the module doc of `cassandra` for why one level
+//! serves all of them, and the one exception).
+
+use super::schema::{create_statements, FILTER_INDEX};
+use super::{err, CassandraSettings};
+use crate::store::DatabaseError;
+use scylla::client::session::Session;
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+use std::time::Duration;
+
+/// Rows per page of a scan.
+const SCAN_PAGE: i32 = 5000;
+
+/// The prepared statements.
+pub(super) struct Statements {
+    /// A key's value, by its full partition key.
+    pub get_key: PreparedStatement,
+    /// A key stored (a plain insert).
+    pub put_key: PreparedStatement,
+    /// A key deleted (a plain delete).
+    pub delete_key: PreparedStatement,
+    /// A definition inserted unless one exists (a lightweight transaction).
+    pub insert_filter: PreparedStatement,
+    /// One definition.
+    pub get_filter: PreparedStatement,
+    /// Every definition.
+    pub all_filters: PreparedStatement,
+    /// A definition's sizing changed (a lightweight transaction).
+    pub resize: PreparedStatement,
+    /// A definition deleted (a lightweight transaction).
+    pub drop_filter: PreparedStatement,
+    /// Every key in a token range, read whole.
+    pub scan_range: PreparedStatement,
+    /// One filter's keys in a token range, through the filter index (if it exists).
+    pub scan_filter_range: Option<PreparedStatement>,
+    /// One key of a filter, through the filter index (if it exists).
+    pub any_key: Option<PreparedStatement>,
+    /// The health ping.
+    pub ping: PreparedStatement,
+}
+
+/// Prepares statements on one session at the configured level and timeout.
+struct Preparer<'a> {
+    session: &'a Session,
+    settings: &'a CassandraSettings,
+}
+
+impl Preparer<'_> {
+    async fn prepare(&self, cql: String, idempotent: bool) -> Result<PreparedStatement, DatabaseError> {
+        let mut p = self.session.prepare(cql).await.map_err(err)?;
+        p.set_consistency(self.settings.consistency);
+        p.set_request_timeout(Some(self.settings.timeout));
+        p.set_is_idempotent(idempotent);
+        Ok(p)
+    }
+
+    /// A lightweight transaction: never retried blindly, and with a serial consistency
+    /// (SERIAL works on one node and many).
+    async fn prepare_lwt(&self, cql: String) -> Result<PreparedStatement, DatabaseError> {
+        let mut p = self.prepare(cql, false).await?;
+        p.set_serial_consistency(Some(SerialConsistency::Serial));
+        Ok(p)
+    }
+
+    /// A scan, paged. Prepared like the rest, so every page runs at the configured level
+    /// (LOCAL_QUORUM by default), never the driver's default; a rebuild may take minutes, so
+    /// each page gets a generous timeout, not the lookup one.
+    async fn prepare_scan(&self, cql: String) -> Result<PreparedStatement, DatabaseError> {
+        let mut scan = self.prepare(cql, true).await?;
+        scan.set_page_size(SCAN_PAGE);
+        scan.set_request_timeout(Some(self.settings.timeout.max(Duration::from_secs(10))));
+        Ok(scan)
+    }
+}
+
+impl Statements {
+    /// Prepares every statement against the keyspace in `settings`.
+    pub async fn prepare(session: &Session, settings: &CassandraSettings) -> Result<Statements, DatabaseError> {
+        let p = Preparer { session, settings };
+        let ks = &settings.keyspace;
+        let definition = "name, key_format, capacity, fp_rate, segment_bytes";
+        let (scan_filter_range, any_key) = indexed(&p, settings).await;
+        let mut ping = p.prepare("SELECT release_version FROM system.local".to_string(), true).await?;
+        // The one exception to the configured level (see the module doc): a node-local table.
+        ping.set_consistency(Consistency::One);
+        Ok(Statements {
+            get_key: p.prepare(format!("SELECT value FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?,
+            put_key: p.prepare(format!("INSERT INTO {ks}.keys (filter, key, value) VALUES (?, ?, ?)"), true).await?,
+            // A plain delete, like the plain insert: a lightweight-transaction delete mixed with
+            // plain inserts on the same rows orders them by two different clocks (Paxos ballots
+            // and write timestamps), and could shadow an insert acknowledged after it.
+            delete_key: p.prepare(format!("DELETE FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?,
+            // Definitions are written only by lightweight transactions (create, resize, drop),
+            // never mixed with plain writes.
+            insert_filter: p
+                .prepare_lwt(format!("INSERT INTO {ks}.filters ({definition}) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"))
+                .await?,
+            get_filter: p.prepare(format!("SELECT {definition} FROM {ks}.filters WHERE name = ?"), true).await?,
+            all_filters: p.prepare(format!("SELECT {definition} FROM {ks}.filters"), true).await?,
+            resize: p
+                .prepare_lwt(format!("UPDATE {ks}.filters SET capacity = ?, fp_rate = ? WHERE name = ? IF EXISTS"))
+                .await?,
+            drop_filter: p.prepare_lwt(format!("DELETE FROM {ks}.filters WHERE name = ? IF EXISTS")).await?,
+            scan_range: p
+                .prepare_scan(format!(
+                    "SELECT filter, key FROM {ks}.keys WHERE token(filter, key) >= ? AND token(filter, key) <= ?"
+                ))
+                .await?,
+            scan_filter_range,
+            any_key,
+            ping,
+        })
+    }
+}
+
+/// The statements that go through the filter index: one filter's keys in a token range, and
+/// any one key of a filter. Without the index (a schema managed elsewhere that lacks it) they
+/// do not prepare, and rebuilds read the whole table.
+async fn indexed(
+    p: &Preparer<'_>,
+    settings: &CassandraSettings,
+) -> (Option<PreparedStatement>, Option<PreparedStatement>) {
+    let ks = &settings.keyspace;
+    let scan = p
+        .prepare_scan(format!(
+            "SELECT filter, key FROM {ks}.keys WHERE filter = ? AND token(filter, key) >= ? AND token(filter, key) <= ?"
+        ))
+        .await;
+    let scan = match scan {
+        Ok(scan) => Some(scan),
+        Err(e) => {
+            tracing::warn!(
+                cause = %e,
+                "no index {FILTER_INDEX} on {ks}.keys: rebuilds read the whole table; create it with: {}",
+                create_statements(ks, &settings.replication)[3]
+            );
+            None
+        }
+    };
+    let any_key = p.prepare(format!("SELECT key FROM {ks}.keys WHERE filter = ? LIMIT 1"), true).await.ok();
+    (scan, any_key)
+}
