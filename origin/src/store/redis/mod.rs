@@ -35,11 +35,11 @@
 //! - [`cluster`]: the connection to a Redis Cluster, and which processes hold its slots.
 //! - [`conn`]: one connection type over both, and how every call goes (timeout, incarnation
 //!   check, telling the link how it went).
-//! - [`scripts`]: the Lua scripts (`scripts/*.lua`, each opening with its KEYS/ARGV contract).
-//! - [`keys`]: the key names above.
-//! - By role (see `store::roles`): [`lookup`] (the state and one block of bits), [`write`]
-//!   (adds and delete counts), [`feed`] (segments and the journal, for local copies and edges),
-//!   [`stats`] (fill, deletes, memory, progress, whole segments), [`lifecycle`] (generations
+//! - `scripts`: the Lua scripts (`scripts/*.lua`, each opening with its KEYS/ARGV contract).
+//! - `keys`: the key names above.
+//! - By role (see `store::roles`): `lookup` (the state and one block of bits), `write`
+//!   (adds and delete counts), `feed` (segments and the journal, for local copies and edges),
+//!   `stats` (fill, deletes, memory, progress, whole segments), `lifecycle` (generations
 //!   created, merged, retired and cleared; the rebuild lease).
 
 pub mod cluster;
