@@ -28,7 +28,7 @@ pub trait StateStore: Send + Sync + 'static {
     /// The filter's generations, with `read_from` set to the incarnation of the store process
     /// that answered; `MetaMissing` if the filter store has no record of the filter.
     async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable>;
-    /// [`state`](Self::state) for the write path and admin reads (stats): under the write
+    /// [`state`](StateStore::state) for the write path and admin reads (stats): under the write
     /// timeout, since a write must not fail because lookups' short timeout expired behind
     /// other writes' scripts.
     async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
@@ -135,7 +135,7 @@ pub trait StatsStore: StateStore {
 /// rebuilds (with their lease and published progress).
 #[async_trait]
 pub trait LifecycleStore: StateStore {
-    /// The incarnation of the store process answering now (see [`state`](Self::state)).
+    /// The incarnation of the store process answering now (see [`state`](StateStore::state)).
     async fn incarnation(&self) -> Result<u64, FilterUnavailable>;
     /// Creates generation `meta.generation` with all segments zeroed and its insert journal
     /// (idempotent). Does not change which generation is active.
