@@ -120,7 +120,6 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let settings = GateSettings {
         cache_ttl: std::time::Duration::from_millis(config.meta_cache_ms),
         filter_enabled: config.filter_enabled,
-        max_batch: config.max_batch,
         max_filter_bytes: config.max_filter_bytes,
         journal_enabled: config.journal_enabled,
         local_copy_max_bytes,

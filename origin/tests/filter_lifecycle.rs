@@ -144,7 +144,6 @@ fn gate_with_held_puts(dir: &std::path::Path) -> (Arc<Gate>, Arc<Hooked>) {
     let settings = GateSettings {
         cache_ttl: Duration::from_secs(60),
         filter_enabled: true,
-        max_batch: 10,
         max_filter_bytes: 1 << 30,
         journal_enabled: true,
         local_copy_max_bytes: 0,

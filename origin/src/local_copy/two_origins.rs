@@ -18,7 +18,6 @@ fn origins(dir: &std::path::Path) -> (Arc<Gate>, Arc<Gate>) {
     let settings = GateSettings {
         cache_ttl: Duration::from_secs(1),
         filter_enabled: true,
-        max_batch: 100,
         max_filter_bytes: 1 << 30,
         journal_enabled: true,
         local_copy_max_bytes: 1 << 20,

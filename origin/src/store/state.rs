@@ -26,6 +26,7 @@
 //! before knows the filter was dropped (and maybe created again) meanwhile, and is not
 //! acknowledged (see `gate::filters` for the whole argument).
 
+use super::FilterUnavailable;
 use bloomgate_filter::{KeyFormat, Params};
 use serde::{Deserialize, Serialize};
 
@@ -114,6 +115,17 @@ impl FilterState {
     /// The generation lookups may read, if its bits are in this store.
     pub fn readable(&self) -> Option<FilterMeta> {
         self.active.filter(|m| self.is_current(m))
+    }
+
+    /// The generation lookups may read, or why there is none: the filter was dropped, the
+    /// active generation's bits are of another incarnation, or no generation is active.
+    pub fn readable_or_why(&self) -> Result<FilterMeta, FilterUnavailable> {
+        match self.readable() {
+            Some(meta) => Ok(meta),
+            None if self.dropped.is_some() => Err(FilterUnavailable::Dropped),
+            None if self.active_is_stale() => Err(FilterUnavailable::Incarnation),
+            None => Err(FilterUnavailable::MetaMissing),
+        }
     }
 
     /// Generations of another incarnation: their bits may have lost acknowledged adds.

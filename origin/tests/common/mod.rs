@@ -104,7 +104,6 @@ impl Embedded {
         let settings = GateSettings {
             cache_ttl: Duration::from_millis(config.meta_cache_ms),
             filter_enabled: config.filter_enabled,
-            max_batch: config.max_batch,
             max_filter_bytes: config.max_filter_bytes,
             journal_enabled: config.journal_enabled,
             local_copy_max_bytes: 0,

@@ -1,0 +1,204 @@
+//! The lookup path: filter first; the database on "maybe", or when the filter cannot answer.
+//! The rule that makes it safe is [`after_filter`]: only a definite "no" from the filter
+//! answers "not seen"; every failure falls through, never reads as "no".
+//!
+//! The filter is asked through a local copy when one is held and current behind its read
+//! barrier (`local_copy`), else the filter store; the readable generation comes from a
+//! metadata cache whose every entry stays safe to read, however old (see `Gate::meta`).
+
+use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
+use crate::error::AppError;
+use crate::metrics::{Fallthrough, Store};
+use crate::store::{FilterMeta, FilterUnavailable};
+use bloomgate_filter::hash_key;
+use futures::StreamExt;
+use std::time::Instant;
+
+/// Who gave the answer (the API's type).
+pub use bloomgate_client::api::AnsweredBy;
+
+/// A lookup's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// Whether the key is stored.
+    pub seen: bool,
+    /// Who answered.
+    pub answered_by: AnsweredBy,
+    /// The stored value, when seen.
+    pub value: Option<Vec<u8>>,
+}
+
+/// What to do after asking the filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterFilter {
+    /// The filter said no: answer "not seen" without the database.
+    AnswerNotSeen,
+    /// The filter said maybe: ask the database (a "no" there is a false positive).
+    AskDatabaseAfterMaybe,
+    /// The filter could not answer: ask the database, as if there were no filter.
+    AskDatabaseFilterUnavailable(Fallthrough),
+    /// The filter was dropped: answer "no such filter", never "not seen".
+    NoSuchFilter,
+}
+
+/// The decision at the heart of the gate. Only a definite `Ok(false)` answers "not seen";
+/// every failure is a fall-through, never a "no"; a dropped filter is no filter at all.
+pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
+    match answer {
+        Ok(false) => AfterFilter::AnswerNotSeen,
+        Ok(true) => AfterFilter::AskDatabaseAfterMaybe,
+        Err(FilterUnavailable::Dropped) => AfterFilter::NoSuchFilter,
+        Err(e) => AfterFilter::AskDatabaseFilterUnavailable(fallthrough(e)),
+    }
+}
+
+/// The reason a lookup falls through, as metrics label it.
+fn fallthrough(e: &FilterUnavailable) -> Fallthrough {
+    match e {
+        FilterUnavailable::Timeout => Fallthrough::Timeout,
+        FilterUnavailable::Error(_) => Fallthrough::Error,
+        FilterUnavailable::MetaMissing => Fallthrough::MetaMissing,
+        FilterUnavailable::SegmentMissing(_) => Fallthrough::SegmentMissing,
+        FilterUnavailable::Incarnation => Fallthrough::IncarnationChanged,
+        // Never a fall-through (see `after_filter`); counted as what it looks like to the
+        // bits: no metadata.
+        FilterUnavailable::Dropped => Fallthrough::MetaMissing,
+    }
+}
+
+impl Gate {
+    /// The generation lookups read, cached for `cache_ttl`.
+    ///
+    /// A cached copy never makes a "no" wrong, however old: every generation a state names
+    /// takes every add until it is retired, and a retired generation's bits are gone before
+    /// the state stops naming it, so reading it falls through (see `store::state`). The cache
+    /// is dropped whenever the filter could not answer, so the next lookup reads the state.
+    async fn meta(&self, name: &str) -> Result<FilterMeta, FilterUnavailable> {
+        let cached = self.metas.read().unwrap_or_else(|e| e.into_inner()).get(name).copied();
+        if let Some((meta, at)) = cached {
+            if at.elapsed() < self.cache_ttl {
+                return Ok(meta);
+            }
+        }
+        let asked = Instant::now();
+        let meta = self.store.lookup.state(name).await.and_then(|s| s.readable_or_why());
+        let mut metas = self.metas.write().unwrap_or_else(|e| e.into_inner());
+        match &meta {
+            Ok(m) => metas.insert(name.into(), (*m, asked)),
+            Err(_) => metas.remove(name),
+        };
+        meta
+    }
+
+    pub(super) fn forget_meta(&self, name: &str) {
+        self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+    }
+
+    async fn ask_filter(&self, name: &str, key: &[u8]) -> (Result<bool, FilterUnavailable>, Store) {
+        let meta = match self.meta(name).await {
+            Ok(meta) => meta,
+            Err(e) => return (Err(e), Store::Redis),
+        };
+        let hash = hash_key(key, meta.params.seed);
+        // The local copy answers only behind its read barrier (see `local_copy`); when it
+        // cannot, the store is asked as if there were none.
+        let held = match &self.copies {
+            Some(copies) if meta.journal => copies.may_contain(name, meta, &hash).await,
+            _ => None,
+        };
+        let (answer, asked) = match held {
+            Some(answer) => (answer, Store::LocalCopy),
+            None => (self.store.lookup.may_contain(name, meta, hash).await, Store::Redis),
+        };
+        if answer.is_err() {
+            self.forget_meta(name);
+        }
+        (answer, asked)
+    }
+
+    /// Looks up one key.
+    pub async fn lookup(&self, name: &str, raw_key: &[u8]) -> Result<Answer, AppError> {
+        let started = Instant::now();
+        let def = self.def(name).await?;
+        let key = def.key_format.normalize(raw_key)?;
+        let answer = self.lookup_normalized(name, &key).await;
+        self.metrics.observe_lookup(started.elapsed());
+        answer
+    }
+
+    async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
+        let counters = self.metrics.filter(name);
+        let step = if self.filter_enabled {
+            let asked_at = Instant::now();
+            let (answer, asked) = self.ask_filter(name, key).await;
+            self.metrics.observe_store(asked, asked_at.elapsed());
+            after_filter(&answer)
+        } else {
+            AfterFilter::AskDatabaseFilterUnavailable(Fallthrough::Disabled)
+        };
+        match step {
+            AfterFilter::AnswerNotSeen => {
+                counters.filter_negatives.inc();
+                self.metrics.answered(AnsweredBy::Filter);
+                return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
+            }
+            AfterFilter::AskDatabaseAfterMaybe => {
+                counters.filter_maybes.inc();
+            }
+            AfterFilter::AskDatabaseFilterUnavailable(reason) => {
+                self.metrics.fallthrough(reason);
+                if reason.needs_recovery() {
+                    self.recovery_nudge.notify_one();
+                }
+            }
+            AfterFilter::NoSuchFilter => return Err(AppError::UnknownFilter(name.into())),
+        }
+        self.metrics.database_reads.inc();
+        let asked = Instant::now();
+        let stored = self.keys.get(name, key).await;
+        self.metrics.observe_store(Store::Database, asked.elapsed());
+        let stored = stored.inspect_err(|_| {
+            self.metrics.database_errors.inc();
+        })?;
+        self.metrics.answered(AnsweredBy::Database);
+        if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
+            counters.false_positives.inc();
+        }
+        Ok(Answer { seen: stored.is_some(), answered_by: AnsweredBy::Database, value: stored })
+    }
+
+    /// Looks up a batch; answers in request order.
+    pub async fn lookup_many(&self, name: &str, raw: &[String]) -> Result<Vec<Answer>, AppError> {
+        let def = self.def(name).await?;
+        let keys = normalize_batch(&def, raw)?;
+        // Futures collected first: a lazy `map` closure in the stream type trips the compiler's
+        // higher-ranked `Send` check in handlers.
+        // Each key is counted as a single lookup is (who answered, store latency); the batch is
+        // timed as a whole.
+        let started = Instant::now();
+        let lookups: Vec<_> = keys.iter().map(|k| self.lookup_normalized(name, k)).collect();
+        let answers =
+            futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await.into_iter().collect();
+        self.metrics.observe_batch(started.elapsed());
+        answers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_definite_no_answers_not_seen() {
+        assert_eq!(after_filter(&Ok(false)), AfterFilter::AnswerNotSeen);
+        assert_eq!(after_filter(&Ok(true)), AfterFilter::AskDatabaseAfterMaybe);
+        for unavailable in [
+            FilterUnavailable::Timeout,
+            FilterUnavailable::Error("connection refused".into()),
+            FilterUnavailable::MetaMissing,
+            FilterUnavailable::SegmentMissing(3),
+        ] {
+            assert!(matches!(after_filter(&Err(unavailable)), AfterFilter::AskDatabaseFilterUnavailable(_)));
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The write path: filter first, then the database, and the state read again after the
+//! database so a rebuild that started meanwhile gets the keys too (the argument is on
+//! `Gate::insert_many`). Deletes go to the database alone; their bits stay until a rebuild.
+
+use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
+use crate::error::AppError;
+use crate::metrics::Store;
+use crate::store::{FilterMeta, FilterUnavailable};
+use bloomgate_filter::{hash_key, KeyHash};
+use futures::StreamExt;
+use std::time::Instant;
+
+impl Gate {
+    /// Stores one key: filter first, then the database.
+    pub async fn insert(&self, name: &str, raw_key: &[u8], value: &[u8]) -> Result<(), AppError> {
+        let def = self.def(name).await?;
+        let key = def.key_format.normalize(raw_key)?;
+        self.insert_many(name, vec![(key, value.to_vec())]).await
+    }
+
+    /// Stores a batch of raw keys with empty values, all or (on bad input) none.
+    pub async fn insert_batch(&self, name: &str, raw: &[String]) -> Result<usize, AppError> {
+        let def = self.def(name).await?;
+        let keys = normalize_batch(&def, raw)?;
+        let n = keys.len();
+        self.insert_many(name, keys.into_iter().map(|k| (k, Vec::new())).collect()).await?;
+        Ok(n)
+    }
+
+    /// The write path. The filter add must succeed before anything reaches the database: a
+    /// key in the database but not in the filter would be answered "not seen". If the key
+    /// store then fails, the filter holds a key the store lacks: a harmless false positive, and
+    /// the caller's retry completes the write.
+    ///
+    /// The state is read twice, both times fresh: before the adds, and again after the key
+    /// store has the keys. A generation the second read names that the first did not (a
+    /// rebuild started meanwhile) gets the keys too before the write is acknowledged. So for
+    /// any generation G a rebuild names at time t, an acknowledged write either added to G, or
+    /// read the state the second time before t — and then its keys were in the database
+    /// before t, where G's scan (which starts after t) reads them. No settle wait, no
+    /// assumption about how long writes take.
+    ///
+    /// Both reads must also find the filter live and of one lineage: a write that found it
+    /// dropped, or dropped and created again, between them is not acknowledged (its key may
+    /// have been deleted with the dropped filter; see `gate::filters`).
+    async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
+        let fail = |e: FilterUnavailable| {
+            self.metrics.write_filter_failures.inc();
+            if matches!(
+                e,
+                FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation | FilterUnavailable::SegmentMissing(_)
+            ) {
+                self.recovery_nudge.notify_one();
+            }
+            AppError::FilterWrite(e)
+        };
+        let before = self.store.write.state_for_write(name).await.map_err(fail)?;
+        if before.dropped.is_some() {
+            return Err(AppError::UnknownFilter(name.into()));
+        }
+        let added: Vec<FilterMeta> = before.write_targets().collect();
+        if added.is_empty() {
+            let why = if before.stale().next().is_some() {
+                FilterUnavailable::Incarnation
+            } else {
+                FilterUnavailable::MetaMissing
+            };
+            return Err(fail(why));
+        }
+        self.add_to(name, &added, &entries).await.map_err(fail)?;
+        let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
+        let stored_at = Instant::now();
+        let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
+        self.metrics.observe_store(Store::Database, stored_at.elapsed());
+        if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
+            self.metrics.write_database_failures.inc();
+            return Err(e.into());
+        }
+        let after = self.store.write.state_for_write(name).await.map_err(fail)?;
+        if after.dropped.is_some() {
+            return Err(AppError::UnknownFilter(name.into()));
+        }
+        if after.lineage != before.lineage {
+            return Err(fail(FilterUnavailable::Error(format!(
+                "filter {name:?} was dropped and created again while the write ran: not acknowledged"
+            ))));
+        }
+        let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
+        self.add_to(name, &named_since, &entries).await.map_err(fail)?;
+        self.metrics.writes.inc_by(entries.len() as u64);
+        Ok(())
+    }
+
+    /// Adds the entries' keys to each generation, and to its insert journal with the bits in
+    /// the same step (see `FilterStore::add`), before the write is acknowledged.
+    async fn add_to(
+        &self,
+        name: &str,
+        generations: &[FilterMeta],
+        entries: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), FilterUnavailable> {
+        // Negative control (test builds only): the write is acknowledged without its adds.
+        if crate::planted::active(crate::planted::Bug::SkipFilterAdd) {
+            return Ok(());
+        }
+        for meta in generations {
+            let hashes: Vec<KeyHash> = entries.iter().map(|(k, _)| hash_key(k, meta.params.seed)).collect();
+            self.store.write.add(name, *meta, hashes).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a key from the database; its bits stay until the next rebuild.
+    pub async fn delete(&self, name: &str, raw_key: &[u8]) -> Result<bool, AppError> {
+        let def = self.def(name).await?;
+        let key = def.key_format.normalize(raw_key)?;
+        let existed = self.keys.delete(name, &key).await?;
+        if existed {
+            self.metrics.filter(name).deletes.inc();
+            self.count_stale(name).await;
+        }
+        Ok(existed)
+    }
+
+    /// Counts a deleted key against every generation whose bits may hold it (the one being
+    /// built may have scanned it already). Advisory: the delete stands if this fails, and the
+    /// stale-delete rebuild merely comes later.
+    async fn count_stale(&self, name: &str) {
+        let state = match self.store.write.state_for_write(name).await {
+            Ok(state) => state,
+            Err(e) => return tracing::warn!(filter = name, cause = %e, "delete not counted: filter state unreadable"),
+        };
+        for meta in state.write_targets() {
+            if let Err(e) = self.store.write.count_deletes(name, meta, 1).await {
+                tracing::warn!(filter = name, generation = meta.generation, cause = %e, "delete not counted");
+            }
+        }
+    }
+}
