@@ -228,7 +228,7 @@ fn overload_errors<S>(
     let metrics = state.gate.metrics.clone();
     HandleErrorLayer::new(move |err: BoxError| {
         std::future::ready(if err.is::<tower::load_shed::error::Overloaded>() {
-            metrics.overloaded.inc();
+            metrics.requests.overloaded.inc();
             AppError::Overloaded
         } else if err.is::<tower::timeout::error::Elapsed>() {
             AppError::Timeout

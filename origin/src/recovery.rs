@@ -193,7 +193,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
     let (sampled_ones, counted) = store.count_ones_sampled(name, active, FILL_SAMPLE_SEGMENTS).await?;
     let ones = sampled_ones as f64 * f64::from(active.params.segment_count) / f64::from(counted.max(1));
     h.estimated_keys = active.params.estimated_len(ones.round() as u64);
-    let c = gate.metrics.filter(name);
+    let c = gate.metrics.filters.counters(name);
     let since = c.build_baseline();
     h.negatives = c.filter_negatives.get() - since.negatives;
     h.false_positives = c.false_positives.get() - since.false_positives;
@@ -206,7 +206,7 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
         expected_fp_rate: active.params.expected_fp_rate(h.estimated_keys.round() as u64),
         observed_fp_rate: (absent_lookups > 0).then(|| h.false_positives as f64 / absent_lookups as f64),
     };
-    gate.metrics.set_filter_gauges(name, &gauges);
+    gate.metrics.filters.set_gauges(name, &gauges);
     gate.status.record(
         name,
         Sample {
@@ -242,7 +242,7 @@ async fn export_rebuild(gate: &Gate, name: &str, building: bool) -> Option<Rebui
         keys_scanned: p.keys_scanned,
         keys_expected: p.keys_expected,
     });
-    gate.metrics.set_rebuild(name, rebuild);
+    gate.metrics.rebuilds.set(name, rebuild);
     rebuild
 }
 
@@ -308,7 +308,7 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
             {
                 Ok(task) => {
                     tracing::warn!(filter = %def.name, reason = action.reason, "starting an automatic rebuild");
-                    gate.metrics.filter(&def.name).mark_build();
+                    gate.metrics.filters.counters(&def.name).mark_build();
                     running.insert(def.name.clone(), task);
                 }
                 Err(rebuild::RebuildError::Busy) => {} // another origin is on it

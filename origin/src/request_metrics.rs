@@ -62,7 +62,7 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         let method = method_label(request.method());
         let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |m| route_label(m.as_str()));
-        self.metrics.in_flight.inc();
+        self.metrics.requests.in_flight.inc();
         Tracked {
             inner: self.inner.call(request),
             started: Instant::now(),
@@ -96,7 +96,7 @@ where
         let result = std::task::ready!(this.inner.poll(cx));
         if let Ok(response) = &result {
             let labels = RequestLabels { method: this.method, route: this.route, status: response.status().as_u16() };
-            this.in_flight.0.observe_request(&labels, this.started.elapsed());
+            this.in_flight.0.requests.observe(&labels, this.started.elapsed());
         }
         Poll::Ready(result)
     }
@@ -108,7 +108,7 @@ struct InFlight(Arc<Metrics>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.dec();
+        self.0.requests.in_flight.dec();
     }
 }
 

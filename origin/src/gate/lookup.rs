@@ -122,16 +122,16 @@ impl Gate {
         let def = self.def(name).await?;
         let key = def.key_format.normalize(raw_key)?;
         let answer = self.lookup_normalized(name, &key).await;
-        self.metrics.observe_lookup(started.elapsed());
+        self.metrics.lookups.observe_single(started.elapsed());
         answer
     }
 
     async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
-        let counters = self.metrics.filter(name);
+        let counters = self.metrics.filters.counters(name);
         let step = if self.filter_enabled {
             let asked_at = Instant::now();
             let (answer, asked) = self.ask_filter(name, key).await;
-            self.metrics.observe_store(asked, asked_at.elapsed());
+            self.metrics.lookups.observe_store(asked, asked_at.elapsed());
             after_filter(&answer)
         } else {
             AfterFilter::AskDatabaseFilterUnavailable(Fallthrough::Disabled)
@@ -139,28 +139,28 @@ impl Gate {
         match step {
             AfterFilter::AnswerNotSeen => {
                 counters.filter_negatives.inc();
-                self.metrics.answered(AnsweredBy::Filter);
+                self.metrics.lookups.answered(AnsweredBy::Filter);
                 return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
             }
             AfterFilter::AskDatabaseAfterMaybe => {
                 counters.filter_maybes.inc();
             }
             AfterFilter::AskDatabaseFilterUnavailable(reason) => {
-                self.metrics.fallthrough(reason);
+                self.metrics.lookups.fallthrough(reason);
                 if reason.needs_recovery() {
                     self.recovery_nudge.notify_one();
                 }
             }
             AfterFilter::NoSuchFilter => return Err(AppError::UnknownFilter(name.into())),
         }
-        self.metrics.database_reads.inc();
+        self.metrics.lookups.database_reads.inc();
         let asked = Instant::now();
         let stored = self.keys.get(name, key).await;
-        self.metrics.observe_store(Store::Database, asked.elapsed());
+        self.metrics.lookups.observe_store(Store::Database, asked.elapsed());
         let stored = stored.inspect_err(|_| {
-            self.metrics.database_errors.inc();
+            self.metrics.lookups.database_errors.inc();
         })?;
-        self.metrics.answered(AnsweredBy::Database);
+        self.metrics.lookups.answered(AnsweredBy::Database);
         if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
             counters.false_positives.inc();
         }
@@ -179,7 +179,7 @@ impl Gate {
         let lookups: Vec<_> = keys.iter().map(|k| self.lookup_normalized(name, k)).collect();
         let answers =
             futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await.into_iter().collect();
-        self.metrics.observe_batch(started.elapsed());
+        self.metrics.lookups.observe_batch(started.elapsed());
         answers
     }
 }

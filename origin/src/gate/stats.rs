@@ -37,7 +37,7 @@ impl Gate {
         };
         let Some(meta) = state.readable() else { return unbuilt(known, &state) };
         let generation = self.generation(name, meta).await?;
-        Ok(describe(known, &state, &generation, &self.metrics.filter(name), def.capacity))
+        Ok(describe(known, &state, &generation, &self.metrics.filters.counters(name), def.capacity))
     }
 
     /// The progress a running rebuild of the state's `building` generation published, if any.

@@ -45,7 +45,7 @@ impl Gate {
     /// have been deleted with the dropped filter; see `gate::filters`).
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
-            self.metrics.write_filter_failures.inc();
+            self.metrics.writes.filter_failures.inc();
             if matches!(
                 e,
                 FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation | FilterUnavailable::SegmentMissing(_)
@@ -71,9 +71,9 @@ impl Gate {
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
         let stored_at = Instant::now();
         let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
-        self.metrics.observe_store(Store::Database, stored_at.elapsed());
+        self.metrics.lookups.observe_store(Store::Database, stored_at.elapsed());
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
-            self.metrics.write_database_failures.inc();
+            self.metrics.writes.database_failures.inc();
             return Err(e.into());
         }
         let after = self.store.write.state_for_write(name).await.map_err(fail)?;
@@ -87,7 +87,7 @@ impl Gate {
         }
         let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
         self.add_to(name, &named_since, &entries).await.map_err(fail)?;
-        self.metrics.writes.inc_by(entries.len() as u64);
+        self.metrics.writes.written.inc_by(entries.len() as u64);
         Ok(())
     }
 
@@ -116,7 +116,7 @@ impl Gate {
         let key = def.key_format.normalize(raw_key)?;
         let existed = self.keys.delete(name, &key).await?;
         if existed {
-            self.metrics.filter(name).deletes.inc();
+            self.metrics.filters.counters(name).deletes.inc();
             self.count_stale(name).await;
         }
         Ok(existed)

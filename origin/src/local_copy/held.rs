@@ -218,7 +218,7 @@ impl HeldCopy {
         self.lock_rounds().finish(round, current);
         self.last_round_ms.store(self.now_ms(), Ordering::Relaxed);
         self.finished.send_replace(round);
-        self.metrics.copy_round(current);
+        self.metrics.copies.round(current);
     }
 
     /// No round runs again: every lookup waiting, or arriving later, is failed at once.

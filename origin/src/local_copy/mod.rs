@@ -78,20 +78,20 @@ impl LocalCopies {
         hash: &KeyHash,
     ) -> Option<Result<bool, FilterUnavailable>> {
         let Some(copy) = self.held_or_load(filter, meta) else {
-            self.shared.metrics.copy_lookup(CopyLookup::NotHeld);
+            self.shared.metrics.copies.lookup(CopyLookup::NotHeld);
             return None;
         };
         match copy.may_contain(hash).await {
             Ok(answer) => {
-                self.shared.metrics.copy_lookup(CopyLookup::Answered);
+                self.shared.metrics.copies.lookup(CopyLookup::Answered);
                 Some(Ok(answer))
             }
             Err(Some(unavailable)) => {
-                self.shared.metrics.copy_lookup(CopyLookup::StoreFailed);
+                self.shared.metrics.copies.lookup(CopyLookup::StoreFailed);
                 Some(Err(unavailable))
             }
             Err(None) => {
-                self.shared.metrics.copy_lookup(CopyLookup::Stale);
+                self.shared.metrics.copies.lookup(CopyLookup::Stale);
                 if copy.is_closed() {
                     // Stale: the next lookup loads the generation again.
                     self.shared.drop_copy(filter, &copy);
@@ -123,14 +123,14 @@ impl LocalCopies {
             .sum();
         if others + meta.params.total_bytes() > self.shared.max_bytes {
             slots.insert(filter.to_owned(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
-            self.shared.metrics.copy_load(CopyLoad::OverBudget);
-            self.shared.metrics.set_copy_bytes(held_bytes(&slots));
+            self.shared.metrics.copies.load(CopyLoad::OverBudget);
+            self.shared.metrics.copies.set_bytes(held_bytes(&slots));
             return None;
         }
         if let Some(Slot::Held(replaced)) = slots.insert(filter.to_owned(), Slot::Loading(meta)) {
             replaced.close();
         }
-        self.shared.metrics.set_copy_bytes(held_bytes(&slots));
+        self.shared.metrics.copies.set_bytes(held_bytes(&slots));
         tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta));
         None
     }
@@ -160,7 +160,7 @@ impl Shared {
         if matches!(slots.get(filter), Some(Slot::Held(held)) if Arc::ptr_eq(held, copy)) {
             slots.remove(filter);
         }
-        self.metrics.set_copy_bytes(held_bytes(&slots));
+        self.metrics.copies.set_bytes(held_bytes(&slots));
     }
 }
 
@@ -178,14 +178,14 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
                 let (store, metrics) = (shared.store.clone(), shared.metrics.clone());
                 let copy = Arc::new(HeldCopy::new(&filter, meta, bits, position, store, metrics));
                 slots.insert(filter.clone(), Slot::Held(copy.clone()));
-                shared.metrics.copy_load(CopyLoad::Loaded);
-                shared.metrics.set_copy_bytes(held_bytes(&slots));
+                shared.metrics.copies.load(CopyLoad::Loaded);
+                shared.metrics.copies.set_bytes(held_bytes(&slots));
                 copy
             }
             Err(e) => {
                 tracing::warn!(filter, generation = meta.generation, cause = %e, "local copy not loaded; lookups ask the filter store");
                 slots.insert(filter.clone(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
-                shared.metrics.copy_load(CopyLoad::Failed);
+                shared.metrics.copies.load(CopyLoad::Failed);
                 return;
             }
         }

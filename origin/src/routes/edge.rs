@@ -22,7 +22,7 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
-    s.gate.metrics.edge(EdgeKind::Manifest);
+    s.gate.metrics.edge_feed.served(EdgeKind::Manifest);
     let manifest = s.gate.manifest(&filter).await?;
     let mut response = Json(manifest).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
@@ -35,7 +35,7 @@ async fn segment(
     headers: HeaderMap,
     ApiPath((filter, generation, index)): ApiPath<(String, u64, u32)>,
 ) -> Result<Response, AppError> {
-    s.gate.metrics.edge(EdgeKind::Segment);
+    s.gate.metrics.edge_feed.served(EdgeKind::Segment);
     let (version, wire) = s.gate.segment(&filter, generation, index).await?;
     let etag = format!("\"{generation}-{index}-{version}\"");
     if headers.get(header::IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
@@ -70,7 +70,7 @@ async fn journal(
     let after = query
         .position()
         .ok_or_else(|| AppError::BadRequest("after_id must be a stream id MS-SEQ, e.g. 1700000000000-0".into()))?;
-    s.gate.metrics.edge(EdgeKind::Journal);
+    s.gate.metrics.edge_feed.served(EdgeKind::Journal);
     let Some(chunk) = s.gate.journal(&filter, generation, after, MAX_JOURNAL_ENTRIES).await? else {
         let mut gone = (
             axum::http::StatusCode::GONE,

@@ -176,7 +176,7 @@ pub(super) async fn rebuild(
         fp_rate: body.fp_rate,
         ..RebuildOptions::from_config(&s.config, false)
     };
-    s.gate.metrics.filter(&filter).mark_build();
+    s.gate.metrics.filters.counters(&filter).mark_build();
     let filters = s.gate.filter_store().clone();
     let keys = s.gate.database().clone();
     match crate::rebuild::start(filters, keys, filter.clone(), options).await {
