@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_deployment_environment_file_names_only_settings_and_loads() {
-        let file = include_str!("../../deploy/origin.env.example");
+        let file = include_str!("../../../deploy/origin.env.example");
         let names = Config::setting_names();
         let mut vars = Vec::new();
         for line in file.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_local_edge_secret_example_is_one_the_origin_accepts() {
-        let file = include_str!("../../.dev.vars.example");
+        let file = include_str!("../../../.dev.vars.example");
         let line = file.lines().find(|l| l.starts_with("EDGE_SECRET=")).expect("EDGE_SECRET= line");
         let secret = line.trim_start_matches("EDGE_SECRET=").trim_matches('"');
         let c = Config { edge_secret: Some(secret.into()), ..Config::default() };
@@ -514,7 +514,7 @@ mod tests {
 
     #[test]
     fn the_operations_guide_documents_every_setting() {
-        let guide = include_str!("../../docs/operations.md");
+        let guide = include_str!("../../../docs/operations.md");
         let section = guide.split("\n## Configuration").nth(1).expect("docs/operations.md has a Configuration section");
         let section = section.split("\n## ").next().unwrap_or_default();
         let missing: Vec<String> =
