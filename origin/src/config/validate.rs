@@ -1,0 +1,92 @@
+//! The checks a configuration must pass before anything connects: what would otherwise fail
+//! later, and obscurely, is refused at start-up with the setting's name.
+
+use super::{Config, ConfigError};
+
+impl Config {
+    /// Checks the values that would otherwise fail later, and obscurely.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("max_in_flight", self.max_in_flight as u64),
+            ("max_connections", self.max_connections as u64),
+            ("header_read_timeout_ms", self.header_read_timeout_ms),
+            ("max_filter_bytes", self.max_filter_bytes),
+            ("rebuild_lease_ms", self.rebuild_lease_ms),
+            ("journal_max_entries", self.journal_max_entries),
+            ("journal_max_age_ms", self.journal_max_age_ms),
+            ("max_batch", self.max_batch as u64),
+            ("request_timeout_ms", self.request_timeout_ms),
+            ("redis_timeout_ms", self.redis_timeout_ms),
+            ("redis_write_timeout_ms", self.redis_write_timeout_ms),
+            ("cassandra_timeout_ms", self.cassandra_timeout_ms),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
+        }
+        self.consistency()?;
+        if self.writer_tokens.iter().any(|t| t.len() < 16) {
+            return Err(ConfigError::Invalid("writer tokens must be at least 16 characters".into()));
+        }
+        if self.ops_tokens.iter().any(|t| t.len() < 16) {
+            return Err(ConfigError::Invalid("ops tokens must be at least 16 characters".into()));
+        }
+        if self.ops_tokens.iter().any(|t| self.writer_tokens.contains(t)) {
+            return Err(ConfigError::Invalid(
+                "a token is in both writer_tokens and ops_tokens: an ops token must not write; use distinct tokens"
+                    .into(),
+            ));
+        }
+        if self.edge_secret.as_ref().is_some_and(|s| s.len() < 16) {
+            return Err(ConfigError::Invalid(
+                "edge_secret must be at least 16 characters (leave it unset to turn the edge endpoints off)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The Cassandra consistency level named in the config.
+    pub fn consistency(&self) -> Result<scylla::statement::Consistency, ConfigError> {
+        use scylla::statement::Consistency::*;
+        Ok(match self.cassandra_consistency.to_ascii_lowercase().as_str() {
+            "one" => One,
+            "local_one" => LocalOne,
+            "quorum" => Quorum,
+            "local_quorum" => LocalQuorum,
+            "each_quorum" => EachQuorum,
+            "all" => All,
+            other => {
+                return Err(ConfigError::Invalid(format!(
+                "cassandra_consistency {other:?} is not one of one, local_one, quorum, local_quorum, each_quorum, all"
+            )))
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_field() {
+        let c = Config { max_in_flight: 0, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("max_in_flight"));
+        let c = Config { cassandra_consistency: "most".into(), ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("most"));
+        let c = Config { writer_tokens: vec!["short".into()], ..Config::default() };
+        assert!(c.validate().is_err());
+        let c = Config { ops_tokens: vec!["short".into()], ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("ops tokens"));
+        let both = "0123456789abcdef".to_string();
+        let c = Config { writer_tokens: vec![both.clone()], ops_tokens: vec![both], ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("both"), "an ops token that writes is no ops token");
+        let c = Config { edge_secret: Some(String::new()), ..Config::default() };
+        assert!(
+            c.validate().unwrap_err().to_string().contains("edge_secret"),
+            "an empty secret would open the edge endpoints"
+        );
+        let c = Config { max_filter_bytes: 0, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("max_filter_bytes"));
+        assert!(Config::default().validate().is_ok());
+    }
+}
