@@ -128,11 +128,6 @@ impl Gate {
         validate_filter_name(name)?;
         self.defs.get(self.keys.as_ref(), name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))
     }
-
-    /// The largest filter a create, rebuild or resize may ask for, in bytes of bits.
-    pub fn max_filter_bytes(&self) -> u64 {
-        self.max_filter_bytes
-    }
 }
 
 /// Normalises a batch, refusing all of it if any key is bad (the error names the index).

@@ -6,7 +6,6 @@ use crate::auth::{Reader, Writer};
 use crate::error::AppError;
 use crate::gate::{CreateFilter, Created};
 use crate::rebuild::{RebuildError, RebuildOptions};
-use crate::sizing::check_size;
 use crate::store::FilterUnavailable;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -15,7 +14,6 @@ use axum::routing::{get, put};
 use axum::{Json, Router};
 use bloomgate_client::api::{DropQuery, FilterDropped, FilterList, FilterStats, Problem, Rebuild, RebuildStarted};
 use bloomgate_client::{media, paths};
-use bloomgate_filter::{Params, SizingOptions};
 
 /// Routes of this resource.
 pub fn router() -> Router<AppState> {
@@ -165,17 +163,14 @@ pub(super) async fn rebuild(
     } else {
         serde_json::from_slice(&body).map_err(|e| AppError::BadRequest(format!("invalid JSON body: {e}")))?
     };
-    // The sizing the rebuild will build, checked as it will be: with the filter's own segment
-    // size, before anything is stored.
-    let sizing = SizingOptions { seed: 0, segment_bytes: def.segment_bytes };
-    let params =
-        Params::for_capacity_with(body.capacity.unwrap_or(def.capacity), body.fp_rate.unwrap_or(def.fp_rate), sizing)?;
-    check_size(&params, s.gate.max_filter_bytes())?;
     let options = RebuildOptions {
         capacity: body.capacity,
         fp_rate: body.fp_rate,
         ..RebuildOptions::from_config(&s.config, false)
     };
+    // The sizing the rebuild will build, checked as it will check it, before anything is
+    // stored: refused now rather than in the background.
+    crate::rebuild::sized(&def, &options, 0).map_err(|e| rebuild_error(&filter, e))?;
     s.gate.metrics.filters.counters(&filter).mark_build();
     let filters = s.gate.filter_store().clone();
     let keys = s.gate.database().clone();

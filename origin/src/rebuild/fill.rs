@@ -1,0 +1,158 @@
+//! Phases 2 and 3: every key of the filter scanned from the database into new bits in this
+//! process, then the bits ORed into the named generation segment by segment (keeping the adds
+//! made meanwhile). The progress is published to the filter store as it goes, for every
+//! origin's stats, and drawn as a bar for the `rebuild` command.
+
+use super::{RebuildError, RebuildOptions};
+use crate::build_progress::{BuildPhase, BuildProgress};
+use crate::clock::now_ms;
+use crate::store::{Database, FilterMeta, FilterState, LifecycleStore, StatsStore};
+use bloomgate_filter::BloomFilter;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often a rebuild publishes its progress for stats.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
+/// A rebuild's progress and where it is published.
+pub(super) struct Published<'a> {
+    store: &'a dyn LifecycleStore,
+    filter: &'a str,
+    progress: BuildProgress,
+}
+
+impl<'a> Published<'a> {
+    /// The progress of a rebuild of `new` that starts settling now, published, with the keys
+    /// the scan should find (`before`'s active generation's, for the ETA).
+    pub async fn settling(
+        store: &'a dyn LifecycleStore,
+        stats: &dyn StatsStore,
+        filter: &'a str,
+        new: FilterMeta,
+        before: &FilterState,
+    ) -> Published<'a> {
+        let progress = BuildProgress {
+            generation: new.generation,
+            phase: BuildPhase::Settling,
+            keys_scanned: 0,
+            keys_expected: expected_keys(stats, filter, before).await,
+            started_ms: now_ms(),
+            updated_ms: now_ms(),
+        };
+        let published = Published { store, filter, progress };
+        published.publish().await;
+        published
+    }
+
+    /// Publishes the progress as it stands; a failure only leaves stats a step behind.
+    async fn publish(&self) {
+        if let Err(e) = self.store.set_progress(self.filter, self.progress).await {
+            tracing::debug!(filter = self.filter, cause = %e, "rebuild progress not published");
+        }
+    }
+
+    /// Publishes the progress now, `keys_scanned` so far.
+    async fn update(&mut self, keys_scanned: u64) {
+        self.progress.keys_scanned = keys_scanned;
+        self.progress.updated_ms = now_ms();
+        self.publish().await;
+    }
+}
+
+/// The scan's result: the bits, the keys they hold, and how long it took.
+pub(super) struct Scanned {
+    /// The new generation's bits, built in this process.
+    pub bits: BloomFilter,
+    /// Keys scanned into them.
+    pub count: u64,
+    /// Seconds the scan took.
+    pub secs: f64,
+}
+
+/// Scans every key of the filter into new bits of `new`'s params.
+pub(super) async fn scan(
+    keys: &dyn Database,
+    options: &RebuildOptions,
+    new: FilterMeta,
+    published: &mut Published<'_>,
+) -> Result<Scanned, RebuildError> {
+    let started = Instant::now();
+    let bits = BloomFilter::try_new_with_huge_pages(new.params)?;
+    let scanned = AtomicU64::new(0);
+    let bar = progress_bar(options.progress, published.progress.keys_expected);
+    let now = now_ms();
+    published.progress =
+        BuildProgress { phase: BuildPhase::Scanning, started_ms: now, updated_ms: now, ..published.progress };
+    published.publish().await;
+    let count = {
+        let sink = |key: &[u8]| {
+            bits.insert_shared(key);
+            let n = scanned.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(4096) {
+                bar.set_position(n);
+            }
+        };
+        let scan = keys.scan_keys(published.filter, options.concurrency, &sink);
+        tokio::pin!(scan);
+        loop {
+            match tokio::time::timeout(PUBLISH_EVERY, &mut scan).await {
+                Ok(result) => break result?,
+                Err(_) => published.update(scanned.load(Ordering::Relaxed)).await,
+            }
+        }
+    };
+    bar.set_position(count);
+    bar.finish_and_clear();
+    Ok(Scanned { bits, count, secs: started.elapsed().as_secs_f64() })
+}
+
+/// ORs the scanned bits into `new`, segment by segment, unless the lease is `lost`; the
+/// seconds it took. The bits are dropped after: they can be large, and are not held through
+/// the grace period.
+pub(super) async fn upload(
+    new: FilterMeta,
+    scanned: Scanned,
+    lost: &AtomicBool,
+    published: &mut Published<'_>,
+) -> Result<f64, RebuildError> {
+    let uploading = Instant::now();
+    published.progress.phase = BuildPhase::Uploading;
+    published.update(scanned.count).await;
+    let mut last_publish = Instant::now();
+    for index in 0..new.params.segment_count {
+        if lost.load(Ordering::SeqCst) {
+            return Err(RebuildError::LeaseLost);
+        }
+        published.store.merge_segment(published.filter, new, index, scanned.bits.segment_payload(index)).await?;
+        if last_publish.elapsed() >= PUBLISH_EVERY {
+            published.update(scanned.count).await;
+            last_publish = Instant::now();
+        }
+    }
+    Ok(uploading.elapsed().as_secs_f64())
+}
+
+/// How many keys the scan should find, for the ETA: the keys the active generation holds,
+/// estimated from its fill (deleted keys included, so an upper bound). None when there is no
+/// active generation (recovery).
+async fn expected_keys(stats: &dyn StatsStore, filter: &str, state: &FilterState) -> Option<u64> {
+    let active = state.readable()?;
+    let ones = stats.count_ones(filter, active).await.ok()?;
+    let estimate = active.params.estimated_len(ones);
+    estimate.is_finite().then(|| estimate.round() as u64)
+}
+
+fn progress_bar(show: bool, expected: Option<u64>) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = match expected {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::no_length(),
+    };
+    let style = ProgressStyle::with_template("{spinner} {pos}/{len} keys  {per_sec}  eta {eta}  {elapsed}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
