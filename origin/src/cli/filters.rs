@@ -167,7 +167,7 @@ pub async fn stats(args: StatsArgs, out: &mut impl Write) -> anyhow::Result<()> 
     let stats = serde_json::to_value(&stats)?;
     match args.json {
         true => writeln!(out, "{}", serde_json::to_string_pretty(&stats)?)?,
-        false => write!(out, "{}", bloomgate_origin::stats_table::render(&stats))?,
+        false => write!(out, "{}", super::stats_table::render(&stats))?,
     }
     Ok(())
 }

@@ -2,10 +2,19 @@
 //! runs each. Serving and rebuilding connect to the stores (`serve`); every other command is a
 //! call to a running origin through `bloomgate-client` (`filters`, `keys`), authenticated by
 //! `--token` or `BLOOMGATE_TOKEN`: a writer token, or an ops token for `stats` and `list`.
+//!
+//! # Layout
+//! - `serve`: `serve`, `rebuild` and `check-config`, which read the settings.
+//! - `config_flags`: every setting as a flag.
+//! - `filters`: `create`, `list`, `stats`, `drop`; `stats_table` draws `stats` for people.
+//! - `keys`: `lookup` and `load`; `load` reads, checks and sends a file of keys.
 
+mod config_flags;
 mod filters;
 mod keys;
+mod load;
 mod serve;
+mod stats_table;
 
 use clap::{Args, Parser, Subcommand};
 

@@ -1,9 +1,9 @@
 //! The commands that connect to the stores themselves, `serve` and `rebuild`, and the one that
 //! checks what `serve` would run with, `check-config`.
 
+use super::config_flags::ConfigFlags;
 use anyhow::Context;
 use bloomgate_origin::config::Config;
-use bloomgate_origin::config_flags::ConfigFlags;
 use bloomgate_origin::rebuild::RebuildOptions;
 use clap::Args;
 use std::path::PathBuf;

@@ -171,12 +171,35 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
             Some(std::fs::metadata(file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?.len())
         }
     };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Batch>(options.concurrency.max(1) * 2);
+    let (bad_tx, bad_rx) = tokio::sync::mpsc::unbounded_channel::<BadLine>();
+    let reader = read_batches(file, format, options, tx, bad_tx);
+    let progress = progress_bar(size)?;
+    let mut report = send_batches(&client, options, rx, bad_rx, &progress).await;
+    reader.await??;
+    progress.finish_and_clear();
+    if options.abort_on_bad_line && report.bad_lines > 0 {
+        anyhow::bail!(
+            "stopped at the first bad line (--abort-on-bad-line); {} keys were stored before it",
+            report.stored
+        );
+    }
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
 
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(options.concurrency.max(1) * 2);
-    let (bad_tx, mut bad_rx) = tokio::sync::mpsc::unbounded_channel::<BadLine>();
+/// Reads `file` on a blocking thread into batches of `options.batch` keys (`tx`), reporting
+/// bad lines (`bad`); stops at the first bad one with `abort_on_bad_line`.
+fn read_batches(
+    file: &Path,
+    format: KeyFormat,
+    options: &LoadOptions,
+    tx: tokio::sync::mpsc::Sender<Batch>,
+    bad: tokio::sync::mpsc::UnboundedSender<BadLine>,
+) -> tokio::task::JoinHandle<std::io::Result<()>> {
     let path = file.to_owned();
     let (batch, abort) = (options.batch.max(1), options.abort_on_bad_line);
-    let reader = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
         let input: Box<dyn Read> =
             if path.as_os_str() == "-" { Box::new(std::io::stdin()) } else { Box::new(std::fs::File::open(&path)?) };
         let mut pending = Batch { keys: Vec::with_capacity(batch), input_bytes: 0 };
@@ -194,9 +217,9 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
                 }
                 true
             },
-            |bad, bytes| {
+            |line, bytes| {
                 bad_bytes.set(bad_bytes.get() + bytes);
-                bad_tx.send(bad).is_ok() && !abort
+                bad.send(line).is_ok() && !abort
             },
         )?;
         pending.input_bytes += bad_bytes.take();
@@ -204,12 +227,25 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
             let _ = tx.blocking_send(pending);
         }
         Ok(())
-    });
+    })
+}
 
-    let progress = progress_bar(size)?;
+/// Sends the batches read, `options.concurrency` at a time, and reports bad lines as they
+/// come, until the reader is done and every batch sent has been answered.
+async fn send_batches(
+    client: &Client,
+    options: &LoadOptions,
+    mut batches: tokio::sync::mpsc::Receiver<Batch>,
+    mut bad: tokio::sync::mpsc::UnboundedReceiver<BadLine>,
+    progress: &ProgressBar,
+) -> LoadReport {
+    use futures::StreamExt;
     let mut report = LoadReport::default();
     let mut in_flight = futures::stream::FuturesUnordered::new();
-    use futures::StreamExt;
+    let bad_line = |report: &mut LoadReport, line: BadLine| {
+        report.bad_lines += 1;
+        progress.println(format!("line {}: {}", line.line, line.reason));
+    };
     let settle = |report: &mut LoadReport, result: anyhow::Result<(u64, u64)>| match result {
         Ok((stored, bytes)) => {
             report.stored += stored;
@@ -223,14 +259,11 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
     };
     loop {
         tokio::select! {
-            Some(bad) = bad_rx.recv() => {
-                report.bad_lines += 1;
-                progress.println(format!("line {}: {}", bad.line, bad.reason));
-            }
+            Some(line) = bad.recv() => bad_line(&mut report, line),
             Some(result) = in_flight.next(), if !in_flight.is_empty() => settle(&mut report, result),
-            next = rx.recv(), if in_flight.len() < options.concurrency.max(1) => {
+            next = batches.recv(), if in_flight.len() < options.concurrency.max(1) => {
                 match next {
-                    Some(batch) => in_flight.push(send_batch(&client, options, batch)),
+                    Some(batch) => in_flight.push(send_batch(client, options, batch)),
                     None => {
                         while let Some(result) = in_flight.next().await {
                             settle(&mut report, result);
@@ -241,20 +274,11 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
             }
         }
     }
-    reader.await??;
-    while let Ok(bad) = bad_rx.try_recv() {
-        report.bad_lines += 1;
-        progress.println(format!("line {}: {}", bad.line, bad.reason));
+    // What the reader reported after the last batch.
+    while let Ok(line) = bad.try_recv() {
+        bad_line(&mut report, line);
     }
-    progress.finish_and_clear();
-    if abort && report.bad_lines > 0 {
-        anyhow::bail!(
-            "stopped at the first bad line (--abort-on-bad-line); {} keys were stored before it",
-            report.stored
-        );
-    }
-    report.elapsed = started.elapsed();
-    Ok(report)
+    report
 }
 
 /// Why a batch was not stored: worth another try (429, 5xx, no answer), or refused.

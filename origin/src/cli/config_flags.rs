@@ -1,4 +1,4 @@
-//! The command-line spelling of every [`Config`](crate::config::Config) setting: `--max-batch`
+//! The command-line spelling of every [`Config`](bloomgate_origin::config::Config) setting: `--max-batch`
 //! for `max_batch`. Each flag is optional; the ones given are serialized into a map that
 //! overrides the file and the environment (`Config::load`). A test holds the flags and the
 //! settings to the same names, so a new setting cannot be left without its flag.
@@ -176,7 +176,7 @@ pub struct ConfigFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use bloomgate_origin::config::Config;
     use clap::{CommandFactory, Parser};
 
     #[derive(Parser)]
