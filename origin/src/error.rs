@@ -83,97 +83,78 @@ pub enum AppError {
 }
 
 impl AppError {
+    /// The status, the hint for the person reading it, and the detail (the error itself for
+    /// the caller's mistakes; never a server-side cause, which is logged instead).
     fn parts(&self) -> (StatusCode, &'static str, String) {
+        (self.status(), self.hint(), self.detail())
+    }
+
+    fn status(&self) -> StatusCode {
         use AppError::*;
         match self {
-            BadKey(_) => (
-                StatusCode::BAD_REQUEST,
-                "Check the key against the filter's key_format (GET .../stats shows it).",
-                self.to_string(),
-            ),
-            BadFilterName(_) => (
-                StatusCode::BAD_REQUEST,
-                "Filter names are 1-64 characters of a-z, 0-9, '-' and '_'.",
-                self.to_string(),
-            ),
-            BadParams(_) => (
-                StatusCode::BAD_REQUEST,
-                "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.",
-                self.to_string(),
-            ),
-            FilterTooLarge(_) => (
-                StatusCode::BAD_REQUEST,
-                "Ask for a smaller capacity or a higher fp_rate (or larger segments), or raise max_filter_bytes in the origin's configuration.",
-                self.to_string(),
-            ),
-            BadRequest(_) => {
-                (StatusCode::BAD_REQUEST, "See the API section of the README for the request shape.", self.to_string())
+            BadKey(_) | BadFilterName(_) | BadParams(_) | FilterTooLarge(_) | BadRequest(_) => StatusCode::BAD_REQUEST,
+            UnknownFilter(_) | NotFound(_) => StatusCode::NOT_FOUND,
+            BatchTooLarge { .. } | ValueTooLarge { .. } | BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Unauthorized => StatusCode::UNAUTHORIZED,
+            Forbidden | ReadOnlyToken => StatusCode::FORBIDDEN,
+            Conflict(_) => StatusCode::CONFLICT,
+            FilterWrite(_) | FilterRead(_) | DropStopped(_) | Database(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            Overloaded => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    fn hint(&self) -> &'static str {
+        use AppError::*;
+        match self {
+            BadKey(_) => "Check the key against the filter's key_format (GET .../stats shows it).",
+            BadFilterName(_) => "Filter names are 1-64 characters of a-z, 0-9, '-' and '_'.",
+            BadParams(_) => "Choose capacity >= 1 and 0 < fp_rate < 1, e.g. {\"capacity\": 1000000, \"fp_rate\": 0.01}.",
+            FilterTooLarge(_) => "Ask for a smaller capacity or a higher fp_rate (or larger segments), or raise max_filter_bytes in the origin's configuration.",
+            BadRequest(_) => "See the API section of the README for the request shape.",
+            UnknownFilter(_) => "Create it with PUT /v1/filters/{filter} first, or check the name.",
+            BatchTooLarge { .. } => "Split the batch into smaller requests.",
+            ValueTooLarge { .. } => "Store large values elsewhere and keep a reference here.",
+            BodyTooLarge => "Send smaller batches or values (see max_batch and max_value_bytes).",
+            Unauthorized => "Send 'Authorization: Bearer <token>' with a writer token (or, to read stats and the filter list, an ops token) from the origin's config.",
+            Forbidden => "Use a token listed in writer_tokens, or in ops_tokens for stats and the filter list (the edge secret for edge endpoints).",
+            ReadOnlyToken => "Use a writer token (writer_tokens) to create, write, delete, rebuild or drop.",
+            Conflict(_) => "Use another name, or the existing settings.",
+            NotFound(_) => "Fetch the manifest again: it names the current generation and segments.",
+            FilterWrite(_) => "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.",
+            FilterRead(_) => "Retry after the delay; lookups still work meanwhile.",
+            DropStopped(_) => "Send the drop again after the delay: it finishes what this one began (every step is idempotent).",
+            Database(_) => "Retry after the delay. The answer is unknown, not 'absent'.",
+            Overloaded => "Retry after the delay, or spread the load.",
+            Timeout => "Retry after the delay.",
+        }
+    }
+
+    fn detail(&self) -> String {
+        use AppError::*;
+        match self {
+            FilterWrite(_) => "the filter could not record the key, so the write was not done".into(),
+            FilterRead(_) => "the filter store (Redis) is unavailable".into(),
+            DropStopped(_) => {
+                "the drop did not finish: the filter store did not answer, or the filter's state kept changing".into()
             }
-            UnknownFilter(_) => (
-                StatusCode::NOT_FOUND,
-                "Create it with PUT /v1/filters/{filter} first, or check the name.",
-                self.to_string(),
-            ),
-            BatchTooLarge { .. } => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "Split the batch into smaller requests.", self.to_string())
-            }
-            ValueTooLarge { .. } => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Store large values elsewhere and keep a reference here.",
-                self.to_string(),
-            ),
-            BodyTooLarge => (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "Send smaller batches or values (see max_batch and max_value_bytes).",
-                self.to_string(),
-            ),
-            Unauthorized => (
-                StatusCode::UNAUTHORIZED,
-                "Send 'Authorization: Bearer <token>' with a writer token (or, to read stats and the filter list, an ops token) from the origin's config.",
-                self.to_string(),
-            ),
-            Forbidden => (
-                StatusCode::FORBIDDEN,
-                "Use a token listed in writer_tokens, or in ops_tokens for stats and the filter list (the edge secret for edge endpoints).",
-                self.to_string(),
-            ),
-            ReadOnlyToken => (
-                StatusCode::FORBIDDEN,
-                "Use a writer token (writer_tokens) to create, write, delete, rebuild or drop.",
-                self.to_string(),
-            ),
-            Conflict(_) => (StatusCode::CONFLICT, "Use another name, or the existing settings.", self.to_string()),
-            NotFound(_) => (
-                StatusCode::NOT_FOUND,
-                "Fetch the manifest again: it names the current generation and segments.",
-                self.to_string(),
-            ),
-            FilterWrite(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.",
-                "the filter could not record the key, so the write was not done".into(),
-            ),
-            FilterRead(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Retry after the delay; lookups still work meanwhile.",
-                "the filter store (Redis) is unavailable".into(),
-            ),
-            DropStopped(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Send the drop again after the delay: it finishes what this one began (every step is idempotent).",
-                "the drop did not finish: the filter store did not answer, or the filter's state kept changing".into(),
-            ),
-            Database(_) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Retry after the delay. The answer is unknown, not 'absent'.",
-                "the database did not answer".into(),
-            ),
-            Overloaded => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "Retry after the delay, or spread the load.",
-                "too many requests in flight".into(),
-            ),
-            Timeout => (StatusCode::SERVICE_UNAVAILABLE, "Retry after the delay.", "the request took too long".into()),
+            Database(_) => "the database did not answer".into(),
+            Overloaded => "too many requests in flight".into(),
+            Timeout => "the request took too long".into(),
+            // The caller's own mistakes: the error says exactly what was wrong.
+            BadKey(_)
+            | BadFilterName(_)
+            | BadParams(_)
+            | FilterTooLarge(_)
+            | BadRequest(_)
+            | UnknownFilter(_)
+            | BatchTooLarge { .. }
+            | ValueTooLarge { .. }
+            | BodyTooLarge
+            | Unauthorized
+            | Forbidden
+            | ReadOnlyToken
+            | Conflict(_)
+            | NotFound(_) => self.to_string(),
         }
     }
 }
