@@ -82,9 +82,36 @@ fn huge() -> String {
 /// of a healthy origin: its success, then each refusal that applies.
 fn probes_of(operation: &Operation) -> Vec<Probe> {
     let (method, pattern) = (&operation.0.parse::<Method>().unwrap(), operation.1.as_str());
-    let batch = |keys: &[String]| serde_json::json!({ "keys": keys }).to_string();
-    let create = r#"{"capacity":1000,"fp_rate":0.01}"#.to_owned();
     let Shape { valid, named, writer, secured, own } = match pattern {
+        paths::KEY | paths::LOOKUPS | paths::KEYS => key_shape(method, pattern),
+        _ => filter_shape(method, pattern),
+    };
+    let mut probes = valid;
+    let first = &probes[0];
+    let body = first.body.clone();
+    let token = first.token;
+    // (Creating a filter of an unknown name is its success, not a refusal.)
+    if !(pattern == paths::FILTER && method == Method::PUT) {
+        probes.push(Probe::new(method, named("no-such-filter"), token, body.clone()));
+    }
+    probes.push(Probe::new(method, named("Bad!"), token, body.clone()));
+    if secured {
+        let path = named("f");
+        probes.push(Probe::new(method, path.clone(), None, body.clone()));
+        probes.push(Probe::new(method, path.clone(), Some("not-a-token-of-this-origin"), body.clone()));
+        probes.push(Probe::new(method, path.clone(), Some("\u{7f}"), body.clone()));
+        if writer {
+            probes.push(Probe::new(method, path, Some(OPS), body));
+        }
+    }
+    probes.extend(own);
+    probes
+}
+
+/// The probes of the key operations (lookups, writes, deletes).
+fn key_shape(method: &Method, pattern: &str) -> Shape {
+    let batch = |keys: &[String]| serde_json::json!({ "keys": keys }).to_string();
+    match pattern {
         paths::KEY if method == Method::GET || method == Method::HEAD => Shape {
             valid: vec![
                 Probe::new(method, paths::key("f", &key(1)), None, None),
@@ -133,6 +160,14 @@ fn probes_of(operation: &Operation) -> Vec<Probe> {
             secured: true,
             own: vec![Probe::new(method, paths::key("f", "not-hex"), Some(WRITER), None)],
         },
+        other => panic!("{method} {other}: an operation this test does not drive; teach key_shape its requests"),
+    }
+}
+
+/// The probes of the filter operations (create, drop, stats, rebuild, list).
+fn filter_shape(method: &Method, pattern: &str) -> Shape {
+    let create = r#"{"capacity":1000,"fp_rate":0.01}"#.to_owned();
+    match pattern {
         paths::FILTER if method == Method::PUT => Shape {
             valid: vec![
                 Probe::new(method, paths::filter("new"), Some(WRITER), Some(create.clone())),
@@ -182,28 +217,8 @@ fn probes_of(operation: &Operation) -> Vec<Probe> {
             secured: true,
             own: vec![],
         },
-        other => panic!("{method} {other}: an operation this test does not drive; teach probes_of its requests"),
-    };
-    let mut probes = valid;
-    let first = &probes[0];
-    let body = first.body.clone();
-    let token = first.token;
-    // (Creating a filter of an unknown name is its success, not a refusal.)
-    if !(pattern == paths::FILTER && method == Method::PUT) {
-        probes.push(Probe::new(method, named("no-such-filter"), token, body.clone()));
+        other => panic!("{method} {other}: an operation this test does not drive; teach filter_shape its requests"),
     }
-    probes.push(Probe::new(method, named("Bad!"), token, body.clone()));
-    if secured {
-        let path = named("f");
-        probes.push(Probe::new(method, path.clone(), None, body.clone()));
-        probes.push(Probe::new(method, path.clone(), Some("not-a-token-of-this-origin"), body.clone()));
-        probes.push(Probe::new(method, path.clone(), Some("\u{7f}"), body.clone()));
-        if writer {
-            probes.push(Probe::new(method, path, Some(OPS), body));
-        }
-    }
-    probes.extend(own);
-    probes
 }
 
 /// Sends a probe; a `\u{7f}` token stands for a malformed Authorization header.
@@ -278,17 +293,27 @@ async fn the_description_lists_exactly_the_statuses_each_operation_answers() {
         record(&healthy, &ops, &probes_of(operation), &mut seen).await;
     }
 
-    // The database down (definitions cached before it went): 503 wherever it is needed.
+    database_down(&ops, &mut seen).await;
+    filter_store_down(&ops, &mut seen).await;
+    overloaded(&ops, &mut seen).await;
+    let wrong = mismatches(&ops, &seen);
+    assert!(wrong.is_empty(), "the description and the answers differ:\n{}", wrong.join("\n"));
+}
+
+/// The database down (definitions cached before it went): 503 wherever it is needed.
+async fn database_down(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut Seen) {
     let dir = common::temp_dir();
     let keys = Arc::new(Hooked::open(&dir));
     let down = Embedded::over(dir, Arc::new(MemoryFilterStore::default()), keys.clone(), |c| c.meta_cache_ms = 600_000);
     prepare(&down).await;
     keys.down.store(true, Ordering::SeqCst);
     for operation in ops.keys() {
-        record(&down, &ops, &probes_of(operation)[..1], &mut seen).await;
+        record(&down, ops, &probes_of(operation)[..1], seen).await;
     }
+}
 
-    // The filter store down (nothing listens where it is said to be), the database up.
+/// The filter store down (nothing listens where it is said to be), the database up.
+async fn filter_store_down(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut Seen) {
     let dir = common::temp_dir();
     let keys = Arc::new(Hooked::open(&dir));
     for name in ["f", "d", "r"] {
@@ -312,10 +337,12 @@ async fn the_description_lists_exactly_the_statuses_each_operation_answers() {
     let filters: Arc<dyn FilterStore> = Arc::new(RedisFilterStore::connect(&nowhere).await.unwrap());
     let no_filter_store = Embedded::over(dir, filters, keys, |_| {});
     for operation in ops.keys() {
-        record(&no_filter_store, &ops, &probes_of(operation)[..1], &mut seen).await;
+        record(&no_filter_store, ops, &probes_of(operation)[..1], seen).await;
     }
+}
 
-    // Overloaded: one request in flight (a lookup held in the database), the cap is one.
+/// Overloaded: one request in flight (a lookup held in the database), the cap is one.
+async fn overloaded(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut Seen) {
     let dir = common::temp_dir();
     let keys = Arc::new(Hooked::open(&dir));
     let busy = Arc::new(Embedded::over(dir, Arc::new(MemoryFilterStore::default()), keys.clone(), |c| {
@@ -330,13 +357,16 @@ async fn the_description_lists_exactly_the_statuses_each_operation_answers() {
     });
     keys.waiting.notified().await;
     for operation in ops.keys() {
-        record(&busy, &ops, &probes_of(operation)[..1], &mut seen).await;
+        record(&busy, ops, &probes_of(operation)[..1], seen).await;
     }
     keys.release.notify_one();
     assert_eq!(held.await.unwrap(), StatusCode::OK);
+}
 
+/// Each operation whose answers and description differ, and how.
+fn mismatches(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &Seen) -> Vec<String> {
     let mut wrong = Vec::new();
-    for (operation, documented) in &ops {
+    for (operation, documented) in ops {
         let answered = seen.get(operation).cloned().unwrap_or_default();
         let undocumented: Vec<&u16> = answered.difference(documented).collect();
         let never: Vec<&u16> = documented.difference(&answered).collect();
@@ -347,5 +377,5 @@ async fn the_description_lists_exactly_the_statuses_each_operation_answers() {
             ));
         }
     }
-    assert!(wrong.is_empty(), "the description and the answers differ:\n{}", wrong.join("\n"));
+    wrong
 }
