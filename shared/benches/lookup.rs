@@ -12,16 +12,17 @@
 //! 2^22 keys (128 MiB), so at 10^8 keys each lookup misses the caches instead of re-reading the
 //! few lines a short key list would keep hot.
 
-use bloomgate_filter::params::best_k;
-use bloomgate_filter::{BloomFilter, Params};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+#[macro_use]
+mod common;
+
+use bloomgate_filter::BloomFilter;
+use common::{key, our_params, FASTBLOOM_SEED, INSERTED, MISSES};
+use criterion::{BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Filter sizes, in keys.
 const SIZES: [u64; 2] = [1_000_000, 100_000_000];
-/// Bits per key for both filters.
-const BITS_PER_KEY: u64 = 10;
 /// Keys per lookup array: a power of two, so cycling is a mask.
 const KEYS: usize = 1 << 22;
 /// Keys per `may_contain_many` call.
@@ -32,41 +33,8 @@ const FPR_PROBES: u64 = 10_000_000;
 /// outgrows the TLB's reach; at 10^6 keys it is 1.2 MB).
 const HUGE_PAGES_FROM: u64 = 100_000_000;
 
-const OUR_SEED: u64 = 0x6265_6e63_685f_7631;
-const FASTBLOOM_SEED: u128 = 0x6661_7374_626c_6f6f_6d5f_7365_6564_3137;
-
-/// Streams of keys, disjoint by construction (see [`key`]).
-const INSERTED: u64 = 1;
-const MISSES: u64 = 2;
+/// A third stream of keys never inserted (see `common::key`), for the false-positive rate.
 const FPR_MISSES: u64 = 3;
-
-/// splitmix64's finaliser: a bijection on u64.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// Key `i` of stream `stream`: 32 pseudo-random bytes. The first word is a bijection of
-/// `(stream, i)`, so keys of different streams or indices never collide, and a "miss" stream
-/// really was never inserted.
-fn key(stream: u64, i: u64) -> [u8; 32] {
-    let counter = (stream << 40) | i;
-    let mut out = [0u8; 32];
-    for (j, chunk) in out.chunks_exact_mut(8).enumerate() {
-        let word = mix(counter.wrapping_add((j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-        chunk.copy_from_slice(&word.to_le_bytes());
-    }
-    out
-}
-
-/// Exactly 10 bits per key where 512 divides 10 n (10^8), else one block more (10^6:
-/// 19 532 blocks, 10.0004 bits per key), and the best k for it; one-block segments so no
-/// segment rounding adds bits.
-fn our_params(n: u64) -> Params {
-    let blocks = (n * BITS_PER_KEY).div_ceil(512);
-    Params::new(OUR_SEED, best_k(BITS_PER_KEY as f64), 0, blocks as u32).expect("valid params")
-}
 
 /// The same number of bits; `expected_items(n)` lets fastbloom pick its own best k for that
 /// many bits and keys (round(ln 2 · 10) = 7).
@@ -236,13 +204,4 @@ fn lookups(c: &mut Criterion) {
     }
 }
 
-fn config() -> Criterion {
-    Criterion::default().warm_up_time(Duration::from_secs(2)).measurement_time(Duration::from_secs(5)).sample_size(50)
-}
-
-criterion_group! {
-    name = benches;
-    config = config();
-    targets = lookups
-}
-criterion_main!(benches);
+bench_main!(lookups, warm_up = 2, measure = 5);

@@ -8,34 +8,19 @@
 //! `cargo bench -p bloomgate-filter --bench overlap` (about a minute). BENCHMARKS.md discusses
 //! the figures.
 
+#[macro_use]
+mod common;
+
 use bloomgate_filter::block::probe_mask;
 use bloomgate_filter::{hash_key, BloomFilter, KeyHash, Params};
 use criterion::measurement::WallTime;
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
+use criterion::{BenchmarkGroup, Criterion, Throughput};
 use std::hint::black_box;
-use std::time::Duration;
 
 /// Blocks of a 10^8-key filter at 10 bits per key.
 const BLOCKS: u64 = 1_953_125;
 const KEYS: usize = 1 << 22;
 const SEED: u64 = 1;
-
-/// splitmix64's finaliser: a bijection on u64.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// Key `i`: 32 pseudo-random bytes.
-fn key(i: u64) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for (j, chunk) in out.chunks_exact_mut(8).enumerate() {
-        let word = mix(i.wrapping_add((j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-        chunk.copy_from_slice(&word.to_le_bytes());
-    }
-    out
-}
 
 /// A cache-line-aligned block, like the filter's.
 #[repr(C, align(64))]
@@ -79,7 +64,7 @@ fn overlap(c: &mut Criterion) {
     let mut blocks = vec![Block::default(); BLOCKS as usize];
     blocks.iter_mut().for_each(|b| b.0[0] = 1);
     let blocks = &blocks;
-    let keys: Vec<[u8; 32]> = (0..KEYS as u64).map(key).collect();
+    let keys = common::keys(KEYS);
     let keys = &keys;
     let hashes: Vec<KeyHash> = keys.iter().map(|k| hash_key(k, SEED)).collect();
     let hashes = &hashes;
@@ -129,13 +114,4 @@ fn overlap(c: &mut Criterion) {
     owned.finish();
 }
 
-fn config() -> Criterion {
-    Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4)).sample_size(50)
-}
-
-criterion_group! {
-    name = benches;
-    config = config();
-    targets = overlap
-}
-criterion_main!(benches);
+bench_main!(overlap, warm_up = 1, measure = 4);

@@ -5,8 +5,14 @@
 //! (`#[ignore]`d by default: it allocates 125 MB and takes about a minute in release, far more
 //! in debug). It prints the measured figures; BENCHMARKS.md records them.
 
+/// The benches' key generator (see its module doc), so the scale test and the lookup bench
+/// measure the same keys.
+#[path = "../benches/common/mod.rs"]
+mod common;
+
 use bloomgate_filter::params::best_k;
 use bloomgate_filter::{BloomFilter, Params};
+use common::{key, INSERTED, MISSES};
 use std::time::Instant;
 
 /// Keys inserted.
@@ -15,28 +21,7 @@ const N: u64 = 100_000_000;
 const MISS_PROBES: u64 = 10_000_000;
 /// Inserted keys checked for false negatives (every `N / MEMBER_SAMPLE`-th one).
 const MEMBER_SAMPLE: u64 = 1_000_000;
-const INSERTED: u64 = 1;
-const MISSES: u64 = 2;
 const THREADS: u64 = 2;
-
-/// splitmix64's finaliser: a bijection on u64.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// Key `i` of `stream`: 32 pseudo-random bytes (like a SHA-256 digest). The first word is a
-/// bijection of `(stream, i)`, so the miss stream never meets an inserted key.
-fn key(stream: u64, i: u64) -> [u8; 32] {
-    let counter = (stream << 40) | i;
-    let mut out = [0u8; 32];
-    for (j, chunk) in out.chunks_exact_mut(8).enumerate() {
-        let word = mix(counter.wrapping_add((j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)));
-        chunk.copy_from_slice(&word.to_le_bytes());
-    }
-    out
-}
 
 #[test]
 #[ignore = "allocates 125 MB and inserts 10^8 keys; run in release, see the module doc"]
