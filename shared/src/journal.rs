@@ -38,6 +38,7 @@
 
 use crate::block::{probe_mask, BLOCK_BYTES};
 use crate::hash::KeyHash;
+use crate::le::{le_u32, le_u64};
 use crate::params::Params;
 use alloc::vec::Vec;
 use core::fmt;
@@ -145,16 +146,6 @@ pub fn decode_hashes(bytes: &[u8]) -> Option<impl Iterator<Item = KeyHash> + '_>
         return None;
     }
     Some(bytes.chunks_exact(HASH_BYTES).map(|c| KeyHash { block_bits: le_u64(c, 0), probe_bits: le_u64(c, 8) }))
-}
-
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 /// A verified chunk, borrowing its bytes.

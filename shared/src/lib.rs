@@ -8,6 +8,7 @@ pub mod filter;
 pub mod hash;
 pub mod journal;
 pub mod key;
+mod le;
 pub mod manifest;
 mod memory;
 pub mod params;

@@ -40,6 +40,7 @@
 use crate::block::{probe_mask, BLOCK_BYTES};
 use crate::hash::{hash_key, KeyHash};
 use crate::journal::JournalPosition;
+use crate::le::{le_u16, le_u32, le_u64};
 use crate::params::{Params, ParamsError};
 use alloc::vec::Vec;
 use core::fmt;
@@ -243,18 +244,6 @@ fn checksum(header: &[u8], payload: &[u8]) -> u64 {
         xxh3_64(&covered)
     };
     xxh3_64_with_seed(payload, seed)
-}
-
-fn le_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn le_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 /// Decodes and verifies a segment (either format version), borrowing its payload.
