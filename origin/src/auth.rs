@@ -1,16 +1,21 @@
 //! Who may call what: writer tokens for writes and everything else a token opens, read-only ops
 //! tokens for stats and the filter list, the edge secret for the edge's endpoints. The
-//! extractors need only the configuration from the app's state (`FromRef`), so this module
+//! extractors need only the configuration from the app's state ([`HasConfig`]), so this module
 //! sits below the routes that use it.
 
 use crate::config::Config;
 use crate::error::AppError;
-use axum::extract::{FromRef, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
 use bloomgate_client::headers::EDGE_SECRET as EDGE_SECRET_HEADER;
-use std::sync::Arc;
 use subtle::ConstantTimeEq;
+
+/// An app state the extractors read the tokens and the edge secret from.
+pub trait HasConfig: Send + Sync {
+    /// The configuration.
+    fn config(&self) -> &Config;
+}
 
 /// What a bearer token lets its holder do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,15 +31,11 @@ pub enum Role {
 /// ops token is refused with a 403 that says it cannot write.
 pub struct Writer;
 
-impl<S: Send + Sync> FromRequestParts<S> for Writer
-where
-    Arc<Config>: FromRef<S>,
-{
+impl<S: HasConfig> FromRequestParts<S> for Writer {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let config = Arc::<Config>::from_ref(state);
-        match role(&parts.headers, &config.writer_tokens, &config.ops_tokens)? {
+        match role_in(parts, state)? {
             Role::Writer => Ok(Writer),
             Role::Ops => Err(AppError::ReadOnlyToken),
         }
@@ -44,30 +45,29 @@ where
 /// A request from a writer or an ops token, for what either may read (stats, the filter list).
 pub struct Reader;
 
-impl<S: Send + Sync> FromRequestParts<S> for Reader
-where
-    Arc<Config>: FromRef<S>,
-{
+impl<S: HasConfig> FromRequestParts<S> for Reader {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let config = Arc::<Config>::from_ref(state);
-        role(&parts.headers, &config.writer_tokens, &config.ops_tokens).map(|_| Reader)
+        role_in(parts, state).map(|_| Reader)
     }
 }
 
 /// A request from the edge: extracting it checks the edge secret.
 pub struct Edge;
 
-impl<S: Send + Sync> FromRequestParts<S> for Edge
-where
-    Arc<Config>: FromRef<S>,
-{
+impl<S: HasConfig> FromRequestParts<S> for Edge {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        require_edge(&parts.headers, Arc::<Config>::from_ref(state).edge_secret.as_deref()).map(|()| Edge)
+        require_edge(&parts.headers, state.config().edge_secret.as_deref()).map(|()| Edge)
     }
+}
+
+/// The role of the request's bearer token, by the token lists of `state`'s configuration.
+fn role_in(parts: &Parts, state: &impl HasConfig) -> Result<Role, AppError> {
+    let config = state.config();
+    role(&parts.headers, &config.writer_tokens, &config.ops_tokens)
 }
 
 /// Compares in time independent of where the inputs differ (length is not secret). `subtle`

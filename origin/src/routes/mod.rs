@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::AppError;
 use crate::gate::Gate;
 use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{FromRef, FromRequest, FromRequestParts, MatchedPath, Request};
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Request};
 use axum::http::request::Parts;
 use bloomgate_filter::{decode_path_key, validate_filter_name};
 use std::sync::Arc;
@@ -26,10 +26,9 @@ pub struct AppState {
     pub config: Arc<Config>,
 }
 
-/// The configuration, as the extractors of `auth` take it from the state.
-impl FromRef<AppState> for Arc<Config> {
-    fn from_ref(state: &AppState) -> Arc<Config> {
-        state.config.clone()
+impl crate::auth::HasConfig for AppState {
+    fn config(&self) -> &Config {
+        &self.config
     }
 }
 
