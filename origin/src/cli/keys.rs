@@ -1,6 +1,6 @@
 //! `lookup` and `load`: keys, through a running origin's API.
 
-use super::load::LoadOptions;
+use super::bulk_load::LoadOptions;
 use super::Origin;
 use bloomgate_client::api::KeyAnswer;
 use clap::Args;
@@ -82,7 +82,7 @@ pub async fn load(args: LoadArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         abort_on_bad_line: args.abort_on_bad_line,
     };
-    let report = super::load::load(&args.file, &options).await?;
+    let report = super::bulk_load::load(&args.file, &options).await?;
     println!("{report}");
     if report.failed_batches > 0 {
         anyhow::bail!("{} batches were not stored; rerun the load (writes are idempotent)", report.failed_batches);

@@ -7,12 +7,12 @@
 //! - `serve`: `serve`, `rebuild` and `check-config`, which read the settings.
 //! - `config_flags`: every setting as a flag.
 //! - `filters`: `create`, `list`, `stats`, `drop`; `stats_table` draws `stats` for people.
-//! - `keys`: `lookup` and `load`; `load` reads, checks and sends a file of keys.
+//! - `keys`: `lookup` and `load`; `bulk_load` reads, checks and sends a file of keys.
 
+mod bulk_load;
 mod config_flags;
 mod filters;
 mod keys;
-mod load;
 mod serve;
 mod stats_table;
 

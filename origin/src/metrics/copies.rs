@@ -59,7 +59,7 @@ struct CopyRoundLabels {
 }
 
 /// The local copies' metrics.
-pub struct Copies {
+pub struct CopyMetrics {
     lookups: Family<CopyLookupLabels, Counter>,
     /// Every lookup touches one of these: taken from the family once, indexed by
     /// `CopyLookup::ALL`'s order (no family lookup per lookup).
@@ -69,8 +69,8 @@ pub struct Copies {
     bytes: Gauge,
 }
 
-impl Copies {
-    pub(super) fn new() -> Copies {
+impl CopyMetrics {
+    pub(super) fn new() -> CopyMetrics {
         let lookups: Family<CopyLookupLabels, Counter> = Family::default();
         let (loads, rounds): (Family<CopyLoadLabels, Counter>, Family<CopyRoundLabels, Counter>) = Default::default();
         let lookup_series =
@@ -82,14 +82,14 @@ impl Copies {
         for result in CopyRound::ALL {
             let _ = rounds.get_or_create(&CopyRoundLabels { result: *result });
         }
-        Copies { lookups, lookup_series, loads, rounds, bytes: Gauge::default() }
+        CopyMetrics { lookups, lookup_series, loads, rounds, bytes: Gauge::default() }
     }
 
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
             row(
                 "local_copy_lookups",
-                "Lookups offered to this origin's local copy of the filter, by outcome.",
+                "LookupMetrics offered to this origin's local copy of the filter, by outcome.",
                 &self.lookups,
             ),
             row("local_copy_loads", "Local copies loaded, by result.", &self.loads),

@@ -23,17 +23,17 @@ struct EdgeLabels {
 }
 
 /// The edge feed's metrics.
-pub struct EdgeFeed {
+pub struct EdgeFeedMetrics {
     served: Family<EdgeLabels, Counter>,
 }
 
-impl EdgeFeed {
-    pub(super) fn new() -> EdgeFeed {
+impl EdgeFeedMetrics {
+    pub(super) fn new() -> EdgeFeedMetrics {
         let served = Family::default();
         for kind in EdgeKind::ALL {
             let _ = served.get_or_create(&EdgeLabels { kind: *kind });
         }
-        EdgeFeed { served }
+        EdgeFeedMetrics { served }
     }
 
     pub(super) fn rows(&self) -> Vec<Row> {

@@ -19,9 +19,9 @@ pub(super) struct FilterLabels {
 /// Per-filter counters, the source of the observed false-positive ratio in stats. The counters
 /// are the exported ones (clones share the value).
 pub struct FilterCounters {
-    /// Lookups the filter answered "no".
+    /// LookupMetrics the filter answered "no".
     pub filter_negatives: Counter,
-    /// Lookups the filter answered "maybe".
+    /// LookupMetrics the filter answered "maybe".
     pub filter_maybes: Counter,
     /// "Maybe" answers the database then answered "absent".
     pub false_positives: Counter,
@@ -74,7 +74,7 @@ pub struct FilterGauges {
 
 /// The filters' metrics.
 #[derive(Default)]
-pub struct Filters {
+pub struct FilterMetrics {
     negatives: Family<FilterLabels, Counter>,
     maybes: Family<FilterLabels, Counter>,
     false_positives: Family<FilterLabels, Counter>,
@@ -88,11 +88,11 @@ pub struct Filters {
     counters: Mutex<HashMap<String, Arc<FilterCounters>>>,
 }
 
-impl Filters {
+impl FilterMetrics {
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
-            row("filter_negatives", "Lookups the filter answered 'no', by filter.", &self.negatives),
-            row("filter_maybes", "Lookups the filter answered 'maybe', by filter.", &self.maybes),
+            row("filter_negatives", "LookupMetrics the filter answered 'no', by filter.", &self.negatives),
+            row("filter_maybes", "LookupMetrics the filter answered 'maybe', by filter.", &self.maybes),
             row("false_positives", "'Maybe' answers the database answered 'absent', by filter.", &self.false_positives),
             row("deletes", "Keys deleted through this origin (their bits stay set until a rebuild).", &self.deletes),
             row("filter_fill_ratio", "Share of the filter's bits set (sampled).", &self.fill_ratio),

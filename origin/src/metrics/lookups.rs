@@ -1,4 +1,4 @@
-//! Lookups: who answered (the offload share is `lookups_total{answered_by="filter"}` over
+//! LookupMetrics: who answered (the offload share is `lookups_total{answered_by="filter"}` over
 //! all), why the filter could not answer, the database reads they cost, and their latency and
 //! the stores'.
 
@@ -80,12 +80,12 @@ struct StoreLabels {
 }
 
 /// The lookups' metrics.
-pub struct Lookups {
+pub struct LookupMetrics {
     answered: Family<AnsweredByLabels, Counter>,
     fallthroughs: Family<ReasonLabels, Counter>,
     /// Database reads made for lookups.
     pub database_reads: Counter,
-    /// Lookups that failed because the database failed.
+    /// LookupMetrics that failed because the database failed.
     pub database_errors: Counter,
     single_latency: Histogram,
     batch_latency: Histogram,
@@ -99,8 +99,8 @@ pub struct Lookups {
     database_seconds: Histogram,
 }
 
-impl Lookups {
-    pub(super) fn new() -> Lookups {
+impl LookupMetrics {
+    pub(super) fn new() -> LookupMetrics {
         let answered: Family<AnsweredByLabels, Counter> = Family::default();
         let fallthroughs: Family<ReasonLabels, Counter> = Family::default();
         let store_latency: Family<StoreLabels, Histogram, fn() -> Histogram> =
@@ -114,7 +114,7 @@ impl Lookups {
         }
         let by = |by| answered.get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredByLabel(by) });
         let store = |store| store_latency.get_or_create_owned(&StoreLabels { store });
-        Lookups {
+        LookupMetrics {
             answered_by_filter: by(AnsweredBy::Filter),
             answered_by_database: by(AnsweredBy::Database),
             redis_seconds: store(Store::Redis),
@@ -133,9 +133,9 @@ impl Lookups {
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
             row("lookups", "Key lookups by who answered (single and batch).", &self.answered),
-            row("filter_fallthroughs", "Lookups the filter could not answer, by reason.", &self.fallthroughs),
+            row("filter_fallthroughs", "LookupMetrics the filter could not answer, by reason.", &self.fallthroughs),
             row("database_reads", "Database reads made for lookups.", &self.database_reads),
-            row("database_errors", "Lookups failed (503) because the database failed.", &self.database_errors),
+            row("database_errors", "LookupMetrics failed (503) because the database failed.", &self.database_errors),
             row("lookup_seconds", "Single-key lookup latency, seconds.", &self.single_latency),
             row("batch_lookup_seconds", "Batch lookup latency (a whole batch), seconds.", &self.batch_latency),
             row(

@@ -57,13 +57,13 @@ mod rebuilds;
 mod requests;
 mod writes;
 
-pub use copies::{Copies, CopyLoad, CopyLookup, CopyRound};
-pub use edge_feed::{EdgeFeed, EdgeKind};
-pub use filters::{Baseline, FilterCounters, FilterGauges, Filters};
-pub use lookups::{AnsweredBy, Fallthrough, Lookups, Store};
-pub use rebuilds::{RebuildGauges, Rebuilds};
-pub use requests::{RequestLabels, Requests};
-pub use writes::Writes;
+pub use copies::{CopyLoad, CopyLookup, CopyMetrics, CopyRound};
+pub use edge_feed::{EdgeFeedMetrics, EdgeKind};
+pub use filters::{Baseline, FilterCounters, FilterGauges, FilterMetrics};
+pub use lookups::{AnsweredBy, Fallthrough, LookupMetrics, Store};
+pub use rebuilds::{RebuildGauges, RebuildMetrics};
+pub use requests::{RequestLabels, RequestMetrics};
+pub use writes::WriteMetrics;
 
 /// Upper bounds of the latency histograms, in seconds.
 const LATENCY_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
@@ -92,19 +92,19 @@ struct BuildLabels {
 pub struct Metrics {
     registry: Registry,
     /// Lookups.
-    pub lookups: Lookups,
+    pub lookups: LookupMetrics,
     /// What the edge's feed served.
-    pub edge_feed: EdgeFeed,
+    pub edge_feed: EdgeFeedMetrics,
     /// Writes.
-    pub writes: Writes,
+    pub writes: WriteMetrics,
     /// HTTP requests.
-    pub requests: Requests,
+    pub requests: RequestMetrics,
     /// Per filter.
-    pub filters: Filters,
+    pub filters: FilterMetrics,
     /// Rebuilds.
-    pub rebuilds: Rebuilds,
+    pub rebuilds: RebuildMetrics,
     /// Local copies.
-    pub copies: Copies,
+    pub copies: CopyMetrics,
 }
 
 impl Default for Metrics {
@@ -120,13 +120,13 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut m = Metrics {
             registry: Registry::with_prefix("bloomgate"),
-            lookups: Lookups::new(),
-            edge_feed: EdgeFeed::new(),
-            writes: Writes::default(),
-            requests: Requests::new(),
-            filters: Filters::default(),
-            rebuilds: Rebuilds::default(),
-            copies: Copies::new(),
+            lookups: LookupMetrics::new(),
+            edge_feed: EdgeFeedMetrics::new(),
+            writes: WriteMetrics::default(),
+            requests: RequestMetrics::new(),
+            filters: FilterMetrics::default(),
+            rebuilds: RebuildMetrics::default(),
+            copies: CopyMetrics::new(),
         };
         let tables = [
             m.lookups.rows(),

@@ -1,4 +1,4 @@
-//! Rebuilds, per filter: whether one runs anywhere, its phase, keys read and keys expected
+//! RebuildMetrics, per filter: whether one runs anywhere, its phase, keys read and keys expected
 //! (set by every recovery check from the progress the builder publishes).
 
 use super::filters::FilterLabels;
@@ -27,14 +27,14 @@ struct PhaseLabels {
 
 /// The rebuilds' metrics.
 #[derive(Default)]
-pub struct Rebuilds {
+pub struct RebuildMetrics {
     running: Family<FilterLabels, Gauge>,
     phase: Family<PhaseLabels, Gauge>,
     keys_scanned: Family<FilterLabels, Gauge>,
     keys_expected: Family<FilterLabels, Gauge>,
 }
 
-impl Rebuilds {
+impl RebuildMetrics {
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
             row("rebuild_running", "1 while a rebuild of the filter runs anywhere.", &self.running),

@@ -23,18 +23,18 @@ pub struct RequestLabels {
 }
 
 /// The requests' metrics.
-pub struct Requests {
+pub struct RequestMetrics {
     counted: Family<RequestLabels, Counter>,
     latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
     /// HTTP requests being handled.
     pub in_flight: Gauge,
-    /// Requests refused with 429.
+    /// RequestMetrics refused with 429.
     pub overloaded: Counter,
 }
 
-impl Requests {
-    pub(super) fn new() -> Requests {
-        Requests {
+impl RequestMetrics {
+    pub(super) fn new() -> RequestMetrics {
+        RequestMetrics {
             counted: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             in_flight: Gauge::default(),
@@ -44,7 +44,7 @@ impl Requests {
 
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
-            row("overloaded", "Requests refused with 429 (max_in_flight).", &self.overloaded),
+            row("overloaded", "RequestMetrics refused with 429 (max_in_flight).", &self.overloaded),
             row("http_requests", "HTTP requests by method, route and status.", &self.counted),
             row("http_request_seconds", "HTTP request latency by method, route and status, seconds.", &self.latency),
             row("http_in_flight", "HTTP requests being handled.", &self.in_flight),

@@ -80,7 +80,7 @@ pub(super) async fn scan(
     let started = Instant::now();
     let bits = BloomFilter::try_new_with_huge_pages(new.params)?;
     let scanned = AtomicU64::new(0);
-    let bar = progress_bar(options.progress, published.progress.keys_expected);
+    let bar = keys_bar(options.progress, published.progress.keys_expected);
     let now = now_ms();
     published.progress =
         BuildProgress { phase: BuildPhase::Scanning, started_ms: now, updated_ms: now, ..published.progress };
@@ -143,7 +143,7 @@ async fn expected_keys(stats: &dyn StatsStore, filter: &str, state: &FilterState
     estimate.is_finite().then(|| estimate.round() as u64)
 }
 
-fn progress_bar(show: bool, expected: Option<u64>) -> ProgressBar {
+fn keys_bar(show: bool, expected: Option<u64>) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }

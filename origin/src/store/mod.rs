@@ -130,6 +130,13 @@ pub enum DatabaseError {
     Error(String),
 }
 
+impl DatabaseError {
+    /// Any other failure, by its message.
+    pub fn other(e: impl std::fmt::Display) -> DatabaseError {
+        DatabaseError::Error(e.to_string())
+    }
+}
+
 /// The source of truth for keys and filter definitions.
 #[async_trait]
 pub trait Database: Send + Sync + 'static {

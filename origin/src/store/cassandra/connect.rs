@@ -4,7 +4,7 @@
 
 use super::consistency::{check_overlap, Replication};
 use super::schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
-use super::{err, CassandraSettings};
+use super::CassandraSettings;
 use crate::store::DatabaseError;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -19,12 +19,12 @@ pub(super) async fn open(settings: &CassandraSettings) -> Result<Session, Databa
         .connection_timeout(Duration::from_secs(5))
         .build()
         .await
-        .map_err(|e| err(format!("cannot connect to Cassandra at {:?}: {e}", settings.nodes)))?;
+        .map_err(|e| DatabaseError::other(format!("cannot connect to Cassandra at {:?}: {e}", settings.nodes)))?;
     if settings.manage_schema {
         for statement in create_statements(&settings.keyspace, &settings.replication) {
-            session.query_unpaged(statement, ()).await.map_err(err)?;
+            session.query_unpaged(statement, ()).await.map_err(DatabaseError::other)?;
         }
-        session.await_schema_agreement().await.map_err(err)?;
+        session.await_schema_agreement().await.map_err(DatabaseError::other)?;
     } else {
         check_unmanaged_schema(&session, settings).await?;
     }
@@ -41,15 +41,18 @@ async fn check_unmanaged_schema(session: &Session, settings: &CassandraSettings)
             (&settings.keyspace,),
         )
         .await
-        .map_err(err)?;
-    let rows = result.into_rows_result().map_err(err)?;
-    let columns: Vec<ExistingColumn> =
-        rows.rows::<ExistingColumn>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+        .map_err(DatabaseError::other)?;
+    let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+    let columns: Vec<ExistingColumn> = rows
+        .rows::<ExistingColumn>()
+        .map_err(DatabaseError::other)?
+        .collect::<Result<_, _>>()
+        .map_err(DatabaseError::other)?;
     let problems = schema_problems(&columns);
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(err(unmanaged_schema_error(&settings.keyspace, &settings.replication, &problems)))
+        Err(DatabaseError::other(unmanaged_schema_error(&settings.keyspace, &settings.replication, &problems)))
     }
 }
 
@@ -63,10 +66,12 @@ async fn check_keyspace_consistency(
     let result = session
         .query_unpaged("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = ?", (keyspace,))
         .await
-        .map_err(err)?;
-    let rows = result.into_rows_result().map_err(err)?;
-    let row: Option<(std::collections::HashMap<String, String>,)> = rows.maybe_first_row().map_err(err)?;
-    let (map,) = row.ok_or_else(|| err(format!("keyspace {keyspace} not found after creating it")))?;
-    let replication = Replication::from_schema(&map).map_err(|e| err(format!("keyspace {keyspace}: {e}")))?;
-    check_overlap(level, &replication).map_err(|e| err(format!("keyspace {keyspace}: {e}")))
+        .map_err(DatabaseError::other)?;
+    let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+    let row: Option<(std::collections::HashMap<String, String>,)> =
+        rows.maybe_first_row().map_err(DatabaseError::other)?;
+    let (map,) = row.ok_or_else(|| DatabaseError::other(format!("keyspace {keyspace} not found after creating it")))?;
+    let replication =
+        Replication::from_schema(&map).map_err(|e| DatabaseError::other(format!("keyspace {keyspace}: {e}")))?;
+    check_overlap(level, &replication).map_err(|e| DatabaseError::other(format!("keyspace {keyspace}: {e}")))
 }

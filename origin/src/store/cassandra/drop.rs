@@ -4,7 +4,7 @@
 //! chunks: a filter of any size is deleted in constant memory.
 
 use super::scan::{token_ranges, SCAN_RANGES};
-use super::{applied, classify, err, CassandraDatabase};
+use super::{applied, classify, CassandraDatabase};
 use crate::store::DatabaseError;
 use futures::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
@@ -28,7 +28,7 @@ impl CassandraDatabase {
         let Some(any_key) = &self.statements.any_key else { return Ok(true) };
         match self.session.execute_unpaged(any_key, (filter.to_owned(),)).await {
             Ok(result) => {
-                let rows = result.into_rows_result().map_err(err)?;
+                let rows = result.into_rows_result().map_err(DatabaseError::other)?;
                 Ok(rows.rows_num() > 0)
             }
             Err(e) => {
@@ -66,11 +66,11 @@ impl CassandraDatabase {
         values: impl scylla::serialize::row::SerializeRow,
         filter: &str,
     ) -> Result<u64, DatabaseError> {
-        let rows = self.session.execute_iter(scan.clone(), values).await.map_err(err)?;
-        let mut rows = rows.rows_stream::<(String, Vec<u8>)>().map_err(err)?;
+        let rows = self.session.execute_iter(scan.clone(), values).await.map_err(DatabaseError::other)?;
+        let mut rows = rows.rows_stream::<(String, Vec<u8>)>().map_err(DatabaseError::other)?;
         let (mut chunk, mut deleted) = (Vec::with_capacity(DELETE_CHUNK), 0u64);
         loop {
-            let row = rows.try_next().await.map_err(err)?;
+            let row = rows.try_next().await.map_err(DatabaseError::other)?;
             let done = row.is_none();
             if let Some((row_filter, key)) = row {
                 if row_filter == filter {

@@ -70,10 +70,6 @@ pub struct CassandraDatabase {
     statements: Statements,
 }
 
-fn err(e: impl std::fmt::Display) -> DatabaseError {
-    DatabaseError::Error(e.to_string())
-}
-
 fn classify(e: ExecutionError) -> DatabaseError {
     match e {
         ExecutionError::RequestTimeout(_) => DatabaseError::Timeout,
@@ -85,14 +81,14 @@ fn classify(e: ExecutionError) -> DatabaseError {
             scylla::errors::DbError::WriteTimeout { .. },
             _,
         )) => DatabaseError::Timeout,
-        other => err(other),
+        other => DatabaseError::other(other),
     }
 }
 
 /// Whether a lightweight transaction applied: the first column of its result is `[applied]`.
 fn applied(result: QueryResult) -> Result<bool, DatabaseError> {
-    let rows = result.into_rows_result().map_err(err)?;
-    let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(err)?;
+    let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+    let first: Option<scylla::value::Row> = rows.maybe_first_row().map_err(DatabaseError::other)?;
     Ok(matches!(first.as_ref().and_then(|row| row.columns.first()), Some(Some(scylla::value::CqlValue::Boolean(true)))))
 }
 
@@ -121,10 +117,10 @@ type FilterRow = (String, String, i64, f64, i64);
 fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow) -> Result<FilterDef, DatabaseError> {
     Ok(FilterDef {
         name,
-        key_format: key_format.parse::<KeyFormat>().map_err(err)?,
-        capacity: u64::try_from(capacity).map_err(err)?,
+        key_format: key_format.parse::<KeyFormat>().map_err(DatabaseError::other)?,
+        capacity: u64::try_from(capacity).map_err(DatabaseError::other)?,
         fp_rate,
-        segment_bytes: u64::try_from(segment_bytes).map_err(err)?,
+        segment_bytes: u64::try_from(segment_bytes).map_err(DatabaseError::other)?,
     })
 }
 
@@ -141,14 +137,18 @@ impl Database for CassandraDatabase {
 
     async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
         let result = self.session.execute_unpaged(&self.statements.all_filters, ()).await.map_err(classify)?;
-        let rows = result.into_rows_result().map_err(err)?;
-        let defs: Vec<FilterRow> = rows.rows::<FilterRow>().map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+        let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+        let defs: Vec<FilterRow> = rows
+            .rows::<FilterRow>()
+            .map_err(DatabaseError::other)?
+            .collect::<Result<_, _>>()
+            .map_err(DatabaseError::other)?;
         defs.into_iter().map(def_from_row).collect()
     }
 
     async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
         let name = name.to_owned();
-        let capacity = i64::try_from(capacity).map_err(err)?;
+        let capacity = i64::try_from(capacity).map_err(DatabaseError::other)?;
         self.session.execute_unpaged(&self.statements.resize, (capacity, fp_rate, name)).await.map_err(classify)?;
         Ok(())
     }
@@ -157,8 +157,8 @@ impl Database for CassandraDatabase {
     async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
         let values = (filter.to_owned(), key.to_vec());
         let result = self.session.execute_unpaged(&self.statements.get_key, values).await.map_err(classify)?;
-        let rows = result.into_rows_result().map_err(err)?;
-        let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(err)?;
+        let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+        let row: Option<(Option<Vec<u8>>,)> = rows.maybe_first_row().map_err(DatabaseError::other)?;
         Ok(row.map(|(value,)| value.unwrap_or_default()))
     }
 
@@ -182,22 +182,25 @@ impl Database for CassandraDatabase {
         let values = (
             def.name.clone(),
             def.key_format.to_string(),
-            i64::try_from(def.capacity).map_err(err)?,
+            i64::try_from(def.capacity).map_err(DatabaseError::other)?,
             def.fp_rate,
-            i64::try_from(def.segment_bytes).map_err(err)?,
+            i64::try_from(def.segment_bytes).map_err(DatabaseError::other)?,
         );
         let result = self.session.execute_unpaged(&self.statements.insert_filter, values).await.map_err(classify)?;
         let applied = applied(result)?;
         // Whether we inserted or someone else did first, the stored row is the answer.
-        let stored = self.filter(&def.name).await?.ok_or_else(|| err("filter definition vanished after insert"))?;
+        let stored = self
+            .filter(&def.name)
+            .await?
+            .ok_or_else(|| DatabaseError::other("filter definition vanished after insert"))?;
         Ok((stored, applied))
     }
 
     async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
         let values = (name.to_owned(),);
         let result = self.session.execute_unpaged(&self.statements.get_filter, values).await.map_err(classify)?;
-        let rows = result.into_rows_result().map_err(err)?;
-        let row: Option<FilterRow> = rows.maybe_first_row().map_err(err)?;
+        let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+        let row: Option<FilterRow> = rows.maybe_first_row().map_err(DatabaseError::other)?;
         row.map(def_from_row).transpose()
     }
 

@@ -2,7 +2,7 @@
 //! concurrently, each through the filter index when there is one (else read whole and filtered
 //! here), each tried again after a failure.
 
-use super::{err, CassandraDatabase};
+use super::CassandraDatabase;
 use crate::store::DatabaseError;
 use futures::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
@@ -78,11 +78,11 @@ impl CassandraDatabase {
             .session
             .execute_iter(scan.clone(), values)
             .await
-            .map_err(err)?
+            .map_err(DatabaseError::other)?
             .rows_stream::<(String, Vec<u8>)>()
-            .map_err(err)?;
+            .map_err(DatabaseError::other)?;
         let mut n = 0u64;
-        while let Some((row_filter, key)) = rows.try_next().await.map_err(err)? {
+        while let Some((row_filter, key)) = rows.try_next().await.map_err(DatabaseError::other)? {
             if row_filter == filter {
                 sink(&key);
                 n += 1;

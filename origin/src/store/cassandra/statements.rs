@@ -3,7 +3,7 @@
 //! serves all of them, and the one exception).
 
 use super::schema::{create_statements, FILTER_INDEX};
-use super::{err, CassandraSettings};
+use super::CassandraSettings;
 use crate::store::DatabaseError;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
@@ -49,7 +49,7 @@ struct Preparer<'a> {
 
 impl Preparer<'_> {
     async fn prepare(&self, cql: String, idempotent: bool) -> Result<PreparedStatement, DatabaseError> {
-        let mut p = self.session.prepare(cql).await.map_err(err)?;
+        let mut p = self.session.prepare(cql).await.map_err(DatabaseError::other)?;
         p.set_consistency(self.settings.consistency);
         p.set_request_timeout(Some(self.settings.timeout));
         p.set_is_idempotent(idempotent);

@@ -12,12 +12,12 @@ const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
 const FILTERS: TableDefinition<&str, &str> = TableDefinition::new("filters");
 
 fn filter_defs_in(db: &RedbFile) -> Result<Vec<FilterDef>, DatabaseError> {
-    let tx = db.begin_read().map_err(err)?;
-    let table = tx.open_table(FILTERS).map_err(err)?;
+    let tx = db.begin_read().map_err(DatabaseError::other)?;
+    let table = tx.open_table(FILTERS).map_err(DatabaseError::other)?;
     let mut out = Vec::new();
-    for entry in table.iter().map_err(err)? {
-        let (_, v) = entry.map_err(err)?;
-        out.push(serde_json::from_str(v.value()).map_err(err)?);
+    for entry in table.iter().map_err(DatabaseError::other)? {
+        let (_, v) = entry.map_err(DatabaseError::other)?;
+        out.push(serde_json::from_str(v.value()).map_err(DatabaseError::other)?);
     }
     Ok(out)
 }
@@ -27,12 +27,12 @@ const SCAN_CHUNK: usize = 16 * 1024;
 
 /// Reads every key of `filter`, calling `send` per chunk until it returns false.
 fn scan_chunks(db: &RedbFile, filter: &str, mut send: impl FnMut(Vec<Vec<u8>>) -> bool) -> Result<(), DatabaseError> {
-    let tx = db.begin_read().map_err(err)?;
-    let table = tx.open_table(KEYS).map_err(err)?;
+    let tx = db.begin_read().map_err(DatabaseError::other)?;
+    let table = tx.open_table(KEYS).map_err(DatabaseError::other)?;
     let prefix = row_key(filter, b"");
     let mut chunk = Vec::with_capacity(SCAN_CHUNK);
-    for entry in table.range(prefix.as_slice()..).map_err(err)? {
-        let (k, _) = entry.map_err(err)?;
+    for entry in table.range(prefix.as_slice()..).map_err(DatabaseError::other)? {
+        let (k, _) = entry.map_err(DatabaseError::other)?;
         let Some(key) = k.value().strip_prefix(prefix.as_slice()) else {
             break;
         };
@@ -60,21 +60,18 @@ fn row_key(filter: &str, key: &[u8]) -> Vec<u8> {
     k
 }
 
-fn err(e: impl std::fmt::Display) -> DatabaseError {
-    DatabaseError::Error(e.to_string())
-}
-
 impl RedbDatabase {
     /// Opens (or creates) the key file.
     pub fn open(path: &Path) -> Result<RedbDatabase, DatabaseError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(err)?;
+            std::fs::create_dir_all(dir).map_err(DatabaseError::other)?;
         }
-        let db = RedbFile::create(path).map_err(|e| err(format!("cannot open key file {}: {e}", path.display())))?;
-        let tx = db.begin_write().map_err(err)?;
-        tx.open_table(KEYS).map_err(err)?;
-        tx.open_table(FILTERS).map_err(err)?;
-        tx.commit().map_err(err)?;
+        let db = RedbFile::create(path)
+            .map_err(|e| DatabaseError::other(format!("cannot open key file {}: {e}", path.display())))?;
+        let tx = db.begin_write().map_err(DatabaseError::other)?;
+        tx.open_table(KEYS).map_err(DatabaseError::other)?;
+        tx.open_table(FILTERS).map_err(DatabaseError::other)?;
+        tx.commit().map_err(DatabaseError::other)?;
         Ok(RedbDatabase { db: Arc::new(db) })
     }
 
@@ -98,7 +95,7 @@ impl RedbDatabase {
         work: impl FnOnce(&RedbFile) -> Result<T, DatabaseError> + Send + 'static,
     ) -> Result<T, DatabaseError> {
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || work(&db)).await.map_err(err)?
+        tokio::task::spawn_blocking(move || work(&db)).await.map_err(DatabaseError::other)?
     }
 }
 
@@ -122,7 +119,7 @@ impl Database for RedbDatabase {
             chunk.iter().for_each(|k| sink(k));
             n += chunk.len() as u64;
         }
-        reader.await.map_err(err)??;
+        reader.await.map_err(DatabaseError::other)??;
         Ok(n)
     }
 
@@ -133,18 +130,18 @@ impl Database for RedbDatabase {
     async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
         let name = name.to_owned();
         self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
+            let tx = db.begin_write().map_err(DatabaseError::other)?;
             {
-                let mut table = tx.open_table(FILTERS).map_err(err)?;
-                let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
-                let Some(json) = json else { return Err(err(format!("no filter named {name:?}"))) };
-                let mut def: FilterDef = serde_json::from_str(&json).map_err(err)?;
+                let mut table = tx.open_table(FILTERS).map_err(DatabaseError::other)?;
+                let json = table.get(name.as_str()).map_err(DatabaseError::other)?.map(|v| v.value().to_owned());
+                let Some(json) = json else { return Err(DatabaseError::other(format!("no filter named {name:?}"))) };
+                let mut def: FilterDef = serde_json::from_str(&json).map_err(DatabaseError::other)?;
                 def.capacity = capacity;
                 def.fp_rate = fp_rate;
-                let json = serde_json::to_string(&def).map_err(err)?;
-                table.insert(name.as_str(), json.as_str()).map_err(err)?;
+                let json = serde_json::to_string(&def).map_err(DatabaseError::other)?;
+                table.insert(name.as_str(), json.as_str()).map_err(DatabaseError::other)?;
             }
-            tx.commit().map_err(err)
+            tx.commit().map_err(DatabaseError::other)
         })
         .await
     }
@@ -152,9 +149,9 @@ impl Database for RedbDatabase {
     async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
         let k = row_key(filter, key);
         self.blocking(move |db| {
-            let tx = db.begin_read().map_err(err)?;
-            let table = tx.open_table(KEYS).map_err(err)?;
-            Ok(table.get(k.as_slice()).map_err(err)?.map(|v| v.value().to_vec()))
+            let tx = db.begin_read().map_err(DatabaseError::other)?;
+            let table = tx.open_table(KEYS).map_err(DatabaseError::other)?;
+            Ok(table.get(k.as_slice()).map_err(DatabaseError::other)?.map(|v| v.value().to_vec()))
         })
         .await
     }
@@ -162,9 +159,12 @@ impl Database for RedbDatabase {
     async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
         let (k, v) = (row_key(filter, key), value.to_vec());
         self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            tx.open_table(KEYS).map_err(err)?.insert(k.as_slice(), v.as_slice()).map_err(err)?;
-            tx.commit().map_err(err)
+            let tx = db.begin_write().map_err(DatabaseError::other)?;
+            tx.open_table(KEYS)
+                .map_err(DatabaseError::other)?
+                .insert(k.as_slice(), v.as_slice())
+                .map_err(DatabaseError::other)?;
+            tx.commit().map_err(DatabaseError::other)
         })
         .await
     }
@@ -172,9 +172,14 @@ impl Database for RedbDatabase {
     async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
         let k = row_key(filter, key);
         self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            let existed = tx.open_table(KEYS).map_err(err)?.remove(k.as_slice()).map_err(err)?.is_some();
-            tx.commit().map_err(err)?;
+            let tx = db.begin_write().map_err(DatabaseError::other)?;
+            let existed = tx
+                .open_table(KEYS)
+                .map_err(DatabaseError::other)?
+                .remove(k.as_slice())
+                .map_err(DatabaseError::other)?
+                .is_some();
+            tx.commit().map_err(DatabaseError::other)?;
             Ok(existed)
         })
         .await
@@ -183,20 +188,21 @@ impl Database for RedbDatabase {
     async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
         let def = def.clone();
         self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
+            let tx = db.begin_write().map_err(DatabaseError::other)?;
             let stored = {
-                let mut table = tx.open_table(FILTERS).map_err(err)?;
-                let existing = table.get(def.name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
+                let mut table = tx.open_table(FILTERS).map_err(DatabaseError::other)?;
+                let existing =
+                    table.get(def.name.as_str()).map_err(DatabaseError::other)?.map(|v| v.value().to_owned());
                 match existing {
-                    Some(json) => (serde_json::from_str(&json).map_err(err)?, false),
+                    Some(json) => (serde_json::from_str(&json).map_err(DatabaseError::other)?, false),
                     None => {
-                        let json = serde_json::to_string(&def).map_err(err)?;
-                        table.insert(def.name.as_str(), json.as_str()).map_err(err)?;
+                        let json = serde_json::to_string(&def).map_err(DatabaseError::other)?;
+                        table.insert(def.name.as_str(), json.as_str()).map_err(DatabaseError::other)?;
                         (def, true)
                     }
                 }
             };
-            tx.commit().map_err(err)?;
+            tx.commit().map_err(DatabaseError::other)?;
             Ok(stored)
         })
         .await
@@ -205,10 +211,10 @@ impl Database for RedbDatabase {
     async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
         let name = name.to_owned();
         self.blocking(move |db| {
-            let tx = db.begin_read().map_err(err)?;
-            let table = tx.open_table(FILTERS).map_err(err)?;
-            let json = table.get(name.as_str()).map_err(err)?.map(|v| v.value().to_owned());
-            json.map(|j| serde_json::from_str(&j).map_err(err)).transpose()
+            let tx = db.begin_read().map_err(DatabaseError::other)?;
+            let table = tx.open_table(FILTERS).map_err(DatabaseError::other)?;
+            let json = table.get(name.as_str()).map_err(DatabaseError::other)?.map(|v| v.value().to_owned());
+            json.map(|j| serde_json::from_str(&j).map_err(DatabaseError::other)).transpose()
         })
         .await
     }
@@ -216,9 +222,14 @@ impl Database for RedbDatabase {
     async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
         let name = name.to_owned();
         self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
-            let existed = tx.open_table(FILTERS).map_err(err)?.remove(name.as_str()).map_err(err)?.is_some();
-            tx.commit().map_err(err)?;
+            let tx = db.begin_write().map_err(DatabaseError::other)?;
+            let existed = tx
+                .open_table(FILTERS)
+                .map_err(DatabaseError::other)?
+                .remove(name.as_str())
+                .map_err(DatabaseError::other)?
+                .is_some();
+            tx.commit().map_err(DatabaseError::other)?;
             Ok(existed)
         })
         .await
@@ -227,9 +238,14 @@ impl Database for RedbDatabase {
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
         let prefix = row_key(filter, b"");
         self.blocking(move |db| {
-            let tx = db.begin_read().map_err(err)?;
-            let table = tx.open_table(KEYS).map_err(err)?;
-            let first = table.range(prefix.as_slice()..).map_err(err)?.next().transpose().map_err(err)?;
+            let tx = db.begin_read().map_err(DatabaseError::other)?;
+            let table = tx.open_table(KEYS).map_err(DatabaseError::other)?;
+            let first = table
+                .range(prefix.as_slice()..)
+                .map_err(DatabaseError::other)?
+                .next()
+                .transpose()
+                .map_err(DatabaseError::other)?;
             Ok(first.is_some_and(|(k, _)| k.value().starts_with(&prefix)))
         })
         .await
@@ -238,9 +254,9 @@ impl Database for RedbDatabase {
     async fn delete_keys(&self, filter: &str, _concurrency: usize) -> Result<u64, DatabaseError> {
         let prefix = row_key(filter, b"");
         self.blocking(move |db| {
-            let tx = db.begin_write().map_err(err)?;
+            let tx = db.begin_write().map_err(DatabaseError::other)?;
             let deleted = {
-                let mut table = tx.open_table(KEYS).map_err(err)?;
+                let mut table = tx.open_table(KEYS).map_err(DatabaseError::other)?;
                 // The keys of `filter` are the rows from `filter \0` up to (not including)
                 // `filter \1`: names never hold a NUL, so no other filter's rows are between.
                 let mut end = prefix.clone();
@@ -253,10 +269,10 @@ impl Database for RedbDatabase {
                         gone += 1;
                         false
                     })
-                    .map_err(err)?;
+                    .map_err(DatabaseError::other)?;
                 gone
             };
-            tx.commit().map_err(err)?;
+            tx.commit().map_err(DatabaseError::other)?;
             Ok(deleted)
         })
         .await

@@ -15,7 +15,7 @@
 //! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
 
-use super::link::{incarnation_from_info, info_field, CallOutcome};
+use super::link::{incarnation_from_info, info_field, lock, CallOutcome};
 use crate::store::FilterUnavailable;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
@@ -248,10 +248,6 @@ pub fn route_to(address: &str) -> Result<RoutingInfo, FilterUnavailable> {
     let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
     let port = port.parse().map_err(|_| bad())?;
     Ok(RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.to_owned(), port }))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -73,7 +73,8 @@ pub fn incarnation_from_info(info: &str) -> Option<u64> {
     u64::from_str_radix(&run_id[..16], 16).ok().filter(|v| *v != 0)
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// Locks `m`, through a poisoning: what it guards stays valid whatever panicked holding it.
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 

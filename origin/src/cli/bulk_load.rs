@@ -135,7 +135,7 @@ struct Batch {
 
 /// Progress over the input's bytes, with an ETA, when its size is known (a file); a spinner
 /// over bytes otherwise (stdin). A batch's bytes count once the origin acknowledged it.
-fn progress_bar(size: Option<u64>) -> anyhow::Result<ProgressBar> {
+fn bytes_bar(size: Option<u64>) -> anyhow::Result<ProgressBar> {
     Ok(match size {
         Some(size) => {
             let bar = ProgressBar::new(size);
@@ -174,7 +174,7 @@ pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadRepo
     let (tx, rx) = tokio::sync::mpsc::channel::<Batch>(options.concurrency.max(1) * 2);
     let (bad_tx, bad_rx) = tokio::sync::mpsc::unbounded_channel::<BadLine>();
     let reader = read_batches(file, format, options, tx, bad_tx);
-    let progress = progress_bar(size)?;
+    let progress = bytes_bar(size)?;
     let mut report = send_batches(&client, options, rx, bad_rx, &progress).await;
     reader.await??;
     progress.finish_and_clear();
