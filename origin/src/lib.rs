@@ -2,24 +2,57 @@
 //! the write path into Cassandra.
 //!
 //! # Layout
-//! - [`config`]: the TOML / environment / flag configuration and its limits.
-//! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
-//! - [`gate`]: lookups and writes: filter first, database on "maybe" or when the filter is
-//!   unavailable; the edge's manifest and segments; filters created, listed and dropped, and
-//!   why a drop never lets an old bit or cache answer "no" (`gate/filters.rs`).
-//! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
-//!   without a Redis call per lookup.
-//! - [`store`]: the filter store (Redis, or in process) and database (Cassandra, or redb).
-//! - [`routes`]: the HTTP API, one file per resource.
-//! - [`serve`]: the server loop with connection limits and header-read timeouts.
+//! Listed from the bottom up: each module imports only modules listed before it (a module
+//! never imports one that depends on it). Inside a folder, `mod.rs` owns the folder's type and
+//! its files each add one part of it.
+//!
+//! - [`planted`]: known bugs for the history checker's negative controls (test builds only):
+//!   the hooks in the write path, the read barrier and the incarnation check.
+//! - [`clock`]: wall-clock milliseconds, the one clock of generation numbers and ages.
+//! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
+//!   defaults, a TOML file, the environment and flags (`load`); checking them (`validate`).
 //! - [`sizing`]: the size limits every filter's params must meet.
-//! - [`auth`]: writer tokens and the edge secret.
+//! - [`build_progress`]: how far a rebuild has come, as published for every origin's stats.
+//! - [`store`]: the two backends behind traits: the shared filter and the database.
+//!   - `roles`: the filter store's roles, one trait per path that calls it.
+//!   - `state`: a filter's generations and which of them may be read or written.
+//!   - `store/redis/`: the filter in Redis or a Redis Cluster: the single link (`link`), the
+//!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
+//!     `scripts/*.lua`), the key names (`keys`), one file per role (`lookup`, `write`,
+//!     `feed`, `stats`, `lifecycle`).
+//!   - `store/cassandra/`: the database in Cassandra: connecting (`connect`), the schema
+//!     (`schema`), reads meeting writes (`consistency`), the statements (`statements`), a
+//!     rebuild's scan (`scan`), a drop's deletes (`drop`).
+//!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
+//!     file (`key_file`).
+//! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
+//!   `requests`, `filters`, `rebuilds`, `copies`), each with its registration table.
+//! - [`status_history`]: the samples the status page plots.
 //! - [`error`]: the one error type, rendered as problem+json.
-//! - [`metrics`]: Prometheus counters and the latency histogram.
-//! - [`load`]: the bulk loader behind `bloomgate-origin load`.
-//! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key.
+//! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
+//! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
+//!   without a Redis call per lookup (`rounds`: the barrier's bookkeeping; `held`: one copy;
+//!   `load`: loading one; `two_origins`: two gates over one store, in process, as a test).
+//! - [`gate`]: the paths through the two stores, behind the one `Gate`: lookups (`lookup`:
+//!   filter first, database on "maybe" or when the filter cannot answer), writes (`write`:
+//!   filter first, then database), the edge's manifests, journal chunks and segments
+//!   (`edge_feed`), a filter's stats (`stats`), filters created, listed and dropped
+//!   (`filters`, with why a drop never lets an old bit or cache answer "no").
+//! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
+//!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`).
 //! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own.
-//! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
+//! - [`auth`]: writer and ops tokens, and the edge secret, as extractors.
+//! - [`request_metrics`]: every request counted, timed and held in the in-flight gauge.
+//! - [`serve`]: the server loop with connection limits and header-read timeouts.
+//! - [`routes`]: the HTTP API, one file per resource (`keys`, `batch`, `filters`, `edge`,
+//!   `ops`, `status`, `openapi`), and the extractors whose rejections are problem+json.
+//! - This file: the wiring: [`build_state`] connects the stores, [`app`] puts the routes
+//!   behind their layers, [`run`] serves them.
+//!
+//! The binary (`main.rs`) parses the command line and runs a command; everything the command
+//! line alone uses lives in its `cli/` folder: the commands (`serve`, `filters`, `keys`),
+//! every setting as a flag (`config_flags`), the bulk loader (`bulk_load`) and the stats table
+//! (`stats_table`).
 #![forbid(unsafe_code)]
 
 pub mod auth;
@@ -248,4 +281,76 @@ pub async fn run(
         drain: state.config.request_timeout(),
     };
     serve::serve(listener, app(state), limits, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// The crate doc's lines.
+    fn crate_doc() -> String {
+        include_str!("lib.rs").lines().filter_map(|l| l.strip_prefix("//!")).collect::<Vec<_>>().join("\n")
+    }
+
+    /// Every `.rs` file below `dir`.
+    fn sources(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+            let path = entry.path();
+            match path.is_dir() {
+                true => out.extend(sources(&path)),
+                false if path.extension().is_some_and(|e| e == "rs") => out.push(path),
+                false => {}
+            }
+        }
+        out
+    }
+
+    fn src() -> PathBuf {
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
+    }
+
+    /// Every module of the crate (and of the binary's `cli/`) is named in the crate doc's
+    /// layout, so the layout cannot fall behind the tree.
+    #[test]
+    fn the_crate_doc_names_every_module() {
+        let doc = crate_doc();
+        let missing: Vec<PathBuf> = sources(&src())
+            .into_iter()
+            .filter(|path| {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+                !["lib", "main", "mod", "tests"].contains(&stem) && !doc.contains(&format!("`{stem}`"))
+            })
+            .collect();
+        assert!(missing.is_empty(), "the crate doc's layout does not name {missing:?}");
+    }
+
+    /// No upward imports: the code of each top-level module (tests aside) names only modules
+    /// the layout lists before it.
+    #[test]
+    fn each_module_imports_only_modules_listed_before_it() {
+        let doc = crate_doc();
+        let order: Vec<&str> = doc.lines().filter_map(|l| l.strip_prefix(" - [`")?.split('`').next()).collect();
+        let mut upward = Vec::new();
+        for path in sources(&src()) {
+            let relative = path.strip_prefix(src()).unwrap();
+            let top = relative.components().next().unwrap().as_os_str().to_str().unwrap().trim_end_matches(".rs");
+            let Some(at) = order.iter().position(|m| *m == top) else { continue };
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+            if stem == "tests" || stem == "two_origins" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                for used in line.split("crate::").skip(1) {
+                    let module = used.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or_default();
+                    if order.iter().position(|m| *m == module).is_some_and(|used_at| used_at > at) {
+                        upward.push(format!("{}: {module}", relative.display()));
+                    }
+                }
+            }
+        }
+        assert!(upward.is_empty(), "modules importing modules listed after them: {upward:?}");
+    }
 }

@@ -10,7 +10,7 @@
 //! there are never read or written again, and the recovery check rebuilds on the new masters.
 //!
 //! The cluster's *incarnation* is a fingerprint of its masters' `run_id`s, read every
-//! [`TOPOLOGY_REFRESH`] (and at once after a script refused): it is what a generation records,
+//! `TOPOLOGY_REFRESH` (and at once after a script refused): it is what a generation records,
 //! so a generation created before a failover reads as "of another incarnation", exactly as a
 //! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
@@ -145,8 +145,8 @@ impl ClusterLink {
         lock(&self.conn).clone()
     }
 
-    /// Reports how a call went; after [`FAILURES_BEFORE_RECONNECT`] failures in a row the
-    /// connection is replaced in the background (at most every [`RECONNECT_BACKOFF`]).
+    /// Reports how a call went; after `FAILURES_BEFORE_RECONNECT` failures in a row the
+    /// connection is replaced in the background (at most every `RECONNECT_BACKOFF`).
     pub fn report(&self, outcome: CallOutcome) {
         if outcome == CallOutcome::Answered {
             self.failures.store(0, Ordering::Relaxed);

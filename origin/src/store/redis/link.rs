@@ -8,7 +8,7 @@
 //! bits recorded under another incarnation are never read or written (see `store::state`).
 //!
 //! A connection that failed (dropped, refused, or several timeouts in a row) is replaced on the
-//! next call; reconnecting is attempted at most every [`RECONNECT_BACKOFF`], so a Redis that is
+//! next call; reconnecting is attempted at most every `RECONNECT_BACKOFF`, so a Redis that is
 //! down costs lookups nothing but a fast fall-through.
 
 use crate::store::FilterUnavailable;
