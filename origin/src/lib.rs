@@ -147,13 +147,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             memory
         }
     };
-    let settings = GateSettings {
-        cache_ttl: std::time::Duration::from_millis(config.meta_cache_ms),
-        filter_enabled: config.filter_enabled,
-        max_filter_bytes: config.max_filter_bytes,
-        journal_enabled: config.journal_enabled,
-        local_copy_max_bytes,
-    };
+    let settings = GateSettings { local_copy_max_bytes, ..GateSettings::from_config(&config) };
     let gate = Arc::new(Gate::new(filters, keys, settings));
     if config.recovery_interval_ms > 0 {
         let interval = std::time::Duration::from_millis(config.recovery_interval_ms);

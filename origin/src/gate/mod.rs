@@ -26,6 +26,7 @@ pub use edge_feed::JournalChunk;
 pub use filters::Created;
 pub use lookup::{after_filter, AfterFilter, Answer, AnsweredBy};
 
+use crate::config::Config;
 use crate::def_cache::DefCache;
 use crate::error::AppError;
 use crate::local_copy::LocalCopies;
@@ -74,6 +75,20 @@ pub struct GateSettings {
     pub journal_enabled: bool,
     /// Bytes of bits held in local copies (0: none; see `local_copy`).
     pub local_copy_max_bytes: u64,
+}
+
+impl GateSettings {
+    /// The settings the configuration sets (`local_copy_max_bytes` as configured: the wiring
+    /// turns copies off where the filter lives in this process).
+    pub fn from_config(config: &Config) -> GateSettings {
+        GateSettings {
+            cache_ttl: Duration::from_millis(config.meta_cache_ms),
+            filter_enabled: config.filter_enabled,
+            max_filter_bytes: config.max_filter_bytes,
+            journal_enabled: config.journal_enabled,
+            local_copy_max_bytes: config.local_copy_max_bytes,
+        }
+    }
 }
 
 /// Definition of a filter to create, as sent by a writer (the API's type).

@@ -13,7 +13,6 @@ use bloomgate_origin::gate::{Gate, GateSettings};
 use bloomgate_origin::routes::AppState;
 use bloomgate_origin::store::{Database, FilterStore};
 use std::sync::Arc;
-use std::time::Duration;
 use tower::ServiceExt;
 
 /// The writer token of every test origin.
@@ -101,13 +100,7 @@ impl Embedded {
         tune: impl FnOnce(&mut Config),
     ) -> Embedded {
         let config = test_config(&dir, tune);
-        let settings = GateSettings {
-            cache_ttl: Duration::from_millis(config.meta_cache_ms),
-            filter_enabled: config.filter_enabled,
-            max_filter_bytes: config.max_filter_bytes,
-            journal_enabled: config.journal_enabled,
-            local_copy_max_bytes: 0,
-        };
+        let settings = GateSettings { local_copy_max_bytes: 0, ..GateSettings::from_config(&config) };
         let state = AppState { gate: Arc::new(Gate::new(filters, keys, settings)), config: Arc::new(config) };
         Embedded { app: bloomgate_origin::app(state.clone()), state, dir }
     }
