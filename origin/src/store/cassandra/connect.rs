@@ -4,7 +4,7 @@
 
 use super::consistency::{check_overlap, Replication};
 use super::schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
-use super::CassandraSettings;
+use super::{all_rows, CassandraSettings};
 use crate::store::DatabaseError;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -42,12 +42,7 @@ async fn check_unmanaged_schema(session: &Session, settings: &CassandraSettings)
         )
         .await
         .map_err(DatabaseError::other)?;
-    let rows = result.into_rows_result().map_err(DatabaseError::other)?;
-    let columns: Vec<ExistingColumn> = rows
-        .rows::<ExistingColumn>()
-        .map_err(DatabaseError::other)?
-        .collect::<Result<_, _>>()
-        .map_err(DatabaseError::other)?;
+    let columns: Vec<ExistingColumn> = all_rows(result)?;
     let problems = schema_problems(&columns);
     if problems.is_empty() {
         Ok(())

@@ -85,6 +85,16 @@ fn classify(e: ExecutionError) -> DatabaseError {
     }
 }
 
+/// Every row of a query's result, as `T`.
+fn all_rows<T>(result: QueryResult) -> Result<Vec<T>, DatabaseError>
+where
+    T: for<'frame> scylla::deserialize::row::DeserializeRow<'frame, 'frame>,
+{
+    let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+    let rows = rows.rows::<T>().map_err(DatabaseError::other)?;
+    rows.collect::<Result<_, _>>().map_err(DatabaseError::other)
+}
+
 /// Whether a lightweight transaction applied: the first column of its result is `[applied]`.
 fn applied(result: QueryResult) -> Result<bool, DatabaseError> {
     let rows = result.into_rows_result().map_err(DatabaseError::other)?;
@@ -137,13 +147,7 @@ impl Database for CassandraDatabase {
 
     async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
         let result = self.session.execute_unpaged(&self.statements.all_filters, ()).await.map_err(classify)?;
-        let rows = result.into_rows_result().map_err(DatabaseError::other)?;
-        let defs: Vec<FilterRow> = rows
-            .rows::<FilterRow>()
-            .map_err(DatabaseError::other)?
-            .collect::<Result<_, _>>()
-            .map_err(DatabaseError::other)?;
-        defs.into_iter().map(def_from_row).collect()
+        all_rows::<FilterRow>(result)?.into_iter().map(def_from_row).collect()
     }
 
     async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
