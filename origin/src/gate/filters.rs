@@ -13,7 +13,7 @@
 //!    database. The definition still exists, so no filter can be created under the name
 //!    meanwhile, and no key of a new filter is deleted.
 //! 3. *Leftovers:* the bits and journals of any generation (those a lost state named too),
-//!    delete counts, a rebuild's progress and lease (`FilterStore::clear_dropped`).
+//!    delete counts, a rebuild's progress and lease (`LifecycleStore::clear_dropped`).
 //! 4. *Definition*, last: creating a filter inserts its definition only if none exists, so a
 //!    filter can be created again under the name only once all of the above is done.
 //!

@@ -92,7 +92,7 @@ impl Gate {
     }
 
     /// Adds the entries' keys to each generation, and to its insert journal with the bits in
-    /// the same step (see `FilterStore::add`), before the write is acknowledged.
+    /// the same step (see `WriteStore::add`), before the write is acknowledged.
     async fn add_to(
         &self,
         name: &str,

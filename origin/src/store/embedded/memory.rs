@@ -78,7 +78,7 @@ impl MemoryFilterStore {
     }
 
     /// Appends the hashes of one add to its generation's journal, after its bits: see
-    /// `FilterStore::add`.
+    /// `WriteStore::add`.
     fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
