@@ -6,9 +6,13 @@
 //! never imports one that depends on it). Inside a folder, `mod.rs` owns the folder's type and
 //! its files each add one part of it.
 //!
-//! - [`planted`]: known bugs for the history checker's negative controls (test builds only):
-//!   the hooks in the write path, the read barrier and the incarnation check.
+//! - [`planted`]: known bugs for the negative controls (test builds only): the hooks in the
+//!   write path (the filter add, the read leases' wait), the read barrier and the incarnation
+//!   check.
 //! - [`clock`]: wall-clock milliseconds, the one clock of generation numbers and ages.
+//! - [`lease`]: read leases on local copies: the terms a generation records, the reader's check
+//!   and the writer's wait, and the argument why no acknowledged key is missed; the boot clock
+//!   they are timed on (`boot_clock`).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
 //!   defaults, a TOML file, the environment and flags (`load`); checking them (`validate`).
 //! - [`sizing`]: the size limits every filter's params must meet.
@@ -26,13 +30,15 @@
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
-//!   `requests`, `filters`, `rebuilds`, `copies`), each with its registration table.
+//!   `requests`, `filters`, `rebuilds`, `copies`, `leases`), each with its registration table.
 //! - [`status_history`]: the samples the status page plots.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
-//!   without a Redis call per lookup (`rounds`: the barrier's bookkeeping; `held`: one copy;
-//!   `load`: loading one; `two_origins`: two gates over one store, in process, as a test).
+//!   without a Redis call per lookup, or under a read lease without one at all (`rounds`: the
+//!   barrier's bookkeeping; `held`: one copy; `load`: loading one; `tail`: keeping one current
+//!   and its lease alive; `two_origins` and `leased_tests`: two gates over one store, and a
+//!   leased copy on a hand-moved clock, in process, as tests).
 //! - [`gate`]: the paths through the two stores, behind the one `Gate`: lookups (`lookup`:
 //!   filter first, database on "maybe" or when the filter cannot answer), writes (`write`:
 //!   filter first, then database), the edge's manifests, journal chunks and segments
@@ -62,6 +68,7 @@ pub mod config;
 pub mod def_cache;
 pub mod error;
 pub mod gate;
+pub mod lease;
 pub mod local_copy;
 pub mod metrics;
 pub mod planted;
@@ -184,7 +191,8 @@ async fn rebuild_memory_filters(
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;
         }
-        let meta = FilterMeta { generation: clock::now_ms(), params, incarnation, journal };
+        // In process: no other origin holds a copy, so no read lease to wait out.
+        let meta = FilterMeta { generation: clock::now_ms(), params, incarnation, journal, lease: None };
         if let Err(e) = memory.create_generation(&def.name, meta).await {
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;

@@ -9,7 +9,8 @@ mod stats;
 
 pub use answers::{AnsweredBy, KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, StoredValue};
 pub use filters::{
-    CreateFilter, DropKeys, DropQuery, FilterDropped, FilterList, FilterSummary, Rebuild, RebuildStarted,
+    CreateFilter, DropKeys, DropQuery, FilterDropped, FilterList, FilterSummary, ReadConsistency, Rebuild,
+    RebuildStarted,
 };
 pub use problem::{reason_phrase, Problem, ABOUT_BLANK};
 pub use stats::{FilterStats, RebuildProgress};

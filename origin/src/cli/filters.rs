@@ -2,7 +2,7 @@
 //! origin's API.
 
 use super::Origin;
-use bloomgate_client::api::{CreateFilter, DropKeys, FilterList};
+use bloomgate_client::api::{CreateFilter, DropKeys, FilterList, ReadConsistency};
 use bloomgate_filter::KeyFormat;
 use clap::Args;
 use std::io::Write;
@@ -24,6 +24,10 @@ pub struct CreateArgs {
     /// Bytes per segment, a power of two.
     #[arg(long, default_value_t = bloomgate_filter::params::DEFAULT_SEGMENT_BYTES)]
     segment_bytes: u64,
+    /// How origins answer "no" from their local copies: lease or barrier (default: the
+    /// origin's read_consistency).
+    #[arg(long)]
+    read_consistency: Option<ReadConsistency>,
     /// Print the origin's JSON (the filter's stats) instead of a line.
     #[arg(long)]
     json: bool,
@@ -102,6 +106,7 @@ pub async fn create(args: CreateArgs, out: &mut impl Write) -> anyhow::Result<()
         fp_rate: args.fp_rate,
         key_format: args.key_format,
         segment_bytes: args.segment_bytes,
+        read_consistency: args.read_consistency,
     };
     let stats = client
         .create_filter(&args.filter, &create)

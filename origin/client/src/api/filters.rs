@@ -20,6 +20,52 @@ pub struct CreateFilter {
     /// Bytes per segment, a power of two (default 65536).
     #[serde(default = "default_segment_bytes")]
     pub segment_bytes: u64,
+    /// What an origin's "no" from its local copy of the filter promises, and who pays for it:
+    /// `lease` or `barrier`; unset = the origin's `read_consistency`. Kept by the filter's later
+    /// generations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_consistency: Option<ReadConsistency>,
+}
+
+/// How an origin answers "no" from its local copy of a filter. Both keep the one promise: a key
+/// whose write was acknowledged through any origin is never answered "not seen" by an origin
+/// afterwards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum ReadConsistency {
+    /// A copy answers from memory while its lease holds (L ms after its last complete journal
+    /// read was sent), and a write is acknowledged only once every lease that could have missed
+    /// it has run out (a few ms more per write). Assumes only that clocks *run* at a rate within
+    /// a bound (ρ), never that they agree.
+    #[default]
+    Lease,
+    /// A copy answers only after a journal read sent after the lookup arrived (one Redis round
+    /// trip, shared by the lookups that arrived before it). No clock assumption at all; writes
+    /// do not wait.
+    Barrier,
+}
+
+impl ReadConsistency {
+    /// As the API and the settings spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadConsistency::Lease => "lease",
+            ReadConsistency::Barrier => "barrier",
+        }
+    }
+}
+
+impl std::str::FromStr for ReadConsistency {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "lease" => Ok(ReadConsistency::Lease),
+            "barrier" => Ok(ReadConsistency::Barrier),
+            other => Err(format!("read_consistency {other:?} is not one of lease, barrier")),
+        }
+    }
 }
 
 fn default_key_format() -> KeyFormat {
@@ -33,7 +79,13 @@ fn default_segment_bytes() -> u64 {
 impl CreateFilter {
     /// A filter of `capacity` keys at `fp_rate`, with the default key format and segments.
     pub fn new(capacity: u64, fp_rate: f64) -> CreateFilter {
-        CreateFilter { capacity, fp_rate, key_format: default_key_format(), segment_bytes: default_segment_bytes() }
+        CreateFilter {
+            capacity,
+            fp_rate,
+            key_format: default_key_format(),
+            segment_bytes: default_segment_bytes(),
+            read_consistency: None,
+        }
     }
 }
 
