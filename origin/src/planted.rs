@@ -23,11 +23,14 @@ pub enum Bug {
     /// Every Redis process reads as the same incarnation: a restarted or rolled-back Redis is
     /// never noticed.
     SkipIncarnationCheck,
+    /// A write is acknowledged without waiting out the read leases of the generations it added
+    /// to: another origin's copy may then answer "no" for it from a lease older than the add.
+    SkipLeaseWait,
 }
 
 impl Bug {
     /// Every bug.
-    pub const ALL: [Bug; 3] = [Bug::SkipReadBarrier, Bug::SkipFilterAdd, Bug::SkipIncarnationCheck];
+    pub const ALL: [Bug; 4] = [Bug::SkipReadBarrier, Bug::SkipFilterAdd, Bug::SkipIncarnationCheck, Bug::SkipLeaseWait];
 
     /// Its name, as `BLOOMGATE_PLANTED_BUG` spells it.
     pub fn name(self) -> &'static str {
@@ -35,6 +38,7 @@ impl Bug {
             Bug::SkipReadBarrier => "skip-read-barrier",
             Bug::SkipFilterAdd => "skip-filter-add",
             Bug::SkipIncarnationCheck => "skip-incarnation-check",
+            Bug::SkipLeaseWait => "skip-lease-wait",
         }
     }
 

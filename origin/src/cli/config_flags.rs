@@ -107,6 +107,22 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_copy_max_bytes: Option<u64>,
+    /// How local copies answer "no" for filters created without a mode: lease or barrier.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_consistency: Option<bloomgate_client::api::ReadConsistency>,
+    /// L: a local copy answers "no" from memory this long after its last journal read was sent, ms.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_lease_ms: Option<u64>,
+    /// h: a leased local copy in use reads its journal this often, ms.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_lease_tail_ms: Option<u64>,
+    /// ρ: bound on any origin's clock-rate error, parts per million.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_drift_ppm: Option<u32>,
     /// Metadata cache time, ms.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -79,7 +79,10 @@ const SECTIONS: &[(&str, &[Row])] = &[
     (
         "lookups",
         &[
+            ("read consistency", "read_consistency", text),
+            ("read lease, ms", "read_lease_ms", text),
             ("answered \"no\" by the filter", "lookups_answered_by_filter", count),
+            ("of which from memory under the lease", "lookups_answered_under_lease", count),
             ("\"maybe\" (read from the database)", "filter_maybes", count),
             ("of which absent (false positives)", "observed_false_positives", count),
         ],
@@ -137,6 +140,7 @@ mod tests {
             "capacity": 1_000_000, "estimated_keys": 987_654, "fill_ratio": 0.4512,
             "segment_bytes": 65536, "memory_bytes": 1_310_720, "target_fp_rate": 0.01,
             "observed_fp_rate": null, "journal_bytes": 5_000_000_000u64,
+            "read_consistency": "lease", "read_lease_ms": 10.0, "lookups_answered_under_lease": 12_345,
             "rebuild": { "phase": "scanning", "keys_scanned": 1234, "eta_secs": 12.0 },
         });
         let table = render(&stats);
@@ -152,6 +156,9 @@ mod tests {
             "rebuild\n",
             "scanning",
             "1,234",
+            "read consistency",
+            "lease\n",
+            "12,345",
         ] {
             assert!(table.contains(line), "{line:?} missing from\n{table}");
         }

@@ -110,6 +110,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::{LeaseTerms, ReadConsistency};
     use std::path::PathBuf;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -185,6 +186,24 @@ mod tests {
         let err =
             Config::load_from(None, env(&[]), &serde_json::json!({ "listen": "nowhere" })).unwrap_err().to_string();
         assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn read_leases_are_on_by_default_and_recorded_only_over_a_shared_store() {
+        let vars = env(&[("BLOOMGATE_READ_CONSISTENCY", "barrier"), ("BLOOMGATE_READ_LEASE_MS", "20")]);
+        let c = Config::load_from(None, vars, &no_flags()).unwrap();
+        assert_eq!((c.read_consistency, c.read_lease_ms), (ReadConsistency::Barrier, 20));
+        let err = Config::load_from(None, env(&[("BLOOMGATE_READ_CONSISTENCY", "token")]), &no_flags()).unwrap_err();
+        assert!(err.to_string().contains("read_consistency"), "{err}");
+        let shared = Config { redis_url: Some("redis://127.0.0.1:6379/".into()), ..Config::default() };
+        let settings = shared.lease_settings();
+        assert_eq!(settings.default_mode, ReadConsistency::Lease);
+        assert_eq!(settings.terms, Some(LeaseTerms { lease_us: 10_000, drift_ppm: 1_000 }));
+        assert_eq!(
+            Config::default().lease_settings().terms,
+            None,
+            "an in-process filter store has no copies elsewhere"
+        );
     }
 
     #[test]

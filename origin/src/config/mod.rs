@@ -12,6 +12,7 @@
 mod load;
 mod validate;
 
+use crate::lease::{LeaseSettings, LeaseTerms, ReadConsistency};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -102,6 +103,25 @@ pub struct Config {
     /// journal read per Redis round trip instead of one Redis call per lookup, and a write
     /// acknowledged through any origin is still never answered "no".
     pub local_copy_max_bytes: u64,
+    /// How origins answer "no" from their local copies of filters created here without a
+    /// `read_consistency` of their own (and of filters whose choice was lost with the filter
+    /// state): `lease` (no Redis call per "no"; writes wait `read_lease_ms` a little stretched)
+    /// or `barrier` (a Redis round trip per "no", shared by concurrent lookups; writes do not
+    /// wait). Recorded in each generation when it is named.
+    pub read_consistency: ReadConsistency,
+    /// L: how long after its last complete journal read was sent a local copy answers "no" from
+    /// memory, in ms (at most 1000). Recorded in each generation named in `lease` mode; writes to
+    /// it are acknowledged L·(1+ρ)/(1−ρ) after their filter add answered, overlapped with the
+    /// database write.
+    pub read_lease_ms: u64,
+    /// h: how often a leased local copy in use reads its journal in the background to keep its
+    /// lease alive, in ms (less than `read_lease_ms`): one small Redis call per held filter per
+    /// h while lookups come, one a second when idle.
+    pub read_lease_tail_ms: u64,
+    /// ρ: the bound on how far any origin's clock *rate* may be from real time, in parts per
+    /// million (at most 100000). Clocks need not agree, only tick at about the same speed; NTP
+    /// slews by at most 500.
+    pub clock_drift_ppm: u32,
     /// Seconds clients are told to wait in `Retry-After`.
     pub retry_after_secs: u64,
     /// Consult the filter at all. `false` sends every lookup to the database: the A/B baseline.
@@ -164,6 +184,10 @@ impl Default for Config {
             journal_max_entries: 200_000,
             journal_max_age_ms: 600_000,
             local_copy_max_bytes: 256 << 20,
+            read_consistency: ReadConsistency::Lease,
+            read_lease_ms: 10,
+            read_lease_tail_ms: crate::lease::DEFAULT_TAIL_EVERY.as_millis() as u64,
+            clock_drift_ppm: 1_000,
             retry_after_secs: 1,
             filter_enabled: true,
             status_page: false,
@@ -238,6 +262,19 @@ impl Config {
     /// Header read (and keep-alive idle) timeout.
     pub fn header_read_timeout(&self) -> Duration {
         Duration::from_millis(self.header_read_timeout_ms)
+    }
+
+    /// What the generations this origin names record of read leases: its terms, unless the
+    /// filter store is in process (no other origin can hold a copy of it).
+    pub fn lease_settings(&self) -> LeaseSettings {
+        let in_process = self.redis_url.is_none() && self.redis_cluster_nodes.is_empty();
+        let terms = LeaseTerms::new(Duration::from_millis(self.read_lease_ms), self.clock_drift_ppm);
+        LeaseSettings { default_mode: self.read_consistency, terms: (!in_process).then_some(terms) }
+    }
+
+    /// h.
+    pub fn read_lease_tail(&self) -> Duration {
+        Duration::from_millis(self.read_lease_tail_ms)
     }
 
     /// Largest request body: a full batch of the longest keys, plus JSON overhead.

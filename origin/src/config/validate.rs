@@ -19,10 +19,13 @@ impl Config {
             ("redis_timeout_ms", self.redis_timeout_ms),
             ("redis_write_timeout_ms", self.redis_write_timeout_ms),
             ("cassandra_timeout_ms", self.cassandra_timeout_ms),
+            ("read_lease_ms", self.read_lease_ms),
+            ("read_lease_tail_ms", self.read_lease_tail_ms),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
+        self.validate_lease()?;
         self.consistency()?;
         if self.writer_tokens.iter().any(|t| t.len() < 16) {
             return Err(ConfigError::Invalid("writer tokens must be at least 16 characters".into()));
@@ -40,6 +43,31 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "edge_secret must be at least 16 characters (leave it unset to turn the edge endpoints off)".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// The read lease's settings must let leases hold and every origin honour them.
+    fn validate_lease(&self) -> Result<(), ConfigError> {
+        let max_ms = crate::lease::MAX_LEASE.as_millis() as u64;
+        if self.read_lease_ms > max_ms {
+            return Err(ConfigError::Invalid(format!(
+                "read_lease_ms {} is over {max_ms}: writes would wait over a second",
+                self.read_lease_ms
+            )));
+        }
+        if self.read_lease_tail_ms >= self.read_lease_ms {
+            return Err(ConfigError::Invalid(format!(
+                "read_lease_tail_ms {} must be less than read_lease_ms {}: a lease would lapse before the next read renews it",
+                self.read_lease_tail_ms, self.read_lease_ms
+            )));
+        }
+        if self.clock_drift_ppm > crate::lease::MAX_DRIFT_PPM {
+            return Err(ConfigError::Invalid(format!(
+                "clock_drift_ppm {} is over {} (10 %)",
+                self.clock_drift_ppm,
+                crate::lease::MAX_DRIFT_PPM
+            )));
         }
         Ok(())
     }
@@ -87,6 +115,12 @@ mod tests {
         );
         let c = Config { max_filter_bytes: 0, ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().contains("max_filter_bytes"));
+        let c = Config { read_lease_ms: 1_001, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("read_lease_ms"));
+        let c = Config { read_lease_tail_ms: 10, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("read_lease_tail_ms"), "h must be under L");
+        let c = Config { clock_drift_ppm: 200_000, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("clock_drift_ppm"));
         assert!(Config::default().validate().is_ok());
     }
 }

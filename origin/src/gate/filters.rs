@@ -20,9 +20,12 @@
 //! Why nothing old answers "no" for the new filter's keys:
 //! - *Origins.* A lookup answers "no" only from a generation a state named: read fresh, or
 //!   cached for `meta_cache_ms`, or a local copy, which answers only after a journal read that
-//!   started after the lookup arrived. By the time a filter can be created again (after step
-//!   4), every generation of the old one is retired or deleted, and a retired journal cannot be
-//!   read: whatever an origin still holds of the old filter falls through to the database.
+//!   started after the lookup arrived, or under a read lease. Step 1 waits out every retired
+//!   generation's lease before the tombstone (`lease`), so a lease that holds after it came from
+//!   a read sent after the retirement, which is never complete. By the time a filter can be
+//!   created again (after step 4), every generation of the old one is retired or deleted, and a
+//!   retired journal cannot be read: whatever an origin still holds of the old filter falls
+//!   through to the database.
 //!   There, another origin's cached definition of the old filter may still be read for up to
 //!   `meta_cache_ms`; the new filter keeps the old one's key format (the tombstone holds it),
 //!   so that definition reads every key as the new one does.
@@ -58,6 +61,7 @@
 use super::{CreateFilter, Gate};
 use crate::clock::now_ms;
 use crate::error::AppError;
+use crate::lease::ReadConsistency;
 use crate::sizing::check_size;
 use crate::store::{FilterDef, FilterMeta, FilterState, FilterUnavailable};
 use bloomgate_client::api::{DropKeys, FilterDropped, FilterList, FilterSummary};
@@ -114,13 +118,20 @@ impl Gate {
             return Err(e);
         }
         self.defs.insert(stored);
+        let mode = request.read_consistency.unwrap_or(self.lease.default_mode);
         match (state, created_now) {
-            (Some(state), _) if state.dropped.is_none() => Ok(Created::Existing),
-            (Some(tombstone), true) => self.start_lineage(name, params, Some(tombstone)).await,
+            (Some(state), _) if state.dropped.is_none() => match (request.read_consistency, state.read_consistency) {
+                (Some(asked), Some(has)) if asked != has => Err(AppError::Conflict(format!(
+                    "filter {name:?} exists with read_consistency {}; drop it and create it again to change that",
+                    has.as_str()
+                ))),
+                _ => Ok(Created::Existing),
+            },
+            (Some(tombstone), true) => self.start_lineage(name, params, mode, Some(tombstone)).await,
             (Some(_), false) => Err(AppError::Conflict(format!(
                 "filter {name:?} is being dropped: send DELETE /v1/filters/{name} again to finish the drop, then create it"
             ))),
-            (None, true) => self.start_lineage(name, params, None).await,
+            (None, true) => self.start_lineage(name, params, mode, None).await,
             (None, false) => Err(AppError::FilterWrite(FilterUnavailable::Error(
                 "the filter exists but its bits are gone from the filter store; run `bloomgate-origin rebuild` to rebuild them from the database".into(),
             ))),
@@ -137,25 +148,28 @@ impl Gate {
     }
 
     /// The first state of a new lineage of `name`, in place of `replaced` (a tombstone, or
-    /// nothing): a generation of empty bits when the database holds no key under the name,
-    /// else no generation yet (a rebuild builds it from the keys).
+    /// nothing), read in `mode`: a generation of empty bits when the database holds no key under
+    /// the name, else no generation yet (a rebuild builds it from the keys, in `mode`).
     async fn start_lineage(
         &self,
         name: &str,
         params: Params,
+        mode: ReadConsistency,
         replaced: Option<FilterState>,
     ) -> Result<Created, AppError> {
         let expected = replaced.map(|s| s.revision);
         let lineage = replaced.unwrap_or_default().next_lineage(now_ms());
+        let read_consistency = Some(mode);
         if self.keys.has_keys(name).await? {
-            let state = FilterState { lineage, ..FilterState::default() };
+            let state = FilterState { lineage, read_consistency, ..FilterState::default() };
             self.store.lifecycle.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)?;
             return Ok(Created::NewFromKeys);
         }
         let incarnation = self.store.lifecycle.incarnation().await.map_err(AppError::FilterWrite)?;
-        let meta = FilterMeta { generation: lineage, params, incarnation, journal: self.journal_enabled };
+        let lease = self.lease.terms_for(read_consistency);
+        let meta = FilterMeta { generation: lineage, params, incarnation, journal: self.journal_enabled, lease };
         self.store.lifecycle.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
-        let state = FilterState { active: Some(meta), lineage, ..FilterState::default() };
+        let state = FilterState { active: Some(meta), lineage, read_consistency, ..FilterState::default() };
         // Only if the state did not change meanwhile (a recovery check may have seen the new
         // definition first and started a rebuild, which then owns the filter).
         if !self.store.lifecycle.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)? {
@@ -219,9 +233,13 @@ impl Gate {
             if state.dropped.is_some() {
                 return Ok(());
             }
-            // Bits gone first, name second: a reader holding a generation falls through.
-            for meta in state.named() {
-                self.store.lifecycle.retire_generation(name, meta).await.map_err(AppError::DropStopped)?;
+            // Bits gone first, then every lease on them waited out, name last: a reader holding
+            // a generation falls through (see `lease`).
+            let named: Vec<FilterMeta> = state.named().collect();
+            self.store.lifecycle.retire_and_wait(name, &named).await.map_err(AppError::DropStopped)?;
+            if expected.is_none() {
+                // No state: what it named, and on which terms, is unknown.
+                tokio::time::sleep(self.lease.unknown_terms_wait()).await;
             }
             let tombstone = state.tombstone(key_format, now_ms());
             if self.store.lifecycle.replace_state(name, expected, tombstone).await.map_err(AppError::DropStopped)? {

@@ -2,13 +2,13 @@
 //! The rule that makes it safe is [`after_filter`]: only a definite "no" from the filter
 //! answers "not seen"; every failure falls through, never reads as "no".
 //!
-//! The filter is asked through a local copy when one is held and current behind its read
-//! barrier (`local_copy`), else the filter store; the readable generation comes from a
+//! The filter is asked through a local copy when one is held and can answer, under its read
+//! lease or behind its read barrier (`local_copy`), else the filter store; the readable generation comes from a
 //! metadata cache whose every entry stays safe to read, however old (see `Gate::meta`).
 
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
-use crate::metrics::{Fallthrough, Store};
+use crate::metrics::{Fallthrough, FilterCounters, FilterRead, Store};
 use crate::store::{FilterMeta, FilterUnavailable};
 use bloomgate_filter::hash_key;
 use futures::StreamExt;
@@ -94,21 +94,37 @@ impl Gate {
         self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
     }
 
-    async fn ask_filter(&self, name: &str, key: &[u8]) -> (Result<bool, FilterUnavailable>, Store) {
+    async fn ask_filter(
+        &self,
+        name: &str,
+        key: &[u8],
+        counters: &FilterCounters,
+    ) -> (Result<bool, FilterUnavailable>, Store) {
         let meta = match self.meta(name).await {
             Ok(meta) => meta,
             Err(e) => return (Err(e), Store::Redis),
         };
         let hash = hash_key(key, meta.params.seed);
-        // The local copy answers only behind its read barrier (see `local_copy`); when it
-        // cannot, the store is asked as if there were none.
+        // The local copy answers only under its lease or behind its read barrier (see
+        // `local_copy`); when it cannot, the store is asked as if there were none.
         let held = match &self.copies {
             Some(copies) if meta.journal => copies.may_contain(name, meta, &hash).await,
             _ => None,
         };
         let (answer, asked) = match held {
-            Some(answer) => (answer, Store::LocalCopy),
-            None => (self.store.lookup.may_contain(name, meta, hash).await, Store::Redis),
+            Some(answer) => {
+                if let Ok(copy) = &answer {
+                    self.metrics.leases.filter_read(copy.via);
+                    if copy.via == FilterRead::Lease {
+                        counters.lease_answers.inc();
+                    }
+                }
+                (answer.map(|copy| copy.maybe), Store::LocalCopy)
+            }
+            None => {
+                self.metrics.leases.filter_read(FilterRead::Redis);
+                (self.store.lookup.may_contain(name, meta, hash).await, Store::Redis)
+            }
         };
         if answer.is_err() {
             self.forget_meta(name);
@@ -130,7 +146,7 @@ impl Gate {
         let counters = self.metrics.filters.counters(name);
         let step = if self.filter_enabled {
             let asked_at = Instant::now();
-            let (answer, asked) = self.ask_filter(name, key).await;
+            let (answer, asked) = self.ask_filter(name, key, &counters).await;
             self.metrics.lookups.observe_store(asked, asked_at.elapsed());
             after_filter(&answer)
         } else {

@@ -29,6 +29,8 @@ pub use lookup::{after_filter, AfterFilter, Answer, AnsweredBy};
 use crate::config::Config;
 use crate::def_cache::DefCache;
 use crate::error::AppError;
+use crate::lease::boot_clock::{BootClock, Clock};
+use crate::lease::LeaseSettings;
 use crate::local_copy::LocalCopies;
 use crate::metrics::Metrics;
 use crate::store::{Database, FilterDef, FilterMeta, FilterStore, Roles};
@@ -59,6 +61,10 @@ pub struct Gate {
     filter_enabled: bool,
     max_filter_bytes: u64,
     journal_enabled: bool,
+    /// What the generations this origin names record of read leases.
+    lease: LeaseSettings,
+    /// The clock writers time their wait for read leases on (and copies their leases).
+    clock: Arc<dyn Clock>,
 }
 
 /// Settings of the gate.
@@ -75,6 +81,10 @@ pub struct GateSettings {
     pub journal_enabled: bool,
     /// Bytes of bits held in local copies (0: none; see `local_copy`).
     pub local_copy_max_bytes: u64,
+    /// The read lease recorded in the generations this origin names, and its default mode.
+    pub lease: LeaseSettings,
+    /// How often a leased copy in use reads its journal (h; see `local_copy::tail`).
+    pub lease_tail_every: Duration,
 }
 
 impl GateSettings {
@@ -87,6 +97,8 @@ impl GateSettings {
             max_filter_bytes: config.max_filter_bytes,
             journal_enabled: config.journal_enabled,
             local_copy_max_bytes: config.local_copy_max_bytes,
+            lease: config.lease_settings(),
+            lease_tail_every: config.read_lease_tail(),
         }
     }
 }
@@ -99,8 +111,11 @@ impl Gate {
     pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn Database>, settings: GateSettings) -> Gate {
         let metrics = Arc::new(Metrics::default());
         let store = Roles::of(filters);
-        let copies = (settings.local_copy_max_bytes > 0)
-            .then(|| LocalCopies::new(store.copies.clone(), settings.local_copy_max_bytes, metrics.clone()));
+        let clock: Arc<dyn Clock> = Arc::new(BootClock);
+        let copies = (settings.local_copy_max_bytes > 0).then(|| {
+            let (max_bytes, every) = (settings.local_copy_max_bytes, settings.lease_tail_every);
+            LocalCopies::with_tail(store.copies.clone(), max_bytes, metrics.clone(), every, clock.clone())
+        });
         Gate {
             store,
             keys,
@@ -114,6 +129,8 @@ impl Gate {
             filter_enabled: settings.filter_enabled,
             max_filter_bytes: settings.max_filter_bytes,
             journal_enabled: settings.journal_enabled,
+            lease: settings.lease,
+            clock,
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::Gate;
 use crate::error::AppError;
+use crate::lease::LeaseTerms;
 use crate::metrics::FilterCounters;
 use crate::store::{FilterMeta, FilterState, FilterUnavailable, JournalSize};
 use bloomgate_client::api::{FilterStats, RebuildProgress};
@@ -88,6 +89,7 @@ fn describe(
     let estimated = params.estimated_len(ones);
     let estimated = estimated.is_finite().then_some(estimated);
     let absent_lookups = c.filter_negatives.get() + fps;
+    let leased = meta.lease.filter(LeaseTerms::usable);
     FilterStats {
         generation: Some(meta.generation),
         previous_generation: state.previous.map(|m| m.generation),
@@ -108,6 +110,9 @@ fn describe(
         journal_entries: journal.map(|j| j.entries),
         journal_bytes: journal.and_then(|j| j.bytes),
         observed_fp_rate: (absent_lookups > 0).then(|| fps as f64 / absent_lookups as f64),
+        read_consistency: Some(leased.map_or("barrier", |_| "lease").to_owned()),
+        read_lease_ms: leased.map(|t| t.lease().as_secs_f64() * 1e3),
+        lookups_answered_under_lease: Some(c.lease_answers.get()),
         ..known
     }
 }

@@ -4,6 +4,7 @@
 
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
+use crate::lease::{boot_clock, WriteDeadline};
 use crate::metrics::Store;
 use crate::store::{FilterMeta, FilterUnavailable};
 use bloomgate_filter::{hash_key, KeyHash};
@@ -43,6 +44,10 @@ impl Gate {
     /// Both reads must also find the filter live and of one lineage: a write that found it
     /// dropped, or dropped and created again, between them is not acknowledged (its key may
     /// have been deleted with the dropped filter; see `gate::filters`).
+    ///
+    /// Last, the read leases: the write is acknowledged only once `W` of every generation either
+    /// read named has passed since the adds answered (`lease`), so no origin's local copy can
+    /// still answer "no" for it from a lease older than the add.
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
             self.metrics.writes.filter_failures.inc();
@@ -67,7 +72,11 @@ impl Gate {
             };
             return Err(fail(why));
         }
+        // The read leases to wait out before acknowledging (see `lease`): of every generation a
+        // state read named, stale ones too, from when the adds answered.
+        let mut deadline = WriteDeadline::default();
         self.add_to(name, &added, &entries).await.map_err(fail)?;
+        deadline.add_answered(self.clock.now(), before.named().map(|m| m.lease));
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
         let stored_at = Instant::now();
         let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
@@ -87,8 +96,24 @@ impl Gate {
         }
         let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
         self.add_to(name, &named_since, &entries).await.map_err(fail)?;
+        let newly_named = after.named().filter(|m| !before.named().any(|b| b == *m));
+        deadline.add_answered(self.clock.now(), named_since.iter().copied().chain(newly_named).map(|m| m.lease));
+        self.wait_out_leases(deadline).await;
         self.metrics.writes.written.inc_by(entries.len() as u64);
         Ok(())
+    }
+
+    /// Waits until `deadline`, overlapped with the database write and the second state read
+    /// before it: a write costs `max(W, database write)`, not both.
+    async fn wait_out_leases(&self, deadline: WriteDeadline) {
+        let Some(at) = deadline.at() else { return };
+        // Negative control (test builds only): acknowledged before the leases ran out.
+        if crate::planted::active(crate::planted::Bug::SkipLeaseWait) {
+            return;
+        }
+        let waited = at.saturating_since(self.clock.now());
+        boot_clock::sleep_until(self.clock.as_ref(), at).await;
+        self.metrics.leases.write_waited(waited);
     }
 
     /// Adds the entries' keys to each generation, and to its insert journal with the bits in

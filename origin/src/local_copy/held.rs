@@ -13,12 +13,21 @@
 //! round's end; when it ends, one of those holding a later ticket leads the next. A leader that
 //! goes away mid-round (its client hung up) ends the round as abandoned on the way out, and the
 //! lookups that waited on it ask the store.
+//!
+//! A copy of a generation named with a read lease (`crate::lease`) answers "no" without a round
+//! while its lease holds: L after the newest complete journal read was *sent*, whether that read
+//! was a round a lookup led or one of the background reads that keep the lease alive (`tail`).
+//! Every round records its send instant before it sends, and publishes it once its entries are in
+//! the bits; a lookup loads it before it reads the bits and reads its clock after it arrived.
 
 use super::rounds::{Outcome, Rounds};
+use crate::lease::boot_clock::{BootInstant, Clock};
+use crate::lease::LeaseTerms;
+use crate::metrics::FilterRead;
 use crate::metrics::Metrics;
 use crate::store::{CopySource, FilterMeta, FilterUnavailable, JournalRead};
 use bloomgate_filter::{BloomFilter, JournalPosition, KeyHash};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -47,11 +56,41 @@ pub struct HeldCopy {
     finished: watch::Sender<u64>,
     /// Why the last round failed, while it is the newest.
     failure: Mutex<Option<FilterUnavailable>>,
-    /// When a lookup last used the copy, in ms since `created`.
+    /// A lookup used the copy since `idle_for` last looked.
+    used: AtomicBool,
+    /// When `idle_for` last saw it used, in ms since `created`.
     last_used_ms: AtomicU64,
     /// When the last round ended, in ms since `created`.
     last_round_ms: AtomicU64,
     created: Instant,
+    /// The generation's read lease, if it has usable terms.
+    lease: Option<LeaseTerms>,
+    /// The boot-clock instant (ns) at which the newest complete journal read was sent, published
+    /// after its entries were applied; 0: none yet.
+    lease_from: AtomicU64,
+    /// Closed (as `rounds` says), for the lease's lock-free path.
+    closed: AtomicBool,
+    /// Woken when a lookup finds the lease lapsed (the tail reads again at once).
+    lapse: tokio::sync::Notify,
+    clock: Arc<dyn Clock>,
+}
+
+/// What a copy answered, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyAnswer {
+    /// The key's bits are all set.
+    pub maybe: bool,
+    /// Under the lease, after a barrier round, or "maybe" at once.
+    pub via: FilterRead,
+}
+
+/// Who started a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Led {
+    /// A lookup waiting for it (or the idle catch-up).
+    Lookup,
+    /// The background read that keeps the lease alive.
+    Tail,
 }
 
 /// How a catch-up round ended.
@@ -101,8 +140,14 @@ impl HeldCopy {
         position: JournalPosition,
         store: Arc<dyn CopySource>,
         metrics: Arc<Metrics>,
+        clock: Arc<dyn Clock>,
     ) -> HeldCopy {
         HeldCopy {
+            lease: meta.lease.filter(LeaseTerms::usable),
+            lease_from: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            lapse: tokio::sync::Notify::new(),
+            clock,
             meta,
             filter: filter.to_owned(),
             store,
@@ -112,6 +157,7 @@ impl HeldCopy {
             position: Mutex::new(position),
             finished: watch::Sender::new(0),
             failure: Mutex::default(),
+            used: AtomicBool::new(false),
             last_used_ms: AtomicU64::new(0),
             last_round_ms: AtomicU64::new(0),
             created: Instant::now(),
@@ -123,15 +169,52 @@ impl HeldCopy {
         self.meta.params.total_bytes()
     }
 
-    /// Waits for a round that started after this call (leading it, if no other lookup has),
-    /// then answers from the copy if that round made it current; otherwise why it could not
-    /// (None: the copy is stale or the round was abandoned: ask the store).
-    pub async fn may_contain(&self, hash: &KeyHash) -> Result<bool, Option<FilterUnavailable>> {
-        // Negative control (test builds only): no barrier.
+    /// The copy's answer: "maybe" at once when the key's bits are all set; "no" at once while the
+    /// lease holds; otherwise after a round that started after this call (leading it, if no other
+    /// lookup has) made the copy current, or, under a lease, once a round already in flight has
+    /// renewed it. Err: why it could not answer (None: the copy is stale or the round was
+    /// abandoned: ask the store).
+    pub async fn may_contain(&self, hash: &KeyHash) -> Result<CopyAnswer, Option<FilterUnavailable>> {
+        // Negative control (test builds only): no barrier, no lease.
         if crate::planted::active(crate::planted::Bug::SkipReadBarrier) {
-            return Ok(self.bits.may_contain_hash(hash));
+            return Ok(CopyAnswer { maybe: self.bits.may_contain_hash(hash), via: FilterRead::Barrier });
         }
-        self.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
+        // Written only when it changes: lookups on every core read it, the tail clears it.
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(None);
+        }
+        if let Some(answer) = self.answer_from_memory(hash) {
+            return Ok(answer);
+        }
+        if self.lease.is_some() {
+            self.metrics.leases.lapse();
+            self.lapse.notify_one();
+        }
+        self.behind_barrier(hash).await
+    }
+
+    /// The answer the copy can give without a round: "maybe" when the key's bits are all set,
+    /// "no" while the lease holds; None otherwise.
+    fn answer_from_memory(&self, hash: &KeyHash) -> Option<CopyAnswer> {
+        // Loaded before the bits are read: the entries of the read it names are in them.
+        let lease_from = self.lease_from.load(Ordering::Acquire);
+        if self.bits.may_contain_hash(hash) {
+            return Some(CopyAnswer { maybe: true, via: FilterRead::CopyMaybe });
+        }
+        let terms = self.lease?;
+        // Read after the lookup arrived, and after the bits: a pause only makes it later.
+        let holds = lease_from != 0 && terms.holds(BootInstant::from_nanos(lease_from), self.clock.now());
+        (holds && !self.closed.load(Ordering::Acquire)).then_some(CopyAnswer { maybe: false, via: FilterRead::Lease })
+    }
+
+    /// Waits for a round that started after this call (leading it, if no other lookup has),
+    /// then answers from the copy if that round made it current; otherwise why it could not.
+    /// Under a lease, every round that ends on the way may have renewed it: a round sent before
+    /// this lookup arrived is as good as any other for a lease (see `crate::lease`).
+    async fn behind_barrier(&self, hash: &KeyHash) -> Result<CopyAnswer, Option<FilterUnavailable>> {
         // Subscribed before the ticket: a round ending after the ticket is taken is then seen.
         let mut finished = self.finished.subscribe();
         let (ticket, in_flight) = {
@@ -146,24 +229,35 @@ impl HeldCopy {
         loop {
             match self.lock_rounds().outcome(ticket) {
                 Outcome::Pending => {}
-                Outcome::Current => return Ok(self.bits.may_contain_hash(hash)),
+                Outcome::Current => {
+                    let maybe = self.bits.may_contain_hash(hash);
+                    return Ok(CopyAnswer { maybe, via: FilterRead::Barrier });
+                }
                 Outcome::Failed => return Err(self.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()),
             }
             let wanted = self.lock_rounds().start_wanted();
             match wanted {
-                Some(round) => self.lead(round).await,
+                Some(round) => self.lead(round, Led::Lookup).await,
                 None => {
                     if finished.changed().await.is_err() {
                         return Err(None);
+                    }
+                    if let Some(answer) = self.lease.and_then(|_| self.answer_from_memory(hash)) {
+                        return Ok(answer);
                     }
                 }
             }
         }
     }
 
-    /// How long since a lookup last used the copy.
+    /// How long since a lookup last used the copy, as of the last time this was asked (the
+    /// lookups only raise a flag; this turns it into a time).
     pub fn idle_for(&self) -> Duration {
-        Duration::from_millis(self.now_ms().saturating_sub(self.last_used_ms.load(Ordering::Relaxed)))
+        let now = self.now_ms();
+        if self.used.swap(false, Ordering::Relaxed) {
+            self.last_used_ms.store(now, Ordering::Relaxed);
+        }
+        Duration::from_millis(now.saturating_sub(self.last_used_ms.load(Ordering::Relaxed)))
     }
 
     /// How long since the last round ended (since the copy was made, if none has).
@@ -176,8 +270,26 @@ impl HeldCopy {
     pub async fn catch_up_idle(&self) {
         let started = self.lock_rounds().start_any();
         if let Some(round) = started {
-            self.lead(round).await;
+            self.lead(round, Led::Lookup).await;
         }
+    }
+
+    /// The background read that keeps the lease alive: a round, unless one is in flight.
+    pub async fn tail(&self) {
+        let started = self.lock_rounds().start_any();
+        if let Some(round) = started {
+            self.lead(round, Led::Tail).await;
+        }
+    }
+
+    /// Resolves when a lookup finds the lease lapsed.
+    pub async fn lapsed(&self) {
+        self.lapse.notified().await;
+    }
+
+    /// Whether the copy answers under a lease (its generation was named with one).
+    pub fn leased(&self) -> bool {
+        self.lease.is_some()
     }
 
     /// Whether the copy was closed (it answers nothing any more).
@@ -185,14 +297,25 @@ impl HeldCopy {
         self.lock_rounds().is_closed()
     }
 
-    /// Runs round `round`, started by the caller, to its end; a stale copy is closed.
-    async fn lead(&self, round: u64) {
+    /// Runs round `round`, started by the caller, to its end; a stale copy is closed. A round
+    /// that made the copy current renews the lease from when its first read was sent (its last
+    /// read, which found the head, was sent later still).
+    async fn lead(&self, round: u64, led: Led) {
         let leading = LeadingRound { copy: self, round, ended: false };
         let mut position = *self.position.lock().unwrap_or_else(|e| e.into_inner());
+        let sent = self.clock.now();
         let end = self.catch_up(&mut position).await;
         // Entries applied by a round abandoned midway are applied again by the next: bits only
         // ever get set, so that is harmless, and the position never runs ahead of the bits.
         *self.position.lock().unwrap_or_else(|e| e.into_inner()) = position;
+        let current = matches!(end, RoundEnd::Current);
+        if current {
+            // Release: a lookup that loads it (Acquire) then reads bits holding every entry applied.
+            self.lease_from.fetch_max(sent.as_nanos(), Ordering::Release);
+        }
+        if led == Led::Tail {
+            self.metrics.leases.tail_read(current);
+        }
         leading.end(&end);
         if let RoundEnd::Stale(why) = end {
             tracing::info!(
@@ -223,6 +346,7 @@ impl HeldCopy {
 
     /// No round runs again: every lookup waiting, or arriving later, is failed at once.
     pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.lock_rounds().close();
         self.finished.send_replace(u64::MAX);

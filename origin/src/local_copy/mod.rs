@@ -14,15 +14,19 @@
 //! trimmed past them, or in another store incarnation): the next lookup loads them again.
 
 pub mod held;
+#[cfg(test)]
+mod leased_tests;
 mod load;
 pub mod rounds;
+pub mod tail;
 #[cfg(test)]
 mod two_origins;
 
+use crate::lease::boot_clock::{BootClock, Clock};
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};
 use crate::store::{CopySource, FilterMeta, FilterUnavailable};
 use bloomgate_filter::KeyHash;
-use held::HeldCopy;
+use held::{CopyAnswer, HeldCopy};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,6 +57,9 @@ struct Shared {
     max_bytes: u64,
     slots: Mutex<HashMap<String, Slot>>,
     metrics: Arc<Metrics>,
+    /// How often a leased copy in use reads its journal (h).
+    tail_every: Duration,
+    clock: Arc<dyn Clock>,
 }
 
 /// The copies of this process.
@@ -64,19 +71,32 @@ pub struct LocalCopies {
 impl LocalCopies {
     /// Copies of filters in `store`, at most `max_bytes` of bits in all.
     pub fn new(store: Arc<dyn CopySource>, max_bytes: u64, metrics: Arc<Metrics>) -> LocalCopies {
-        LocalCopies { shared: Arc::new(Shared { store, max_bytes, slots: Mutex::default(), metrics }) }
+        LocalCopies::with_tail(store, max_bytes, metrics, crate::lease::DEFAULT_TAIL_EVERY, Arc::new(BootClock))
+    }
+
+    /// [`LocalCopies::new`], leased copies in use reading their journals every `tail_every`,
+    /// their leases timed on `clock`.
+    pub fn with_tail(
+        store: Arc<dyn CopySource>,
+        max_bytes: u64,
+        metrics: Arc<Metrics>,
+        tail_every: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> LocalCopies {
+        let slots = Mutex::default();
+        LocalCopies { shared: Arc::new(Shared { store, max_bytes, slots, metrics, tail_every, clock }) }
     }
 
     /// Whether the key with `hash` may be in generation `meta` of `filter`, answered from the
-    /// copy behind its read barrier. None: no copy can answer (none held yet, or it is stale):
-    /// ask the store. A store failure during the barrier is the lookup's answer too, as it
+    /// copy under its lease or behind its read barrier. None: no copy can answer (none held
+    /// yet, or it is stale): ask the store. A store failure during the barrier is the lookup's answer too, as it
     /// would have been asking the store.
     pub async fn may_contain(
         &self,
         filter: &str,
         meta: FilterMeta,
         hash: &KeyHash,
-    ) -> Option<Result<bool, FilterUnavailable>> {
+    ) -> Option<Result<CopyAnswer, FilterUnavailable>> {
         let Some(copy) = self.held_or_load(filter, meta) else {
             self.shared.metrics.copies.lookup(CopyLookup::NotHeld);
             return None;
@@ -175,8 +195,8 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
         }
         match loaded {
             Ok((bits, position)) => {
-                let (store, metrics) = (shared.store.clone(), shared.metrics.clone());
-                let copy = Arc::new(HeldCopy::new(&filter, meta, bits, position, store, metrics));
+                let (store, metrics, clock) = (shared.store.clone(), shared.metrics.clone(), shared.clock.clone());
+                let copy = Arc::new(HeldCopy::new(&filter, meta, bits, position, store, metrics, clock));
                 slots.insert(filter.clone(), Slot::Held(copy.clone()));
                 shared.metrics.copies.load(CopyLoad::Loaded);
                 shared.metrics.copies.set_bytes(held_bytes(&slots));
@@ -191,17 +211,10 @@ async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
         }
     };
     tracing::debug!(filter, generation = meta.generation, bytes = copy.bytes(), "local copy loaded");
-    // Lookups lead the rounds they wait for; this task keeps an unused copy current and drops
-    // it once stale, replaced or unused for long.
-    loop {
-        tokio::time::sleep(IDLE_CATCH_UP).await;
-        if copy.is_closed() || !shared.holds(&filter, &copy) || copy.idle_for() > IDLE_DROP {
-            return shared.drop_copy(&filter, &copy);
-        }
-        if copy.since_last_round() >= IDLE_CATCH_UP {
-            copy.catch_up_idle().await;
-        }
-    }
+    // Lookups lead the rounds they wait for; this task keeps the lease alive, keeps an unused
+    // copy current, and drops it once stale, replaced or unused for long.
+    let every = shared.tail_every;
+    tail::keep(shared, filter, copy, every).await;
 }
 
 #[cfg(test)]
@@ -211,12 +224,20 @@ mod tests {
     use crate::store::{FilterState, JournalRetention, LifecycleStore, WriteStore};
     use bloomgate_filter::{hash_key, Params, SizingOptions};
 
-    const FILTER: &str = "f";
+    pub(super) const FILTER: &str = "f";
 
     async fn store_with_generation(generation: u64) -> (Arc<MemoryFilterStore>, FilterMeta) {
+        store_with_leased_generation(generation, None).await
+    }
+
+    /// A store whose filter `FILTER` has one active generation, named with `lease`.
+    pub(super) async fn store_with_leased_generation(
+        generation: u64,
+        lease: Option<crate::lease::LeaseTerms>,
+    ) -> (Arc<MemoryFilterStore>, FilterMeta) {
         let retention = JournalRetention { max_entries: 10_000, max_age: Duration::from_secs(600) };
         let store = Arc::new(MemoryFilterStore::new(retention));
-        let meta = generation_of(&store, generation).await;
+        let meta = FilterMeta { lease, ..generation_of(&store, generation).await };
         let state = FilterState { active: Some(meta), ..FilterState::default() };
         store.replace_state(FILTER, None, state).await.unwrap();
         (store, meta)
@@ -225,17 +246,18 @@ mod tests {
     async fn generation_of(store: &MemoryFilterStore, generation: u64) -> FilterMeta {
         let options = SizingOptions { seed: generation, segment_bytes: 1024 };
         let params = Params::for_capacity_with(10_000, 0.01, options).unwrap();
-        let meta = FilterMeta { generation, params, incarnation: store.incarnation().await.unwrap(), journal: true };
+        let incarnation = store.incarnation().await.unwrap();
+        let meta = FilterMeta { generation, params, incarnation, journal: true, lease: None };
         store.create_generation(FILTER, meta).await.unwrap();
         meta
     }
 
-    fn hash(meta: FilterMeta, key: &str) -> KeyHash {
+    pub(super) fn hash(meta: FilterMeta, key: &str) -> KeyHash {
         hash_key(key.as_bytes(), meta.params.seed)
     }
 
     /// Asks until the copy of `meta` answers (it loads on the first ask).
-    async fn held(copies: &LocalCopies, meta: FilterMeta) -> Arc<HeldCopy> {
+    pub(super) async fn held(copies: &LocalCopies, meta: FilterMeta) -> Arc<HeldCopy> {
         for _ in 0..500 {
             let _ = copies.may_contain(FILTER, meta, &hash(meta, "warm-up")).await;
             let held = match copies.shared.slots.lock().unwrap().get(FILTER) {
@@ -256,14 +278,14 @@ mod tests {
         store.add(FILTER, meta, vec![hash(meta, "before")]).await.unwrap();
         let copies = LocalCopies::new(store.clone(), 1 << 20, Arc::new(Metrics::default()));
         let copy = held(&copies, meta).await;
-        assert!(copies.may_contain(FILTER, meta, &hash(meta, "before")).await.unwrap().unwrap());
+        assert!(copies.may_contain(FILTER, meta, &hash(meta, "before")).await.unwrap().unwrap().maybe);
         for i in 0..50 {
             let key = format!("after-{i}");
             // Another origin's add, acknowledged: bits and journal entry in the store.
             store.add(FILTER, meta, vec![hash(meta, &key)]).await.unwrap();
             assert!(!copy.may_contain_unguarded(&hash(meta, &key)), "negative control: the copy alone lags");
             let answer = copies.may_contain(FILTER, meta, &hash(meta, &key)).await;
-            assert!(answer.unwrap().unwrap(), "{key}: the barrier caught the copy up");
+            assert!(answer.unwrap().unwrap().maybe, "{key}: the barrier caught the copy up");
         }
         let absent = (0..1000).filter(|i| copies_says_no(&copy, meta, *i)).count();
         assert!(absent > 900, "the copy answers 'no' for keys never added ({absent} of 1000)");
@@ -345,7 +367,7 @@ mod tests {
         let second = generation_of(&store, 2).await;
         store.add(FILTER, second, vec![hash(second, "new")]).await.unwrap();
         held(&copies, second).await;
-        assert!(copies.may_contain(FILTER, second, &hash(second, "new")).await.unwrap().unwrap());
+        assert!(copies.may_contain(FILTER, second, &hash(second, "new")).await.unwrap().unwrap().maybe);
         assert!(matches!(old.may_contain(&hash(first, "x")).await, Err(None)), "the replaced copy answers nothing");
         assert_eq!(copies.held_bytes(), second.params.total_bytes());
 

@@ -28,6 +28,9 @@ pub struct FilterCounters {
     /// Keys deleted through this origin (cumulative). Deletes since the build, from every
     /// origin, are counted in the filter store (`StatsStore::deletes`).
     pub deletes: Counter,
+    /// Lookups the local copy answered "no" under its read lease (for stats; not exported per
+    /// filter: `filter_reads_total{via="lease"}` counts them all).
+    pub lease_answers: Counter,
     baseline: Mutex<Baseline>,
 }
 
@@ -124,6 +127,7 @@ impl FilterMetrics {
             filter_maybes: self.maybes.get_or_create_owned(&label),
             false_positives: self.false_positives.get_or_create_owned(&label),
             deletes: self.deletes.get_or_create_owned(&label),
+            lease_answers: Counter::default(),
             baseline: Mutex::default(),
         });
         counters.insert(name.to_owned(), c.clone());

@@ -12,7 +12,8 @@
 //! One file per concern, each with its metrics, their registration table (`rows`) and what its
 //! callers record: `lookups` (who answered, fall-throughs, database reads, latency),
 //! `edge_feed`, `writes`, `requests` (HTTP), `filters` (per-filter counters and health
-//! gauges), `rebuilds`, `copies` (local copies).
+//! gauges), `rebuilds`, `copies` (local copies), `leases` (read leases: how filter reads were
+//! answered, lapses, the background reads, writers' waits).
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -52,6 +53,7 @@ macro_rules! label_enum {
 mod copies;
 mod edge_feed;
 mod filters;
+mod leases;
 mod lookups;
 mod rebuilds;
 mod requests;
@@ -60,6 +62,7 @@ mod writes;
 pub use copies::{CopyLoad, CopyLookup, CopyMetrics, CopyRound};
 pub use edge_feed::{EdgeFeedMetrics, EdgeKind};
 pub use filters::{Baseline, FilterCounters, FilterGauges, FilterMetrics};
+pub use leases::{FilterRead, LeaseMetrics, LeaseWait, TailRead};
 pub use lookups::{AnsweredBy, Fallthrough, LookupMetrics, Store};
 pub use rebuilds::{RebuildGauges, RebuildMetrics};
 pub use requests::{RequestLabels, RequestMetrics};
@@ -105,6 +108,8 @@ pub struct Metrics {
     pub rebuilds: RebuildMetrics,
     /// Local copies.
     pub copies: CopyMetrics,
+    /// Read leases.
+    pub leases: LeaseMetrics,
 }
 
 impl Default for Metrics {
@@ -127,6 +132,7 @@ impl Metrics {
             filters: FilterMetrics::default(),
             rebuilds: RebuildMetrics::default(),
             copies: CopyMetrics::new(),
+            leases: LeaseMetrics::new(),
         };
         let tables = [
             m.lookups.rows(),
@@ -136,6 +142,7 @@ impl Metrics {
             m.filters.rows(),
             m.rebuilds.rows(),
             m.copies.rows(),
+            m.leases.rows(),
         ];
         for Row(register) in tables.into_iter().flatten() {
             register(&mut m.registry);

@@ -13,8 +13,8 @@
 //!    then does the state switch `active` to G, in one compare-and-set.
 //! 4. The replaced generation stays `previous`: it keeps taking adds, because origins may read
 //!    it from their metadata cache for a while. After `grace` it is *retired* — its bits are
-//!    deleted first, so a reader still holding it falls through — and only then does the state
-//!    stop naming it (see `store::state`).
+//!    deleted first, so a reader still holding it falls through — then its read lease is waited
+//!    out, and only then does the state stop naming it (see `store::state` and `lease`).
 //!
 //! One rebuild per filter at a time: a lease with expiry in the filter store. A rebuild that
 //! fails abandons its generation (retired, then unnamed); one whose origin died leaves it
@@ -22,7 +22,10 @@
 //! expired — retires it first, with any generation of a lost Redis incarnation and any
 //! `previous` whose retirement never came. When the state itself was lost, every generation it
 //! named is made unreadable before a new one is named: origins may still hold one of them in
-//! their metadata cache, and it would no longer receive adds.
+//! their metadata cache, and it would no longer receive adds; and since nobody knows on which
+//! lease terms they were read, the longest lease any generation may record is waited out
+//! before the new one is named. Every generation a rebuild names records the read lease of the
+//! filter's mode (`FilterState::read_consistency`, the origin's default when none is recorded).
 //!
 //! # Layout
 //! - `lease`: one rebuild per filter at a time: the lease, taken, renewed, released.
@@ -42,6 +45,7 @@ mod switch;
 pub use name::leftovers;
 
 use crate::config::Config;
+use crate::lease::LeaseSettings;
 use crate::store::{Database, DatabaseError, FilterDef, FilterMeta, FilterStore, FilterUnavailable};
 use bloomgate_filter::{AllocError, Params, SizingOptions};
 use fill::Published;
@@ -71,6 +75,8 @@ pub struct RebuildOptions {
     pub progress: bool,
     /// Whether the new generation keeps an insert journal.
     pub journal: bool,
+    /// The read lease the new generation records, by the filter's mode.
+    pub lease: LeaseSettings,
 }
 
 impl RebuildOptions {
@@ -86,6 +92,7 @@ impl RebuildOptions {
             max_filter_bytes: config.max_filter_bytes,
             progress,
             journal: config.journal_enabled,
+            lease: config.lease_settings(),
         }
     }
 }
@@ -215,7 +222,7 @@ async fn run(
         let (capacity, fp_rate) = (options.capacity.unwrap_or(def.capacity), options.fp_rate.unwrap_or(def.fp_rate));
         keys.resize_filter(filter, capacity, fp_rate).await?;
     }
-    let (new, named_revision) = name::name_generation(filters, filter, params, options.journal).await?;
+    let (new, named_revision) = name::name_generation(filters, filter, params, options.journal, options.lease).await?;
     match fill_and_switch(filters, keys, filter, options, lost, new, named_revision).await {
         Ok(report) => Ok(report),
         Err(e) => {

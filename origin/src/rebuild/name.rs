@@ -4,6 +4,7 @@
 //! compare-and-set, before the scan starts.
 
 use super::RebuildError;
+use crate::lease::LeaseSettings;
 use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore};
 use bloomgate_filter::Params;
 
@@ -13,6 +14,7 @@ pub(super) async fn name_generation(
     filter: &str,
     params: Params,
     journal: bool,
+    lease: LeaseSettings,
 ) -> Result<(FilterMeta, u64), RebuildError> {
     let (state, revision) = read_state(filters, filter).await?;
     if state.dropped.is_some() {
@@ -29,10 +31,13 @@ pub(super) async fn name_generation(
         if deleted > 0 {
             tracing::info!(filter, keys = deleted, "rebuild: the filter state was lost; deleted the bits it named");
         }
+        // On which lease terms they were read is lost with the state (see `lease`).
+        tokio::time::sleep(lease.unknown_terms_wait()).await;
     }
     let (state, revision) = clear_leftovers(filters, filter, state, revision).await?;
     let generation = next_generation(&state, crate::clock::now_ms());
-    let new = FilterMeta { generation, params, incarnation: state.read_from, journal };
+    let lease = lease.terms_for(state.read_consistency);
+    let new = FilterMeta { generation, params, incarnation: state.read_from, journal, lease };
     filters.create_generation(filter, new).await?;
     // A state made from nothing (the store lost it) starts a lineage of its own: a write that
     // read the lost one is not acknowledged into it (see `Gate::insert_many`).
@@ -89,8 +94,8 @@ async fn clear_leftovers(
     }
     for meta in &gone {
         tracing::info!(filter, generation = meta.generation, "rebuild: retiring a leftover generation");
-        filters.retire_generation(filter, *meta).await?;
     }
+    filters.retire_and_wait(filter, &gone).await?;
     let cleared =
         FilterState { active: state.readable(), building: None, previous: None, previous_since_ms: None, ..state };
     if !filters.replace_state(filter, revision, cleared).await? {
@@ -104,7 +109,13 @@ mod tests {
     use super::*;
 
     fn meta(generation: u64, incarnation: u64) -> Option<FilterMeta> {
-        Some(FilterMeta { generation, params: Params::new(1, 6, 0, 1).unwrap(), incarnation, journal: true })
+        Some(FilterMeta {
+            generation,
+            params: Params::new(1, 6, 0, 1).unwrap(),
+            incarnation,
+            journal: true,
+            lease: None,
+        })
     }
 
     #[test]

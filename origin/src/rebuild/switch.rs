@@ -43,7 +43,7 @@ pub(super) async fn retire_previous(
     filter: &str,
     old: FilterMeta,
 ) -> Result<(), RebuildError> {
-    filters.retire_generation(filter, old).await?;
+    filters.retire_and_wait(filter, &[old]).await?;
     let unnamed = |latest| FilterState { previous: None, previous_since_ms: None, ..latest };
     match unname(filters, filter, |state| state.previous == Some(old), unnamed).await? {
         true => Ok(()),
@@ -56,7 +56,7 @@ pub(super) async fn retire_previous(
 /// it as a leftover.
 pub(super) async fn abandon(filters: &dyn LifecycleStore, filter: &str, new: FilterMeta) {
     let result: Result<(), FilterUnavailable> = async {
-        filters.retire_generation(filter, new).await?;
+        filters.retire_and_wait(filter, &[new]).await?;
         let unnamed = |latest| FilterState { building: None, ..latest };
         unname(filters, filter, |state| state.building == Some(new), unnamed).await?;
         Ok(())

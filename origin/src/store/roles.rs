@@ -19,6 +19,7 @@
 
 use super::{FilterMeta, FilterState, FilterUnavailable, JournalRead, JournalSize, SegmentBits};
 use crate::build_progress::BuildProgress;
+use crate::lease::boot_clock::{BootClock, Clock};
 use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyHash};
 use std::sync::Arc;
@@ -163,6 +164,18 @@ pub trait LifecycleStore: StateStore {
     /// before it stopped naming the generation do not fail. Call before the state stops
     /// naming the generation. Also drops its delete count.
     async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
+    /// Retires `generations`, then waits out their read leases: what every state change that
+    /// stops naming a generation does first (see `crate::lease`: a write that skips a
+    /// generation read the state after it was unnamed, so no lease of it can still hold when
+    /// that write is acknowledged).
+    async fn retire_and_wait(&self, filter: &str, generations: &[FilterMeta]) -> Result<(), FilterUnavailable> {
+        for meta in generations {
+            self.retire_generation(filter, *meta).await?;
+        }
+        let retired_at = BootClock.now();
+        crate::lease::wait_out(&BootClock, retired_at, generations.iter().map(|m| m.lease)).await;
+        Ok(())
+    }
     /// Deletes the keys of every generation of `filter` not in `keep` (left behind when the
     /// state was lost, or by a rebuild that died); returns how many keys went. Retired
     /// segments' markers are left to expire on their own.

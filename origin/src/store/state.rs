@@ -27,6 +27,7 @@
 //! acknowledged (see `gate::filters` for the whole argument).
 
 use super::FilterUnavailable;
+use crate::lease::{LeaseTerms, ReadConsistency};
 use bloomgate_filter::{KeyFormat, Params};
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,13 @@ pub struct FilterMeta {
     /// edge catching up from it would answer "no" for a key that origin acknowledged.
     #[serde(default)]
     pub journal: bool,
+    /// The read lease this generation was named with (`lease`): L and ρ, decided when it is
+    /// named and the same for every origin after, so origins with other settings or versions
+    /// cannot disagree: readers of this generation answer under these terms, and writers that
+    /// add to it (or find it named) wait them out. None (named in `barrier` mode, or before
+    /// leases were recorded): read behind the read barrier alone, and writes do not wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseTerms>,
 }
 
 /// Which generations a filter has (see the module doc).
@@ -78,6 +86,11 @@ pub struct FilterState {
     /// Set when the filter was dropped: the state is then a tombstone naming no generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped: Option<Dropped>,
+    /// How origins answer "no" from their copies of this filter, as chosen when it was created
+    /// (None: created before the choice was recorded, or the state was lost): every generation
+    /// named for it records the terms of this mode. Kept by every later change, like `lineage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_consistency: Option<ReadConsistency>,
 }
 
 /// What a dropped filter leaves for a filter created again under its name.
@@ -169,7 +182,13 @@ mod tests {
     use super::*;
 
     fn meta(generation: u64, incarnation: u64) -> Option<FilterMeta> {
-        Some(FilterMeta { generation, params: Params::new(1, 6, 0, 2).unwrap(), incarnation, journal: true })
+        Some(FilterMeta {
+            generation,
+            params: Params::new(1, 6, 0, 2).unwrap(),
+            incarnation,
+            journal: true,
+            lease: None,
+        })
     }
 
     #[test]
@@ -241,6 +260,26 @@ mod tests {
         assert!(!json.contains("dropped"), "{json}");
         let old: FilterState = serde_json::from_str(r#"{"active":null,"building":null,"previous":null}"#).unwrap();
         assert_eq!((old.lineage, old.dropped), (0, None));
+    }
+
+    #[test]
+    fn records_written_before_leases_read_as_barrier_generations() {
+        let json = r#"{"active":{"generation":5,"params":{"seed":1,"k":6,"segment_blocks_log2":0,"segment_count":2},"incarnation":7,"journal":true},"building":null,"previous":null}"#;
+        let state: FilterState = serde_json::from_str(json).unwrap();
+        assert_eq!(state.active.unwrap().lease, None, "no terms: the barrier, and writers do not wait");
+        assert_eq!(state.read_consistency, None);
+        let terms = LeaseTerms::new(std::time::Duration::from_millis(10), 1_000);
+        let leased = FilterState {
+            active: meta(3, 7).map(|m| FilterMeta { lease: Some(terms), ..m }),
+            read_consistency: Some(ReadConsistency::Lease),
+            ..FilterState::default()
+        };
+        let json = serde_json::to_string(&leased).unwrap();
+        assert!(json.contains(r#""lease":{"lease_us":10000,"drift_ppm":1000}"#), "{json}");
+        assert!(json.contains(r#""read_consistency":"lease""#), "{json}");
+        assert_eq!(serde_json::from_str::<FilterState>(&json).unwrap(), leased);
+        let barrier = serde_json::to_string(&meta(3, 7).unwrap()).unwrap();
+        assert!(!barrier.contains("lease"), "a generation without terms is written as before: {barrier}");
     }
 
     #[test]

@@ -102,6 +102,18 @@ pub struct FilterStats {
     /// False positives among lookups of absent keys: the rate to compare with the target.
     #[serde(default)]
     pub observed_fp_rate: Option<f64>,
+    /// How origins answer "no" from their local copies of the generation answering lookups:
+    /// `lease` (from memory while a copy's lease holds; writes wait) or `barrier` (after a
+    /// Redis round trip; writes do not wait).
+    #[serde(default)]
+    pub read_consistency: Option<String>,
+    /// L of that generation's read lease, ms (lease mode only).
+    #[serde(default)]
+    pub read_lease_ms: Option<f64>,
+    /// Lookups this origin answered "no" from its local copy under the lease, without a Redis
+    /// call (since it started).
+    #[serde(default)]
+    pub lookups_answered_under_lease: Option<u64>,
 }
 
 #[cfg(test)]
@@ -123,7 +135,7 @@ mod tests {
         assert_eq!(json["generation"], 3);
         assert_eq!(json["k"], 6);
         assert!(json["capacity"].is_null(), "unset fields are written as null: {json}");
-        assert_eq!(json.as_object().unwrap().len(), 25, "every field is written");
+        assert_eq!(json.as_object().unwrap().len(), 28, "every field is written");
         assert_eq!(serde_json::from_value::<FilterStats>(json).unwrap(), stats);
     }
 }
