@@ -53,6 +53,38 @@ fn shared_redis() -> Option<String> {
     Some(format!("redis://{}/", redis_addr()))
 }
 
+/// Lookups of keys never written, one every 10 ms round robin over `origins`, until finished;
+/// each must be "not seen" (404), as a lookup of an absent key is.
+struct AbsentLookups {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+fn absent_lookups(origins: Vec<Arc<TestOrigin>>, filter: &str) -> AbsentLookups {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (filter, stopped) = (filter.to_owned(), stop.clone());
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(10));
+        let mut n = 0u64;
+        while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            tick.tick().await;
+            let origin = &origins[n as usize % origins.len()];
+            let status = origin.get(&filter, &random_keys(1)[0]).await.status();
+            assert!(matches!(status, StatusCode::NOT_FOUND | StatusCode::SERVICE_UNAVAILABLE), "{status}");
+            n += 1;
+        }
+        n
+    });
+    AbsentLookups { stop, task }
+}
+
+impl AbsentLookups {
+    async fn finish(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.task.await.expect("absent-key reader panicked")
+    }
+}
+
 async fn stats(origin: &TestOrigin, filter: &str) -> Value {
     let r =
         origin.http.get(format!("{}/v1/filters/{filter}/stats", origin.base)).bearer_auth(TOKEN).send().await.unwrap();
@@ -119,6 +151,9 @@ async fn a_key_written_through_one_origin_is_seen_at_once_through_another_across
     origins[0].insert_all(&filter, &random_keys(2_000)).await;
     // Four writers, one key each every 25 ms: 160 writes/s, each read back at once elsewhere.
     let race = Race::start(origins.clone(), &filter, 4, Duration::from_millis(25));
+    // Meanwhile, lookups of keys never written: the "no"s the origins' copies answer from memory
+    // under their read leases, so the race runs with leases live (counted below).
+    let absent = absent_lookups(origins.clone(), &filter);
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut generation = stats(&origins[0], &filter).await["generation"].as_u64().unwrap();
     // Three switches from three origins, one of them a resize; the readers' metadata caches
@@ -136,14 +171,26 @@ async fn a_key_written_through_one_origin_is_seen_at_once_through_another_across
         tokio::time::sleep(Duration::from_millis(2_500)).await;
     }
     let result = race.finish().await;
+    let absent = absent.finish().await;
     eprintln!(
-        "race: {} acknowledged, {} read back at once, {} refused, {} read errors",
+        "race: {} acknowledged, {} read back at once, {} refused, {} read errors; {absent} lookups of keys never written",
         result.acked.len(),
         result.reads,
         result.refused,
         result.read_errors
     );
     assert_clean(&result, 300);
+    // The origins answered "no" from memory under read leases while the race ran (a run where
+    // no lease ever held would prove nothing about them).
+    let mut under_lease = 0.0;
+    for origin in &origins {
+        under_lease += origin.metric("bloomgate_filter_reads_total{via=\"lease\"}").await;
+    }
+    eprintln!("race: {under_lease} lookups answered \"no\" under a read lease");
+    assert!(
+        under_lease >= absent as f64 / 4.0,
+        "only {under_lease} of {absent} absent-key lookups answered under a lease"
+    );
     // The read-backs went through the origins' local copies (behind their read barriers), not
     // around them: lookups fall back to Redis only while a new generation's copy loads.
     let mut through_copies = 0.0;

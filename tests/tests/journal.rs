@@ -196,10 +196,12 @@ async fn adds_and_appends_to_a_retired_generation_are_harmless_no_ops() {
     assert_ne!(r.status(), StatusCode::OK, "a retired journal is never served");
 }
 
-/// A local copy's read barrier asks a single Redis "anything after my position?" in two plain
-/// commands whose replies are a few bytes. A deleted journal (flushed, evicted) and one trimmed
-/// to nothing have nothing after any position either: neither may pass for "caught up" while
-/// an add after the position was acknowledged (the copy would answer "no" for its key).
+/// A local copy's read barrier, and the background reads that keep its read lease, ask a single
+/// Redis "anything after my position?" in two plain commands whose replies are a few bytes. A
+/// deleted journal (flushed, evicted), one trimmed to nothing and a retired one have nothing
+/// after any position either: none may pass for "caught up" (a complete read, which would
+/// renew a lease) while an add after the position was acknowledged, nor at the head, where an
+/// empty `XRANGE` of a missing stream looks exactly like "nothing new".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() {
     let origin = TestOrigin::on_services(|_| {}).await;
@@ -233,9 +235,21 @@ async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() 
     assert!(matches!(read, Ok(JournalRead::Reset)), "trimmed past the copy: load it anew, got {read:?}");
 
     let (filter, meta, at) = behind_by_one_add("jbarrier-gone").await;
+    let head = store.journal_head(&filter, meta).await.unwrap();
     let () = redis::cmd("DEL").arg(journal_key(&filter, meta)).query_async(&mut redis).await.unwrap();
     let read = store.catch_up_journal(&filter, meta, at, 1024).await;
     assert!(read.is_err(), "a journal gone: the copy cannot answer, got {read:?}");
+    let read = store.catch_up_journal(&filter, meta, head, 1024).await;
+    assert!(read.is_err(), "a journal gone, read from its old head: never complete, got {read:?}");
+
+    let (filter, meta, at) = behind_by_one_add("jbarrier-retired").await;
+    let head = store.journal_head(&filter, meta).await.unwrap();
+    assert_eq!(store.catch_up_journal(&filter, meta, head, 1024).await.unwrap(), JournalRead::caught_up(head));
+    store.retire_generation(&filter, meta).await.unwrap();
+    for from in [at, head] {
+        let read = store.catch_up_journal(&filter, meta, from, 1024).await;
+        assert!(read.is_err(), "a retired journal is never a complete read, got {read:?}");
+    }
 }
 
 /// Whether a generation keeps a journal is decided when it is named and recorded with it, not

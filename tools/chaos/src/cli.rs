@@ -148,6 +148,10 @@ struct RunArgs {
     /// repository), e.g. `edge/build-planted` from `scripts/edge-build --planted`.
     #[arg(long)]
     edge_build: Option<PathBuf>,
+    /// How the origins' local copies answer "no" (`read_consistency`): `lease` (the default;
+    /// the lease evidence floors apply) or `barrier`.
+    #[arg(long, default_value = "lease")]
+    read_consistency: bloomgate_client::api::ReadConsistency,
     /// Plant this known bug in the origins (`BLOOMGATE_PLANTED_BUG`) and the edge (`PLANTED_BUG`):
     /// only a `planted-bugs` build (`bloomgate-chaos-planted`) has any.
     #[arg(long)]
@@ -242,8 +246,11 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         freshness,
         max_in_flight: a.max_in_flight,
     };
-    let tuning =
-        OriginTuning { journal_max_entries: schedule::journal_max_entries(&workload), ..OriginTuning::default() };
+    let tuning = OriginTuning {
+        journal_max_entries: schedule::journal_max_entries(&workload),
+        read_consistency: a.read_consistency,
+        ..OriginTuning::default()
+    };
     let options = RunOptions {
         command,
         exe: std::env::current_exe()?,

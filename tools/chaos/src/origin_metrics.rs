@@ -66,6 +66,7 @@ const JOURNAL_ROUTE: &str = "/v1/filters/{filter}/journal/{generation}";
 #[derive(Clone, Copy, Debug, Default)]
 struct OriginLives {
     copy_answered: Lives,
+    lease_answered: Lives,
     journal_gone: Lives,
     samples: u64,
 }
@@ -74,6 +75,7 @@ impl OriginLives {
     fn read(&mut self, text: &str) {
         let count = |name, labels: &[(&str, &str)]| metric(text, name, labels).unwrap_or(0.0) as u64;
         self.copy_answered.read(count("bloomgate_local_copy_lookups_total", &[("outcome", "answered")]));
+        self.lease_answered.read(count("bloomgate_filter_reads_total", &[("via", "lease")]));
         self.journal_gone.read(count("bloomgate_http_requests_total", &[("route", JOURNAL_ROUTE), ("status", "410")]));
         self.samples += 1;
     }
@@ -81,6 +83,7 @@ impl OriginLives {
     fn counters(&self) -> OriginCounters {
         OriginCounters {
             copy_answered: self.copy_answered.total(),
+            lease_answered: self.lease_answered.total(),
             journal_gone: self.journal_gone.total(),
             copy_resets: 0,
             samples: self.samples,

@@ -3,6 +3,7 @@
 //! gracefully at the end.
 
 use anyhow::Context as _;
+use bloomgate_client::api::ReadConsistency;
 use bloomgate_tests::fault_proxy::ChaosProxy;
 use bloomgate_tests::origin::{EDGE_SECRET, TOKEN};
 use bloomgate_tests::procs;
@@ -38,6 +39,9 @@ pub struct OriginTuning {
     /// Insert-journal entries kept per generation: small, so an edge cut off for a while falls
     /// behind the journal and must reload (see `schedule::journal_max_entries`).
     pub journal_max_entries: u64,
+    /// How the origins' local copies answer "no" for the run's filter: `lease` (the default) or
+    /// `barrier`.
+    pub read_consistency: ReadConsistency,
 }
 
 impl Default for OriginTuning {
@@ -54,6 +58,7 @@ impl Default for OriginTuning {
             rebuild_lease_ms: 5000,
             auto_stale_delete_share: 0.02,
             journal_max_entries: 200_000,
+            read_consistency: ReadConsistency::Lease,
         }
     }
 }
@@ -101,6 +106,7 @@ rebuild_grace_ms = {}
 rebuild_lease_ms = {}
 auto_stale_delete_share = {}
 journal_max_entries = {}
+read_consistency = "{}"
 "#,
         t.redis_timeout_ms,
         t.redis_write_timeout_ms,
@@ -112,6 +118,7 @@ journal_max_entries = {}
         t.rebuild_lease_ms,
         t.auto_stale_delete_share,
         t.journal_max_entries,
+        t.read_consistency.as_str(),
     )
 }
 

@@ -162,6 +162,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         freshness_secs: f64::from(options.freshness_secs),
         workload: options.workload.clone(),
         required_faults: required_faults.clone(),
+        leases: options.tuning.read_consistency == bloomgate_client::api::ReadConsistency::Lease,
     };
     let facts = RunFacts {
         settings: run_settings(&options, keyspace),

@@ -9,6 +9,10 @@
 //! writes (and as many batch lookups, half of them at the edge when it runs), Kw keys per batch
 //! write, Kl keys per batch lookup, a the share of random lookups for never-written keys, D
 //! deletes, d the share of deleted keys written again; N origins, S the edge's bound.
+//!
+//! With read leases on (the default), each origin must also have answered "no" from memory under
+//! its lease for a share of the never-written keys it was asked about: a run whose leases never
+//! held proves nothing about them.
 
 use super::CheckResult;
 use crate::history::{FaultKind, History};
@@ -37,6 +41,8 @@ pub struct FloorSettings {
     pub workload: WorkloadSettings,
     /// Every fault kind the schedule holds.
     pub required_faults: BTreeSet<FaultKind>,
+    /// Whether the origins answer under read leases.
+    pub leases: bool,
 }
 
 /// One floor, as the report shows it.
@@ -89,6 +95,14 @@ fn lookup_rates(s: &FloorSettings) -> (f64, f64) {
     (origin, edge_absent)
 }
 
+/// Never-written keys per second looked up at the origins (each a "no" a copy may answer under
+/// its lease).
+fn absent_origin_rate(s: &FloorSettings) -> f64 {
+    let w = &s.workload;
+    let origin_batches = if s.edge { w.batch_rate / 2.0 } else { w.batch_rate };
+    w.absent_share * (w.read_rate + origin_batches * w.batch_lookup_keys as f64)
+}
+
 /// Every floor of the run, met or not.
 pub fn evaluate(history: &History, result: &CheckResult, s: &FloorSettings) -> Vec<Floor> {
     let t = s.duration_secs;
@@ -96,6 +110,7 @@ pub fn evaluate(history: &History, result: &CheckResult, s: &FloorSettings) -> V
     let c = &result.checked;
     let (seen_origin, seen_edge) = must_be_seen_rates(s);
     let (looked_up, edge_absent) = lookup_rates(s);
+    let origin_absent = absent_origin_rate(s);
     let mut floors = Vec::new();
     for o in 0..s.origins as u8 {
         let seen = c.must_be_seen_by_origin.get(&o).copied().unwrap_or(0);
@@ -104,6 +119,16 @@ pub fn evaluate(history: &History, result: &CheckResult, s: &FloorSettings) -> V
         let answered = history.origin_counters.get(&o).map_or(0, |c| c.copy_answered);
         let formula = format!("{SHARE} × T × (W + B·Kw + R + B_origin·Kl) / N");
         floors.push(floor(format!("copy_answered_origin-{o}"), formula, SHARE * t * looked_up / n, answered as f64));
+        if s.leases {
+            let leased = history.origin_counters.get(&o).map_or(0, |c| c.lease_answered);
+            let formula = format!("{SHARE} × T × a·(R + B_origin·Kl) / N");
+            floors.push(floor(
+                format!("lease_answered_origin-{o}"),
+                formula,
+                SHARE * t * origin_absent / n,
+                leased as f64,
+            ));
+        }
     }
     if s.edge {
         let formula = format!("{SHARE} × (T − S) × (W + B·Kw + (1−a)·(E + B/2·Kl))");
@@ -167,7 +192,15 @@ mod tests {
             max_in_flight: 10,
         };
         let required_faults = [FaultKind::FlushAll, FaultKind::RedisRollback].into();
-        FloorSettings { duration_secs: 100.0, origins: 2, edge: true, freshness_secs: 3.0, workload, required_faults }
+        FloorSettings {
+            duration_secs: 100.0,
+            origins: 2,
+            edge: true,
+            freshness_secs: 3.0,
+            workload,
+            required_faults,
+            leases: true,
+        }
     }
 
     fn named<'a>(floors: &'a [Floor], name: &str) -> &'a Floor {
@@ -190,6 +223,10 @@ mod tests {
         assert_eq!(named(&floors, "edge_no_answers").required, 375.0);
         assert_eq!(named(&floors, "copy_answered_origin-0").required, 0.25 * 100.0 * 70.0 / 2.0);
         assert_eq!(named(&floors, "readded_must_be_seen").required, 25.0);
+        // 0.25 × 100 × 0.5 × (40 + 0.5 × 20) / 2 = 312.5.
+        assert_eq!(named(&floors, "lease_answered_origin-1").required, 312.5);
+        let barrier = evaluate(&history, &result, &FloorSettings { leases: false, ..settings() });
+        assert!(barrier.iter().all(|f| !f.name.starts_with("lease_answered")), "no lease floor in barrier mode");
         assert!(floors.iter().all(|f| !f.met || f.name == "copy_held_when_redis_went_back"), "{floors:?}");
     }
 
@@ -208,7 +245,9 @@ mod tests {
             faults: vec![fault(FaultKind::FlushAll, None), fault(FaultKind::RedisRollback, Some(true))],
             ..History::default()
         };
-        history.origin_counters.insert(0, OriginCounters { copy_answered: 900, journal_gone: 1, ..Default::default() });
+        let counters =
+            OriginCounters { copy_answered: 900, lease_answered: 400, journal_gone: 1, ..Default::default() };
+        history.origin_counters.insert(0, counters);
         let result = check(
             &history,
             &CheckSettings { freshness: 3_000_000, edge_origin: 0, rss_limit_kib: 1, edge_rss_limit_kib: 1 },
@@ -216,6 +255,7 @@ mod tests {
         let floors = evaluate(&history, &result, &settings());
         assert!(named(&floors, "copy_answered_origin-0").met);
         assert!(!named(&floors, "copy_answered_origin-1").met);
+        assert!(named(&floors, "lease_answered_origin-0").met && !named(&floors, "lease_answered_origin-1").met);
         assert!(named(&floors, "journal_resets").met);
         assert!(named(&floors, "fault_kinds_injected").met);
         assert!(named(&floors, "copy_held_when_redis_went_back").met);

@@ -116,6 +116,9 @@ pub struct Skipped {
 pub struct OriginCounters {
     /// Lookups its local copy answered (`local_copy_lookups_total{outcome="answered"}`).
     pub copy_answered: u64,
+    /// Of those, "no"s from memory under the copy's read lease (`filter_reads_total{via="lease"}`).
+    #[serde(default)]
+    pub lease_answered: u64,
     /// Journal reads it answered 410 (an edge behind the journal's retention must reload).
     pub journal_gone: u64,
     /// Local copies it dropped because the journal no longer held their position (its log).
