@@ -83,6 +83,14 @@ pub struct AbRun {
     pub lookups_per_round: f64,
     /// Local copies loaded (or reloaded) during the run.
     pub copy_loads: f64,
+    /// Of the run's lookups, the share answered "no" from the local copy's memory under its read
+    /// lease (no Redis call).
+    pub lease_share: f64,
+    /// Redis calls the origin made for lookups per lookup: its copies' journal reads (barrier
+    /// rounds and the background reads that keep leases) and its direct filter reads.
+    pub redis_calls_per_lookup: f64,
+    /// The copies' background journal reads per second of the run.
+    pub tail_reads_per_sec: f64,
     /// The server's context switches per lookup (all its threads).
     pub server_switches: f64,
     /// The load generator's context switches per lookup.
@@ -179,18 +187,21 @@ pub async fn measure(target: &AbTarget, load: AbLoad, workload: &Workload, label
         server_switches: (switches_after[0] - switches_before[0]) / lookups,
         loadgen_switches: (switches_after[1] - switches_before[1]) / lookups,
         steal_share: (steal_after - steal_before) / (load.duration.as_secs_f64() * cores() as f64),
-        ..copy_figures(counters_before.as_ref(), counters_after.as_ref(), lookups)
+        ..copy_figures(counters_before.as_ref(), counters_after.as_ref(), lookups, load.duration.as_secs_f64())
     })
 }
 
 /// What the server's local copy did in a run, from its counters before and after (NaN where a
 /// server does not say).
-fn copy_figures(before: Option<&Samples>, after: Option<&Samples>, lookups: f64) -> AbRun {
+fn copy_figures(before: Option<&Samples>, after: Option<&Samples>, lookups: f64, secs: f64) -> AbRun {
     let (Some(before), Some(after)) = (before, after) else {
         return AbRun {
             copy_answered_share: f64::NAN,
             lookups_per_round: f64::NAN,
             copy_loads: f64::NAN,
+            lease_share: f64::NAN,
+            redis_calls_per_lookup: f64::NAN,
+            tail_reads_per_sec: f64::NAN,
             ..AbRun::default()
         };
     };
@@ -198,10 +209,16 @@ fn copy_figures(before: Option<&Samples>, after: Option<&Samples>, lookups: f64)
     let answered = delta("bloomgate_local_copy_lookups_total{outcome=\"answered\"}");
     let rounds = delta("bloomgate_local_copy_rounds_total{result=\"current\"}")
         + delta("bloomgate_local_copy_rounds_total{result=\"failed\"}");
+    let tails = delta("bloomgate_local_copy_tail_reads_total{result=\"current\"}")
+        + delta("bloomgate_local_copy_tail_reads_total{result=\"failed\"}");
+    let asked_redis = delta("bloomgate_filter_reads_total{via=\"redis\"}");
     AbRun {
         copy_answered_share: answered / lookups,
         lookups_per_round: if rounds > 0.0 { answered / rounds } else { f64::NAN },
         copy_loads: delta("bloomgate_local_copy_loads_total{result=\"loaded\"}"),
+        lease_share: delta("bloomgate_filter_reads_total{via=\"lease\"}") / lookups,
+        redis_calls_per_lookup: (rounds + asked_redis) / lookups,
+        tail_reads_per_sec: tails / secs.max(f64::MIN_POSITIVE),
         ..AbRun::default()
     }
 }
@@ -231,6 +248,9 @@ pub fn medians(runs: &[AbRun]) -> AbRun {
         copy_answered_share: median_or_nan(runs, |r| r.copy_answered_share),
         lookups_per_round: median_or_nan(runs, |r| r.lookups_per_round),
         copy_loads: median_or_nan(runs, |r| r.copy_loads),
+        lease_share: median_or_nan(runs, |r| r.lease_share),
+        redis_calls_per_lookup: median_or_nan(runs, |r| r.redis_calls_per_lookup),
+        tail_reads_per_sec: median_or_nan(runs, |r| r.tail_reads_per_sec),
         server_switches: median_of(runs, |r| r.server_switches),
         loadgen_switches: median_of(runs, |r| r.loadgen_switches),
         steal_share: median_or_nan(runs, |r| r.steal_share),
@@ -252,13 +272,19 @@ mod tests {
             "bloomgate_local_copy_lookups_total{outcome=\"answered\"} 900\n\
              bloomgate_local_copy_rounds_total{result=\"current\"} 205\n\
              bloomgate_local_copy_rounds_total{result=\"failed\"} 5\n\
-             bloomgate_local_copy_loads_total{result=\"loaded\"} 2\n",
+             bloomgate_local_copy_loads_total{result=\"loaded\"} 2\n\
+             bloomgate_local_copy_tail_reads_total{result=\"current\"} 50\n\
+             bloomgate_filter_reads_total{via=\"lease\"} 600\n\
+             bloomgate_filter_reads_total{via=\"redis\"} 10\n",
         );
-        let run = copy_figures(Some(&before), Some(&after), 1000.0);
+        let run = copy_figures(Some(&before), Some(&after), 1000.0, 10.0);
         assert_eq!(run.copy_answered_share, 0.8, "800 of the run's 1,000 lookups");
         assert_eq!(run.lookups_per_round, 4.0, "800 answers over 200 rounds, failed ones included");
         assert_eq!(run.copy_loads, 1.0);
-        let floor = copy_figures(None, Some(&after), 1000.0);
+        assert_eq!(run.lease_share, 0.6);
+        assert_eq!(run.redis_calls_per_lookup, 0.21, "200 rounds and 10 direct reads over 1,000 lookups");
+        assert_eq!(run.tail_reads_per_sec, 5.0);
+        let floor = copy_figures(None, Some(&after), 1000.0, 10.0);
         assert!(
             floor.copy_answered_share.is_nan() && floor.lookups_per_round.is_nan(),
             "a server without counters says nothing"

@@ -17,6 +17,7 @@
 //! - [`sweep`]: Cassandra reads per lookup over miss share × fp_rate, against theory.
 //! - [`writes_ab`]: edge freshness and bytes per write, the insert journal on and off.
 //! - [`ab`]: servers measured in alternating rounds, CPU per lookup, medians (A/B binaries).
+//! - [`lease_costs`]: what read leases cost besides lookups: write latency, Redis calls at rest.
 //! - [`report`]: results, the targets as checks, Markdown tables, JSON.
 //! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
 
@@ -30,6 +31,7 @@ pub mod counting_proxy;
 pub mod cpu;
 pub mod driver;
 pub mod filters;
+pub mod lease_costs;
 pub mod pacer;
 pub mod report;
 pub mod run;

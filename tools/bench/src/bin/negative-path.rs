@@ -1,7 +1,8 @@
 //! The origin's cost per "no" against an axum hello-world, in one run: the floor
 //! (`bloomgate-loadgen floor`: same route, a 404, no work), and `bloomgate-origin` processes
-//! that differ in one setting each (by default: every lookup asks Redis, and the local copy
-//! behind its read barrier), all on the same Redis and Cassandra with the same filter size.
+//! that differ in one setting each (by default: local copies behind the read barrier alone, and
+//! under read leases, the default), all on the same Redis and Cassandra with the same filter
+//! size.
 //!
 //! Rounds alternate between the targets, each a closed-loop run of lookups of keys never stored
 //! (every answer a "no"); then, for the p99 target, each is run at a fixed rate of half its own
@@ -19,19 +20,27 @@
 //! without the filter, its Redis round trips and its read barrier.
 //!
 //! Around every run it also reads each origin's counters (the share of lookups its local copy
-//! answered, lookups per barrier round, copies loaded), the context switches per lookup of the
-//! server and of the load generator, and the host's steal time: a slow round then says whether
-//! the origin did more work in it or the same work ran on a slower host.
+//! answered, and answered from memory under its read lease, lookups per barrier round, Redis
+//! calls per lookup, the copies' background journal reads per second, copies loaded), the
+//! context switches per lookup of the server and of the load generator, and the host's steal
+//! time: a slow round then says whether the origin did more work in it or the same work ran on
+//! a slower host.
+//!
+//! With `--writes N`, each origin then takes N writes of fresh keys, one at a time, in
+//! alternating rounds: the latency a read lease adds to a write (its wait, overlapped with the
+//! database write). Last (`--idle-secs`), every origin is left alone and the Redis calls it
+//! makes for the filter it holds are counted: what a held filter costs Redis at rest.
 //!
 //! ```sh
 //! scripts/services start
 //! cargo build --release -p bloomgate-origin -p bloomgate-bench \
 //!   --bin bloomgate-origin --bin bloomgate-loadgen --bin negative-path
-//! target/release/negative-path --keys 100000 --rounds 5 --duration 10
+//! target/release/negative-path --keys 100000 --rounds 5 --duration 10 --writes 200
 //! ```
 
 use bloomgate_bench::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
 use bloomgate_bench::cpu::CpuGroup;
+use bloomgate_bench::lease_costs::{redis_calls_per_sec, write_run, WriteRun};
 use bloomgate_bench::report::median;
 use bloomgate_bench::servers::{start_floor, start_origin, Launch, OriginSettings};
 use bloomgate_bench::workload::{present_keys, Workload};
@@ -67,9 +76,20 @@ struct Args {
     stack_control: bool,
     /// An origin target: `NAME[:BLOOMGATE_SETTING=VALUE[,...]][@BINARY]` (another binary, e.g. a
     /// build of the commit before, for an A/B of code); repeat for more. Default:
-    /// `redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0` and `local-copy`.
+    /// `barrier:BLOOMGATE_READ_CONSISTENCY=barrier` and `lease`.
     #[arg(long = "origin")]
     origins: Vec<String>,
+    /// Writes per origin and round after the lookups (0: none): write latency side by side.
+    #[arg(long, default_value_t = 0)]
+    writes: usize,
+    /// Pause after each write, ms.
+    #[arg(long, default_value_t = 20)]
+    write_gap_ms: u64,
+    /// Seconds each origin is left without lookups, at the end, while its Redis calls are
+    /// counted (after 3 s of rest: a copy keeps reading its journal often for 2 s after its last
+    /// lookup); 0: not measured.
+    #[arg(long, default_value_t = 5)]
+    idle_secs: u64,
     /// The load generator binary (serves the floor).
     #[arg(long, default_value = "target/release/bloomgate-loadgen")]
     loadgen_bin: PathBuf,
@@ -127,8 +147,11 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &
     let floor_rate = medians(&runs[0]).rate;
     println!("\n{title}\n");
     let paired_heads: String = paired.iter().map(|(name, _)| format!(" paired {name} ÷ floor's |")).collect();
-    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | p99 of a typical second ms | answered by the copy | lookups per barrier round |{paired_heads}");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}", "---:|".repeat(paired.len()));
+    println!("| target | no/s | × floor | server µs/no | Redis µs/no | server + Redis µs/no | loadgen µs/no | p50 ms | p90 ms | p99 ms | p99.9 ms | p99 of a typical second ms | answered by the copy | under the lease | lookups per barrier round | Redis calls per no | journal reads/s (tail) |{paired_heads}");
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}",
+        "---:|".repeat(paired.len())
+    );
     for (target, target_runs) in targets.iter().zip(runs) {
         let m = medians(target_runs);
         let ratios: String = paired
@@ -136,7 +159,7 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &
             .map(|(_, metric)| format!(" {:.2} |", paired_ratio(target_runs, &runs[0], *metric)))
             .collect();
         println!(
-            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |{ratios}",
+            "| {} | {:.0} | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {} | {} |{ratios}",
             target.name,
             m.rate,
             m.rate / floor_rate.max(1.0),
@@ -150,8 +173,20 @@ fn print_table(title: &str, targets: &[AbTarget], runs: &[Vec<AbRun>], paired: &
             m.p999_ms,
             m.p99_window_median_ms,
             percent_or_dash(m.copy_answered_share),
+            percent_or_dash(m.lease_share),
             one_decimal_or_dash(m.lookups_per_round),
+            three_decimals_or_dash(m.redis_calls_per_lookup),
+            one_decimal_or_dash(m.tail_reads_per_sec),
         );
+    }
+}
+
+/// `x` to three decimals; "–" for a server that does not report it.
+fn three_decimals_or_dash(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.3}")
+    } else {
+        "–".into()
     }
 }
 
@@ -187,9 +222,10 @@ async fn rounds(
             let target = &targets[i];
             let run = measure(target, load(i), workload, format!("{kind}-{}-{round}", target.name)).await?;
             eprintln!(
-                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms, copy answered {}, {} lookups per round, {} copy loads, context switches per no: server {:.2}, loadgen {:.2}; steal {:.1} %",
+                "{kind} round {round} {:>18}: {:>8.0} no/s, server {:>5.1} + Redis {:>5.1} µs per no, loadgen {:>5.1} µs, p50/90/99/99.9 {:.2}/{:.2}/{:.2}/{:.2} ms, typical second's p99 {:.2} ms, copy answered {} (under the lease {}), {} lookups per round, {} Redis calls per no, {} tail reads/s, {} copy loads, context switches per no: server {:.2}, loadgen {:.2}; steal {:.1} %",
                 target.name, run.rate, run.server_us, run.redis_us, run.loadgen_us, run.p50_ms, run.p90_ms, run.p99_ms, run.p999_ms, run.p99_window_median_ms,
-                percent_or_dash(run.copy_answered_share), one_decimal_or_dash(run.lookups_per_round), run.copy_loads,
+                percent_or_dash(run.copy_answered_share), percent_or_dash(run.lease_share), one_decimal_or_dash(run.lookups_per_round),
+                three_decimals_or_dash(run.redis_calls_per_lookup), one_decimal_or_dash(run.tail_reads_per_sec), run.copy_loads,
                 run.server_switches, run.loadgen_switches, run.steal_share * 100.0
             );
             runs[i].push(run);
@@ -284,7 +320,7 @@ async fn fixed_rate_rounds(
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let specs = match args.origins.is_empty() {
-        true => vec!["redis-per-lookup:BLOOMGATE_LOCAL_COPY_MAX_BYTES=0".to_owned(), "local-copy".to_owned()],
+        true => vec!["barrier:BLOOMGATE_READ_CONSISTENCY=barrier".to_owned(), "lease".to_owned()],
         false => args.origins.clone(),
     };
     let redis_port = args.ab.redis.rsplit(':').next().unwrap_or("6399");
@@ -316,10 +352,79 @@ async fn main() -> anyhow::Result<()> {
         let (kind, runs) = fixed_rate_rounds(&args, &targets, &max, &workload, closed).await?;
         all[kind] = runs;
     }
+    if args.writes > 0 {
+        all["writes"] = write_rounds(&args, &targets).await?;
+    }
+    if args.idle_secs > 0 {
+        all["idle_redis_calls_per_sec"] = idle_calls(&targets, Duration::from_secs(args.idle_secs)).await?;
+    }
     if let Some(out) = &args.ab.out {
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
     }
     Ok(())
+}
+
+/// `--writes` writes per origin and round, the origins alternating; a table of medians, with the
+/// p50's paired difference to the target named `barrier` when there is one.
+async fn write_rounds(args: &Args, targets: &[AbTarget]) -> anyhow::Result<serde_json::Value> {
+    let http = reqwest::Client::new();
+    let origins: Vec<&AbTarget> = targets.iter().filter(|t| is_origin_with_filter(t)).collect();
+    let mut runs: Vec<Vec<WriteRun>> = vec![Vec::new(); origins.len()];
+    let gap = Duration::from_millis(args.write_gap_ms);
+    for round in 0..args.ab.rounds {
+        for i in round_order(origins.len(), round) {
+            let t = origins[i];
+            let run = write_run(&http, &t.server.base, &t.filter, args.writes, gap).await?;
+            eprintln!(
+                "writes round {round} {:>18}: {} writes, p50 {:.2} ms, p99 {:.2} ms, waited after the database write {}",
+                t.name,
+                run.writes,
+                run.p50_ms,
+                run.p99_ms,
+                percent_or_dash(run.waited_share)
+            );
+            runs[i].push(run);
+        }
+    }
+    let peer = origins.iter().position(|t| t.name == "barrier");
+    println!("\nWrites, one at a time ({} per round, {} ms apart), medians\n", args.writes, args.write_gap_ms);
+    println!("| target | p50 ms | p99 ms | p50 − barrier's (paired) ms | waited after the database write |");
+    println!("|---|---:|---:|---:|---:|");
+    let med = |runs: &[WriteRun], f: fn(&WriteRun) -> f64| median(runs.iter().map(f).collect()).unwrap_or(f64::NAN);
+    let mut out = Vec::new();
+    for (t, r) in origins.iter().zip(&runs) {
+        let paired = peer.map(|p| median(r.iter().zip(&runs[p]).map(|(a, b)| a.p50_ms - b.p50_ms).collect()));
+        let paired = paired.flatten().unwrap_or(f64::NAN);
+        let (p50, p99, waited) = (med(r, |w| w.p50_ms), med(r, |w| w.p99_ms), med(r, |w| w.waited_share));
+        println!("| {} | {p50:.2} | {p99:.2} | {paired:+.2} | {} |", t.name, percent_or_dash(waited));
+        out.push(json!({"target": t.name, "p50_ms": p50, "p99_ms": p99, "p50_minus_barrier_ms": paired, "waited_share": waited, "runs": r}));
+    }
+    Ok(out.into())
+}
+
+/// Whether `t` is an origin asked about a filter of its own (not a floor, not origin-stack).
+fn is_origin_with_filter(t: &AbTarget) -> bool {
+    t.filter != "floor" && t.filter != STACK_CONTROL_FILTER
+}
+
+/// Every origin left without lookups: after 3 s, its Redis calls per second over `window`.
+async fn idle_calls(targets: &[AbTarget], window: Duration) -> anyhow::Result<serde_json::Value> {
+    let http = reqwest::Client::new();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    println!(
+        "\nAt rest (no lookups for 3 s, then {} s counted): Redis calls per second per held filter\n",
+        window.as_secs()
+    );
+    println!("| target | Redis calls/s |\n|---|---:|");
+    let origins = targets.iter().filter(|t| is_origin_with_filter(t));
+    let counted = origins.map(|t| async { (t.name.clone(), redis_calls_per_sec(&http, &t.server.base, window).await) });
+    let mut out = serde_json::Map::new();
+    for (name, calls) in futures::future::join_all(counted).await {
+        let calls = calls?;
+        println!("| {name} | {calls:.1} |");
+        out.insert(name, json!(calls));
+    }
+    Ok(out.into())
 }
 
 #[cfg(test)]
