@@ -40,7 +40,8 @@
 //!   (`filters`, with why a drop never lets an old bit or cache answer "no").
 //! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
 //!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`).
-//! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own.
+//! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own:
+//!   the decision (`reason`, pure) from the facts (`health`).
 //! - [`auth`]: writer and ops tokens, and the edge secret, as extractors.
 //! - [`request_metrics`]: every request counted, timed and held in the in-flight gauge.
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
