@@ -147,6 +147,7 @@ fn gate_with_held_puts(dir: &std::path::Path) -> (Arc<Gate>, Arc<Hooked>) {
         max_filter_bytes: 1 << 30,
         journal_enabled: true,
         local_copy_max_bytes: 0,
+        rebuild_lease: Duration::from_secs(30),
     };
     (Arc::new(Gate::new(Arc::new(MemoryFilterStore::default()), keys.clone(), settings)), keys)
 }

@@ -59,6 +59,8 @@ pub struct Gate {
     filter_enabled: bool,
     max_filter_bytes: u64,
     journal_enabled: bool,
+    /// The rebuild lease's life: how long a create waits for a rebuild's lease.
+    rebuild_lease: Duration,
 }
 
 /// Settings of the gate.
@@ -75,6 +77,9 @@ pub struct GateSettings {
     pub journal_enabled: bool,
     /// Bytes of bits held in local copies (0: none; see `local_copy`).
     pub local_copy_max_bytes: u64,
+    /// How long the rebuild lease lives without renewal (a create names its filter's first
+    /// generation under it; see `gate::filters`).
+    pub rebuild_lease: Duration,
 }
 
 impl GateSettings {
@@ -87,6 +92,7 @@ impl GateSettings {
             max_filter_bytes: config.max_filter_bytes,
             journal_enabled: config.journal_enabled,
             local_copy_max_bytes: config.local_copy_max_bytes,
+            rebuild_lease: Duration::from_millis(config.rebuild_lease_ms),
         }
     }
 }
@@ -114,6 +120,7 @@ impl Gate {
             filter_enabled: settings.filter_enabled,
             max_filter_bytes: settings.max_filter_bytes,
             journal_enabled: settings.journal_enabled,
+            rebuild_lease: settings.rebuild_lease,
         }
     }
 

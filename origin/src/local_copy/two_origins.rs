@@ -21,6 +21,7 @@ fn origins(dir: &std::path::Path) -> (Arc<Gate>, Arc<Gate>) {
         max_filter_bytes: 1 << 30,
         journal_enabled: true,
         local_copy_max_bytes: 1 << 20,
+        rebuild_lease: Duration::from_secs(30),
     };
     let gate = || Arc::new(Gate::new(filters.clone(), database.clone(), settings));
     (gate(), gate())

@@ -94,3 +94,6 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
     }
 }
 
+
+#[cfg(test)]
+mod tests;
