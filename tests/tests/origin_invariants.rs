@@ -52,6 +52,34 @@ async fn no_false_negatives_and_absent_keys_mostly_stop_at_the_filter() {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
+/// Invariants 1 and 7 for a filter another origin has just created: B is asked about a name
+/// (no such filter, 404), then A creates the filter and acknowledges a write, then B is asked
+/// again, by GET and by HEAD, long within B's caches' lifetime. A "no such filter" from B now
+/// would read as "not seen" to a client that only looks at the status, or to an edge relaying
+/// it: B must look again before it says the name is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_created_through_one_origin_is_known_at_once_to_the_others() {
+    services().await;
+    let redis = Some(format!("redis://{}/", redis_addr()));
+    let a = TestOrigin::start(config(redis.clone(), &cassandra_addr())).await;
+    let b = TestOrigin::start(bloomgate_origin::config::Config {
+        meta_cache_ms: 60_000,
+        ..config(redis, &cassandra_addr())
+    })
+    .await;
+    for round in 0..20 {
+        let filter = unique_filter("fresh");
+        let key = &random_keys(1)[0];
+        assert_eq!(b.get(&filter, key).await.status(), StatusCode::NOT_FOUND, "round {round}: no such filter yet");
+        a.create_filter(&filter, 1_000, 0.01).await;
+        assert_eq!(a.put(&filter, key).await.status(), StatusCode::CREATED, "round {round}");
+        let got = b.get(&filter, key).await;
+        assert_eq!(got.status(), StatusCode::OK, "round {round}: GET at B: {}", got.text().await.unwrap());
+        let head = b.http.head(format!("{}/v1/filters/{filter}/keys/{key}", b.base)).send().await.unwrap();
+        assert_eq!(head.status(), StatusCode::OK, "round {round}: HEAD at B");
+    }
+}
+
 /// Invariant 2: Redis killed mid-run, then restarted empty. Answers never change; writes while
 /// the filter is gone are refused and not stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

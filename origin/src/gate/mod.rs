@@ -66,7 +66,8 @@ pub struct Gate {
 /// Settings of the gate.
 #[derive(Clone, Copy, Debug)]
 pub struct GateSettings {
-    /// How long metadata and unknown-filter answers are cached.
+    /// How long metadata and definitions are cached (an unknown name is never cached: see
+    /// [`DefCache`]).
     pub cache_ttl: Duration,
     /// Consult the filter (false = baseline: every lookup reads the database).
     pub filter_enabled: bool,

@@ -94,6 +94,5 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
     }
 }
 
-
 #[cfg(test)]
 mod tests;
