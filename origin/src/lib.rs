@@ -115,6 +115,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
                 manage_schema: config.cassandra_manage_schema,
                 consistency: config.consistency()?,
                 timeout: config.cassandra_timeout(),
+                delete_margin: std::time::Duration::from_millis(config.delete_skew_margin_ms),
             };
             Arc::new(CassandraDatabase::connect(&settings).await?)
         }

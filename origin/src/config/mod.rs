@@ -55,6 +55,11 @@ pub struct Config {
     pub cassandra_consistency: String,
     /// Per-request Cassandra timeout in ms.
     pub cassandra_timeout_ms: u64,
+    /// The most two origins' clocks may differ by, in ms. Writes and deletes of keys carry the
+    /// origin's own timestamp, deletes this far back, so that a write made after a delete
+    /// always outranks it in Cassandra (last write wins); a delete of a key written less than
+    /// this before it may leave the key in place.
+    pub delete_skew_margin_ms: u64,
     /// Directory for the embedded key file (quick start only).
     pub data_dir: PathBuf,
     /// Bearer tokens accepted on the write API (and everything an ops token may read). Empty =
@@ -148,6 +153,7 @@ impl Default for Config {
             cassandra_manage_schema: true,
             cassandra_consistency: "local_quorum".into(),
             cassandra_timeout_ms: 2000,
+            delete_skew_margin_ms: 1000,
             data_dir: PathBuf::from(".state/origin"),
             writer_tokens: Vec::new(),
             ops_tokens: Vec::new(),
