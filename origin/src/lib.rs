@@ -9,6 +9,7 @@
 //! - [`planted`]: known bugs for the history checker's negative controls (test builds only):
 //!   the hooks in the write path, the read barrier and the incarnation check.
 //! - [`clock`]: wall-clock milliseconds, the one clock of generation numbers and ages.
+//! - [`distinct`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
 //!   defaults, a TOML file, the environment and flags (`load`); checking them (`validate`).
 //! - [`sizing`]: the size limits every filter's params must meet.
@@ -22,7 +23,8 @@
 //!     `feed`, `stats`, `lifecycle`).
 //!   - `store/cassandra/`: the database in Cassandra: connecting (`connect`), the schema
 //!     (`schema`), reads meeting writes (`consistency`), the statements (`statements`), a
-//!     rebuild's scan (`scan`), a drop's deletes (`drop`).
+//!     rebuild's scan (`scan`), a drop's deletes (`drop`), the order of a key's writes and deletes
+//!     (`write_order`).
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
@@ -61,6 +63,7 @@ pub mod build_progress;
 pub mod clock;
 pub mod config;
 pub mod def_cache;
+pub mod distinct;
 pub mod error;
 pub mod gate;
 pub mod local_copy;

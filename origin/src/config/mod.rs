@@ -132,10 +132,15 @@ pub struct Config {
     pub auto_resize_at_fill: f64,
     /// Automatic rebuild when the observed false-positive rate exceeds the target × this.
     pub auto_fp_factor: f64,
-    /// ...over at least this many lookups of absent keys.
+    /// ...over at least this many distinct absent keys looked up (keys, not lookups: a key
+    /// asked again counts once, so repeating known false positives does not trip it).
     pub auto_fp_min_samples: u64,
     /// Automatic rebuild when deletes since the build exceed this share of the keys.
     pub auto_stale_delete_share: f64,
+    /// At most one automatic rebuild for drift (false positives, deleted keys) per this many ms
+    /// per filter: one runs only once the active generation is this old. Lost bits and resizes
+    /// are rebuilt at once.
+    pub auto_rebuild_min_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -184,6 +189,7 @@ impl Default for Config {
             auto_fp_factor: 3.0,
             auto_fp_min_samples: 10_000,
             auto_stale_delete_share: 0.2,
+            auto_rebuild_min_interval_ms: 600_000,
         }
     }
 }

@@ -7,6 +7,9 @@ use crate::metrics::{FilterGauges, RebuildGauges};
 use crate::status_history::{RebuildSample, Sample};
 use crate::store::{FilterDef, FilterUnavailable};
 use bloomgate_filter::{Params, SizingOptions};
+
+/// Segments counted per check for the fill estimate: enough for a tight estimate (each
+/// segment holds tens of thousands of keys), few enough that the check costs the same at any
 /// filter size.
 const FILL_SAMPLE_SEGMENTS: u32 = 16;
 
@@ -59,16 +62,18 @@ pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Resu
     h.estimated_keys = active.params.estimated_len(ones.round() as u64);
     let c = gate.metrics.filters.counters(name);
     let since = c.build_baseline();
-    h.negatives = c.filter_negatives.get() - since.negatives;
-    h.false_positives = c.false_positives.get() - since.false_positives;
-    let absent_lookups = h.negatives + h.false_positives;
+    let negatives = c.filter_negatives.get() - since.negatives;
+    let false_positives = c.false_positives.get() - since.false_positives;
+    let absent_lookups = negatives + false_positives;
+    (h.absent_keys, h.false_positive_keys) = c.distinct_since(active.generation);
+    h.active_age_ms = crate::clock::now_ms().saturating_sub(active.generation);
     let gauges = FilterGauges {
         fill_ratio: ones / active.params.total_bits() as f64,
         estimated_keys: h.estimated_keys,
         capacity: h.capacity,
         target_fp_rate: h.target_fp,
         expected_fp_rate: active.params.expected_fp_rate(h.estimated_keys.round() as u64),
-        observed_fp_rate: (absent_lookups > 0).then(|| h.false_positives as f64 / absent_lookups as f64),
+        observed_fp_rate: (absent_lookups > 0).then(|| false_positives as f64 / absent_lookups as f64),
     };
     gate.metrics.filters.set_gauges(name, &gauges);
     gate.status.record(

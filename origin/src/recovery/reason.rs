@@ -11,13 +11,16 @@ pub struct Thresholds {
     pub resize_at_fill: f64,
     /// Rebuild when the observed false-positive rate exceeds the target × this...
     pub fp_factor: f64,
-    /// ...over at least this many lookups of absent keys.
+    /// ...over at least this many distinct absent keys looked up.
     pub fp_min_samples: u64,
     /// Rebuild when keys deleted since the build exceed this share of the estimated keys.
     pub stale_delete_share: f64,
     /// A `previous` generation older than this is retired by any origin (its own rebuild
     /// should have retired it; it died).
     pub retire_previous_after_ms: u64,
+    /// A rebuild for drift (false positives, deleted keys) only once the active generation is
+    /// this old: at most one per interval, however the drift was brought about.
+    pub drift_rebuild_min_interval_ms: u64,
 }
 
 impl Thresholds {
@@ -31,6 +34,7 @@ impl Thresholds {
             // Its own rebuild retires `previous` after the grace period; one that is still
             // named well after that (grace twice over, plus a lease expiry) was orphaned.
             retire_previous_after_ms: 2 * config.rebuild_grace_ms + config.rebuild_lease_ms,
+            drift_rebuild_min_interval_ms: config.auto_rebuild_min_interval_ms,
         }
     }
 }
@@ -61,10 +65,12 @@ pub struct Health {
     pub target_fp: f64,
     /// Keys estimated from the fill ratio.
     pub estimated_keys: f64,
-    /// "No" answers of the filter since the build.
-    pub negatives: u64,
-    /// False positives since the build.
-    pub false_positives: u64,
+    /// Distinct absent keys looked up in the active generation (through this origin).
+    pub absent_keys: u64,
+    /// Distinct false-positive keys among them.
+    pub false_positive_keys: u64,
+    /// Milliseconds since the active generation was named.
+    pub active_age_ms: u64,
     /// Deletes since the build.
     pub deletes: u64,
 }
@@ -110,13 +116,16 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
         let doubled = h.capacity.saturating_mul(2).max((2.0 * h.estimated_keys).ceil() as u64);
         return Some(Action { reason: "more keys than capacity", capacity: Some(doubled), retire_only: false });
     }
-    let absent_lookups = h.negatives + h.false_positives;
-    if absent_lookups >= t.fp_min_samples
-        && (h.false_positives as f64 / absent_lookups as f64) > h.target_fp * t.fp_factor
+    // Drift: a rebuild at most once per interval. A resize is not bounded so: only writers
+    // (trusted, with a token) add keys, and each resize doubles the capacity.
+    let drift_allowed = h.active_age_ms >= t.drift_rebuild_min_interval_ms;
+    if drift_allowed
+        && h.absent_keys >= t.fp_min_samples
+        && (h.false_positive_keys as f64 / h.absent_keys as f64) > h.target_fp * t.fp_factor
     {
         return Action::rebuild("observed false positives above target");
     }
-    if h.estimated_keys > 0.0 && h.deletes as f64 > h.estimated_keys * t.stale_delete_share {
+    if drift_allowed && h.estimated_keys > 0.0 && h.deletes as f64 > h.estimated_keys * t.stale_delete_share {
         return Action::rebuild("many deleted keys still set");
     }
     if h.previous_age_ms.is_some_and(|age| age > t.retire_previous_after_ms) {
@@ -129,8 +138,6 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
     None
 }
 
-/// Segments counted per check for the fill estimate: enough for a tight estimate (each
-/// segment holds tens of thousands of keys), few enough that the check costs the same at any
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,10 +148,18 @@ mod tests {
         fp_min_samples: 1000,
         stale_delete_share: 0.2,
         retire_previous_after_ms: 60_000,
+        drift_rebuild_min_interval_ms: 600_000,
     };
 
     fn healthy() -> Health {
-        Health { capacity: 1000, target_fp: 0.01, estimated_keys: 500.0, doubled_fits: true, ..Health::default() }
+        Health {
+            capacity: 1000,
+            target_fp: 0.01,
+            estimated_keys: 500.0,
+            doubled_fits: true,
+            active_age_ms: 3_600_000,
+            ..Health::default()
+        }
     }
 
     #[test]
@@ -207,13 +222,26 @@ mod tests {
     }
 
     #[test]
-    fn false_positives_need_enough_samples() {
-        let h = Health { negatives: 900, false_positives: 99, ..healthy() };
+    fn false_positives_need_enough_distinct_keys() {
+        let h = Health { absent_keys: 999, false_positive_keys: 99, ..healthy() };
         assert_eq!(rebuild_reason(&h, &T), None, "999 samples are not enough");
-        let h = Health { negatives: 950, false_positives: 50, ..healthy() };
+        let h = Health { absent_keys: 1000, false_positive_keys: 50, ..healthy() };
         assert!(rebuild_reason(&h, &T).is_some(), "5 % observed vs 1 % target");
-        let h = Health { negatives: 990, false_positives: 10, ..healthy() };
+        let h = Health { absent_keys: 1000, false_positive_keys: 10, ..healthy() };
         assert_eq!(rebuild_reason(&h, &T), None);
+    }
+
+    #[test]
+    fn drift_rebuilds_once_per_interval_resizes_and_lost_bits_at_once() {
+        let young = Health { active_age_ms: 599_999, ..healthy() };
+        for drifted in
+            [Health { absent_keys: 1000, false_positive_keys: 500, ..young }, Health { deletes: 400, ..young }]
+        {
+            assert_eq!(rebuild_reason(&drifted, &T), None, "a generation younger than the interval");
+            assert!(rebuild_reason(&Health { active_age_ms: 600_000, ..drifted }, &T).is_some());
+        }
+        assert!(rebuild_reason(&Health { estimated_keys: 1001.0, ..young }, &T).unwrap().capacity.is_some());
+        assert!(rebuild_reason(&Health { segment_missing: true, ..young }, &T).is_some());
     }
 
     #[test]

@@ -79,3 +79,49 @@ async fn a_create_racing_a_recovery_check_keeps_the_generation_it_names() {
     filters.segments_intact("f", active).await.expect("the active generation's bits are whole");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A random SHA-256-shaped key.
+fn random_key() -> String {
+    (0..4).map(|_| format!("{:016x}", rand::random::<u64>())).collect()
+}
+
+/// Known false-positive keys replayed over and over used to make the observed false-positive
+/// rate (false positives over lookups of absent keys) pass the threshold and rebuild the
+/// filter, again after every rebuild. Counted as distinct keys, a replay counts once.
+#[tokio::test]
+async fn replayed_false_positives_do_not_trip_the_automatic_rebuild() {
+    let config = Config { auto_rebuild_min_interval_ms: 0, ..Config::default() };
+    let (gate, _, keys, dir) = gate(&config);
+    gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
+    let written: Vec<String> = (0..1000).map(|_| random_key()).collect();
+    gate.insert_batch("f", &written).await.unwrap();
+    // Probing absent keys finds the false positives (about 1 in 100).
+    let mut known = Vec::new();
+    for _ in 0..20_000 {
+        let probe = random_key();
+        if gate.lookup("f", probe.as_bytes()).await.unwrap().answered_by == crate::gate::AnsweredBy::Database {
+            known.push(probe);
+        }
+    }
+    assert!(known.len() >= 25, "only {} false positives found", known.len());
+    for _ in 0..30 {
+        for key in &known {
+            assert!(!gate.lookup("f", key.as_bytes()).await.unwrap().seen);
+        }
+    }
+    // Counted by lookups, the replays pass the threshold (3 × the 1 % target): the attack works.
+    let counters = gate.metrics.filters.counters("f");
+    let (fps, negatives) = (counters.false_positives.get(), counters.filter_negatives.get());
+    assert!(fps as f64 / (fps + negatives) as f64 > 0.03, "{fps} false positives of {} lookups", fps + negatives);
+    let def = keys.filter("f").await.unwrap().unwrap();
+    let h = health(&gate, &def, config.max_filter_bytes).await.unwrap();
+    let replayed = (h.false_positive_keys as f64) / (h.absent_keys as f64);
+    assert!(
+        replayed < 0.03,
+        "{} distinct false positives of {} distinct absent keys",
+        h.false_positive_keys,
+        h.absent_keys
+    );
+    assert_eq!(rebuild_reason(&h, &Thresholds::from_config(&config)), None, "{h:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

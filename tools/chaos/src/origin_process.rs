@@ -35,6 +35,9 @@ pub struct OriginTuning {
     pub rebuild_lease_ms: u64,
     /// Deleted share of keys that triggers a rebuild.
     pub auto_stale_delete_share: f64,
+    /// At most one rebuild for drift per this many ms: short, so a burst of deletes is
+    /// rebuilt within the recovery wait even right after another rebuild.
+    pub auto_rebuild_min_interval_ms: u64,
     /// Insert-journal entries kept per generation: small, so an edge cut off for a while falls
     /// behind the journal and must reload (see `schedule::journal_max_entries`).
     pub journal_max_entries: u64,
@@ -53,6 +56,7 @@ impl Default for OriginTuning {
             recovery_interval_ms: 500,
             rebuild_lease_ms: 5000,
             auto_stale_delete_share: 0.02,
+            auto_rebuild_min_interval_ms: 2000,
             journal_max_entries: 200_000,
         }
     }
@@ -100,6 +104,7 @@ rebuild_settle_ms = {}
 rebuild_grace_ms = {}
 rebuild_lease_ms = {}
 auto_stale_delete_share = {}
+auto_rebuild_min_interval_ms = {}
 journal_max_entries = {}
 "#,
         t.redis_timeout_ms,
@@ -111,6 +116,7 @@ journal_max_entries = {}
         t.rebuild_grace_ms,
         t.rebuild_lease_ms,
         t.auto_stale_delete_share,
+        t.auto_rebuild_min_interval_ms,
         t.journal_max_entries,
     )
 }
