@@ -108,7 +108,7 @@ impl DefCache {
         arrived: Instant,
     ) -> Result<Option<Arc<FilterDef>>, DatabaseError> {
         let _one = self.listing.lock().await;
-        if !self.entries().listed_at.is_some_and(|sent| sent >= arrived) {
+        if self.entries().listed_at.is_none_or(|sent| sent < arrived) {
             let sent = Instant::now();
             let all = keys.filters().await?;
             let mut entries = self.entries();

@@ -33,8 +33,9 @@ pub struct Config {
     #[serde(deserialize_with = "load::list_or_commas")]
     pub redis_cluster_nodes: Vec<String>,
     /// In a Redis Cluster: replicas that must confirm every add (`WAIT`) before the write is
-    /// acknowledged, capped at the fewest replicas a master has (so a master whose replica
-    /// was just promoted does not stop writes); 0 = do not wait.
+    /// acknowledged, capped, for each master the add went to, at the replicas that master has
+    /// connected (so a master whose replica was just promoted does not stop writes, nor turn
+    /// the wait off for the others); 0 = do not wait.
     pub redis_min_replicas_acked: u32,
     /// Per-call Redis timeout of lookups in ms; slower counts as "filter unavailable".
     pub redis_timeout_ms: u64,
