@@ -4,6 +4,11 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Microseconds since the Unix epoch: the write timestamps of keys in the database.
+pub fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(1)
+}
+
 /// Milliseconds since the Unix epoch: generation numbers, never reused across re-creations.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(1)

@@ -1,7 +1,15 @@
 //! Filter definitions, cached so lookups do not read the database, with a bound on what a
 //! stream of requests for made-up filter names can cost: the cache holds only filters that
-//! exist, and an unknown name costs at most one listing of all filters per refresh interval,
-//! shared by every request that asks meanwhile, never one database read per name.
+//! exist, and an unknown name is answered from a listing of all filters, never from one
+//! database read per name.
+//!
+//! An unknown name is never answered from a listing older than the request: another origin may
+//! have created the filter (and acknowledged writes to it) a moment ago, and "no such filter"
+//! would then read as "not seen" to a client that only looks at the status (a HEAD, or the edge
+//! relaying it). So a request for a name the cache does not hold waits for a listing *sent
+//! after it arrived*. Listings run one at a time and every request that arrived before one was
+//! sent shares it: however many made-up names arrive, one listing is in flight, and each request
+//! waits for at most two.
 
 use crate::store::{Database, DatabaseError, FilterDef};
 use std::collections::HashMap;
@@ -16,15 +24,14 @@ pub enum Cached {
     /// A definition read longer ago, told to one caller, which reads it again (usable if the
     /// database cannot be asked); everyone else is told `Fresh` with it meanwhile.
     Stale(Arc<FilterDef>),
-    /// Not among the filters listed within the refresh interval.
-    Unknown,
-    /// Nothing known within the interval: ask the database.
+    /// Not held: ask for a listing sent after the request arrived.
     Ask,
 }
 
 #[derive(Default)]
 struct Entries {
     defs: HashMap<String, (Arc<FilterDef>, Instant)>,
+    /// When the last listing that completed was sent.
     listed_at: Option<Instant>,
 }
 
@@ -36,7 +43,7 @@ pub struct DefCache {
 }
 
 impl DefCache {
-    /// A cache whose entries and listings are trusted for `refresh`.
+    /// A cache whose entries are trusted for `refresh`.
     pub fn new(refresh: Duration) -> DefCache {
         DefCache { entries: Mutex::default(), listing: tokio::sync::Mutex::new(()), refresh }
     }
@@ -51,14 +58,12 @@ impl DefCache {
     /// without that, every lookup arriving during the read would wait for a read of its own.
     pub fn lookup(&self, name: &str, now: Instant) -> Cached {
         let mut entries = self.entries();
-        let listed_recently = entries.listed_at.is_some_and(|at| now.duration_since(at) < self.refresh);
         match entries.defs.get_mut(name) {
             Some((def, at)) if now.duration_since(*at) < self.refresh => Cached::Fresh(def.clone()),
             Some((def, at)) => {
                 *at = now;
                 Cached::Stale(def.clone())
             }
-            None if listed_recently => Cached::Unknown,
             None => Cached::Ask,
         }
     }
@@ -79,9 +84,9 @@ impl DefCache {
     /// little as the module doc promises. A known definition outlives a key-store outage, so
     /// the filter keeps answering "no" meanwhile.
     pub async fn get(&self, keys: &dyn Database, name: &str) -> Result<Option<Arc<FilterDef>>, DatabaseError> {
-        match self.lookup(name, Instant::now()) {
+        let arrived = Instant::now();
+        match self.lookup(name, arrived) {
             Cached::Fresh(def) => Ok(Some(def)),
-            Cached::Unknown => Ok(None),
             Cached::Stale(def) => match keys.filter(name).await {
                 Ok(Some(fresh)) => Ok(Some(self.insert(fresh))),
                 Ok(None) => {
@@ -90,24 +95,29 @@ impl DefCache {
                 }
                 Err(_) => Ok(Some(def)),
             },
-            Cached::Ask => {
-                // One listing at a time; whoever waited finds it done.
-                let _one = self.listing.lock().await;
-                if let Cached::Ask = self.lookup(name, Instant::now()) {
-                    let all = keys.filters().await?;
-                    let now = Instant::now();
-                    let mut entries = self.entries();
-                    for def in all {
-                        entries.defs.insert(def.name.clone(), (Arc::new(def), now));
-                    }
-                    entries.listed_at = Some(now);
-                }
-                Ok(match self.lookup(name, Instant::now()) {
-                    Cached::Fresh(def) | Cached::Stale(def) => Some(def),
-                    Cached::Unknown | Cached::Ask => None,
-                })
-            }
+            Cached::Ask => self.listed_since(keys, name, arrived).await,
         }
+    }
+
+    /// `name`'s definition from a listing sent at or after `arrived`: the one that completed
+    /// while this caller waited its turn, or one it sends itself.
+    async fn listed_since(
+        &self,
+        keys: &dyn Database,
+        name: &str,
+        arrived: Instant,
+    ) -> Result<Option<Arc<FilterDef>>, DatabaseError> {
+        let _one = self.listing.lock().await;
+        if self.entries().listed_at.is_none_or(|sent| sent < arrived) {
+            let sent = Instant::now();
+            let all = keys.filters().await?;
+            let mut entries = self.entries();
+            for def in all {
+                entries.defs.insert(def.name.clone(), (Arc::new(def), sent));
+            }
+            entries.listed_at = Some(sent);
+        }
+        Ok(self.entries().defs.get(name).map(|(def, _)| def.clone()))
     }
 }
 
@@ -126,14 +136,82 @@ mod tests {
         }
     }
 
-    #[test]
-    fn unknown_names_are_answered_from_the_last_listing_until_it_ages() {
-        let cache = DefCache::new(Duration::from_secs(1));
-        let t0 = Instant::now();
-        assert_eq!(cache.lookup("nope", t0), Cached::Ask, "nothing listed yet");
-        cache.entries().listed_at = Some(t0);
-        assert_eq!(cache.lookup("nope", t0 + Duration::from_millis(500)), Cached::Unknown);
-        assert_eq!(cache.lookup("nope", t0 + Duration::from_secs(2)), Cached::Ask);
+    /// A database that lists what a test put in it, and counts the listings.
+    #[derive(Default)]
+    struct Listed {
+        defs: Mutex<Vec<FilterDef>>,
+        listings: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Database for Listed {
+        async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
+            self.listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            Ok(self.defs.lock().unwrap().clone())
+        }
+        async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
+            Ok(self.defs.lock().unwrap().iter().find(|d| d.name == name).cloned())
+        }
+        async fn get(&self, _: &str, _: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
+            unreachable!()
+        }
+        async fn put(&self, _: &str, _: &[u8], _: &[u8]) -> Result<(), DatabaseError> {
+            unreachable!()
+        }
+        async fn delete(&self, _: &str, _: &[u8]) -> Result<bool, DatabaseError> {
+            unreachable!()
+        }
+        async fn scan_keys<'a>(
+            &'a self,
+            _: &'a str,
+            _: usize,
+            _: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
+        ) -> Result<u64, DatabaseError> {
+            unreachable!()
+        }
+        async fn resize_filter(&self, _: &str, _: u64, _: f64) -> Result<(), DatabaseError> {
+            unreachable!()
+        }
+        async fn create_filter(&self, _: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
+            unreachable!()
+        }
+        async fn drop_filter(&self, _: &str) -> Result<bool, DatabaseError> {
+            unreachable!()
+        }
+        async fn has_keys(&self, _: &str) -> Result<bool, DatabaseError> {
+            unreachable!()
+        }
+        async fn delete_keys(&self, _: &str, _: usize) -> Result<u64, DatabaseError> {
+            unreachable!()
+        }
+        async fn ping(&self) -> Result<(), DatabaseError> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_name_is_answered_from_a_listing_sent_after_it_was_asked() {
+        let (cache, db) = (DefCache::new(Duration::from_secs(60)), Listed::default());
+        assert_eq!(cache.get(&db, "f").await.unwrap(), None, "no such filter yet");
+        // Created elsewhere a moment later: the next ask finds it, however recent the last
+        // listing (another origin may have acknowledged writes to it already).
+        db.defs.lock().unwrap().push(def("f"));
+        assert_eq!(cache.get(&db, "f").await.unwrap().map(|d| d.name.clone()), Some("f".into()));
+        assert!(cache.entries().defs.len() == 1, "only filters that exist take memory");
+    }
+
+    #[tokio::test]
+    async fn made_up_names_share_listings() {
+        let (cache, db) = (DefCache::new(Duration::from_secs(60)), Listed::default());
+        let asks = (0..200).map(|i| {
+            let (cache, db) = (&cache, &db);
+            async move { cache.get(db, &format!("made-up-{i}")).await.unwrap() }
+        });
+        let answers = futures::future::join_all(asks).await;
+        assert!(answers.iter().all(Option::is_none));
+        let listings = db.listings.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(listings <= 2, "{listings} listings for 200 names asked at once: one is in flight at a time, shared");
         assert!(cache.entries().defs.is_empty(), "unknown names take no memory");
     }
 

@@ -13,6 +13,7 @@
 //! - [`lease`]: read leases on local copies: the terms a generation records, the reader's check
 //!   and the writer's wait, and the argument why no acknowledged key is missed; the boot clock
 //!   they are timed on (`boot_clock`).
+//! - [`distinct`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
 //!   defaults, a TOML file, the environment and flags (`load`); checking them (`validate`).
 //! - [`sizing`]: the size limits every filter's params must meet.
@@ -26,7 +27,8 @@
 //!     `feed`, `stats`, `lifecycle`).
 //!   - `store/cassandra/`: the database in Cassandra: connecting (`connect`), the schema
 //!     (`schema`), reads meeting writes (`consistency`), the statements (`statements`), a
-//!     rebuild's scan (`scan`), a drop's deletes (`drop`).
+//!     rebuild's scan (`scan`), a drop's deletes (`drop`), the order of a key's writes and deletes
+//!     (`write_order`).
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
@@ -46,7 +48,8 @@
 //!   (`filters`, with why a drop never lets an old bit or cache answer "no").
 //! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
 //!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`).
-//! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own.
+//! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own:
+//!   the decision (`reason`, pure) from the facts (`health`).
 //! - [`auth`]: writer and ops tokens, and the edge secret, as extractors.
 //! - [`request_metrics`]: every request counted, timed and held in the in-flight gauge.
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
@@ -66,6 +69,7 @@ pub mod build_progress;
 pub mod clock;
 pub mod config;
 pub mod def_cache;
+pub mod distinct;
 pub mod error;
 pub mod gate;
 pub mod lease;
@@ -121,6 +125,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
                 manage_schema: config.cassandra_manage_schema,
                 consistency: config.consistency()?,
                 timeout: config.cassandra_timeout(),
+                delete_margin: std::time::Duration::from_millis(config.delete_skew_margin_ms),
             };
             Arc::new(CassandraDatabase::connect(&settings).await?)
         }

@@ -36,6 +36,9 @@ pub fn config(redis_url: Option<String>, cassandra: &str) -> Config {
         cassandra_keyspace: "bloomgate_test".into(),
         cassandra_consistency: "one".into(),
         cassandra_timeout_ms: 1000,
+        // Every test origin reads one clock: no skew to allow for, and a delete right after a
+        // write (as tests do) removes it.
+        delete_skew_margin_ms: 0,
         writer_tokens: vec![TOKEN.into()],
         edge_secret: Some(EDGE_SECRET.into()),
         meta_cache_ms: 200,

@@ -22,6 +22,7 @@ fn settings(keyspace: &str, manage_schema: bool) -> CassandraSettings {
         manage_schema,
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(10),
+        delete_margin: Duration::from_millis(500),
     }
 }
 

@@ -52,6 +52,121 @@ async fn no_false_negatives_and_absent_keys_mostly_stop_at_the_filter() {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
+/// Invariants 1 and 7 for a filter another origin has just created: B is asked about a name
+/// (no such filter, 404), then A creates the filter and acknowledges a write, then B is asked
+/// again, by GET and by HEAD, long within B's caches' lifetime. A "no such filter" from B now
+/// would read as "not seen" to a client that only looks at the status, or to an edge relaying
+/// it: B must look again before it says the name is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_created_through_one_origin_is_known_at_once_to_the_others() {
+    services().await;
+    let redis = Some(format!("redis://{}/", redis_addr()));
+    let a = TestOrigin::start(config(redis.clone(), &cassandra_addr())).await;
+    let b = TestOrigin::start(bloomgate_origin::config::Config {
+        meta_cache_ms: 60_000,
+        ..config(redis, &cassandra_addr())
+    })
+    .await;
+    for round in 0..20 {
+        let filter = unique_filter("fresh");
+        let key = &random_keys(1)[0];
+        assert_eq!(b.get(&filter, key).await.status(), StatusCode::NOT_FOUND, "round {round}: no such filter yet");
+        a.create_filter(&filter, 1_000, 0.01).await;
+        assert_eq!(a.put(&filter, key).await.status(), StatusCode::CREATED, "round {round}");
+        let got = b.get(&filter, key).await;
+        assert_eq!(got.status(), StatusCode::OK, "round {round}: GET at B: {}", got.text().await.unwrap());
+        let head = b.http.head(format!("{}/v1/filters/{filter}/keys/{key}", b.base)).send().await.unwrap();
+        assert_eq!(head.status(), StatusCode::OK, "round {round}: HEAD at B");
+    }
+}
+
+/// A field of a Redis's `INFO replication`.
+async fn replication_field(conn: &mut redis::aio::MultiplexedConnection, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg("replication").query_async(conn).await.unwrap();
+    bloomgate_tests::redis_cluster::info_field(&info, field).unwrap_or_default().to_owned()
+}
+
+/// `REPLICAOF host port` (or `NO ONE` for `None`).
+async fn replicate(conn: &mut redis::aio::MultiplexedConnection, of: Option<u16>) {
+    let mut cmd = redis::cmd("REPLICAOF");
+    match of {
+        Some(port) => cmd.arg("127.0.0.1").arg(port),
+        None => cmd.arg("NO").arg("ONE"),
+    };
+    let _: () = cmd.query_async(conn).await.unwrap();
+}
+
+/// Invariant 8 without a restart: the Redis the origin writes to is demoted to a replica of
+/// one that lacks its last writes (an operator's REPLICAOF, a failover and failback), takes
+/// that one's whole data set, and is promoted again. The same process (the same `run_id`, the
+/// same open connection) now holds older bits: no lookup may read them, while it is a replica
+/// or after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_demoted_and_promoted_again_is_never_read() {
+    services().await;
+    let (primary, other) = (RedisServer::start(), RedisServer::start());
+    // The other Redis replicates the primary from the start (a master's first replica gives it
+    // a new replication history, as a promotion does: attached later, it would cost a rebuild).
+    let (mut p, mut o) = (primary.connection().await, other.connection().await);
+    replicate(&mut o, Some(primary.port)).await;
+    let origin = TestOrigin::start(bloomgate_origin::config::Config {
+        local_copy_max_bytes: 0,
+        ..config(Some(primary.url()), &cassandra_addr())
+    })
+    .await;
+    let filter = unique_filter("demoted");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while replication_field(&mut o, "master_link_status").await != "up" {
+        assert!(std::time::Instant::now() < deadline, "the other Redis did not start replicating");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    origin.create_filter(&filter, 20_000, 0.01).await;
+    let before = random_keys(500);
+    origin.insert_all(&filter, &before).await;
+    // The other Redis copies everything so far, then is cut off (promoted on its own).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while replication_field(&mut o, "master_link_status").await != "up"
+        || replication_field(&mut o, "master_repl_offset").await
+            != replication_field(&mut p, "master_repl_offset").await
+    {
+        assert!(std::time::Instant::now() < deadline, "the other Redis did not catch up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    replicate(&mut o, None).await;
+    let lost = random_keys(300);
+    origin.insert_all(&filter, &lost).await;
+    // Demoted: the primary takes the other's data set, which lacks `lost`; then promoted.
+    replicate(&mut p, Some(other.port)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while replication_field(&mut p, "master_link_status").await != "up" {
+        assert!(std::time::Instant::now() < deadline, "the primary did not resynchronise");
+        let answers = origin.lookup_all(&filter, &lost).await;
+        assert!(answers.iter().all(|(seen, _)| *seen), "an acknowledged key not seen while demoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answers = origin.lookup_all(&filter, &lost).await;
+    assert!(answers.iter().all(|(seen, _)| *seen), "an acknowledged key not seen on the resynchronised replica");
+    replicate(&mut p, None).await;
+    let answers = origin.lookup_all(&filter, &lost).await;
+    let by_filter = answers.iter().filter(|(_, by)| by == "filter").count();
+    assert!(answers.iter().all(|(seen, _)| *seen), "{by_filter} acknowledged keys not seen after the promotion");
+    assert!(origin.lookup_all(&filter, &before).await.iter().all(|(seen, _)| *seen));
+    // Until a rebuild, the filter answers nothing; the rebuild brings back every key. (Its
+    // first try may meet the connection made while the Redis was a replica, with that history:
+    // refused, it connects afresh, as the recovery check's next try would.)
+    let mut tries = 0;
+    while let Err(e) = origin.rebuild_now(&filter).await {
+        tries += 1;
+        assert!(tries < 5, "no rebuild on the promoted Redis: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let all: Vec<String> = before.iter().chain(&lost).cloned().collect();
+    assert!(origin.lookup_all(&filter, &all).await.iter().all(|(seen, _)| *seen));
+    let absent = origin.lookup_all(&filter, &random_keys(200)).await;
+    assert!(absent.iter().filter(|(_, by)| by == "filter").count() > 180, "the rebuilt filter answers again");
+}
+
 /// Invariant 2: Redis killed mid-run, then restarted empty. Answers never change; writes while
 /// the filter is gone are refused and not stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,6 +59,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cassandra_timeout_ms: Option<u64>,
+    /// The most two origins' clocks may differ by, ms: deletes are stamped this far back.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delete_skew_margin_ms: Option<u64>,
     /// Directory of the embedded key file.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,6 +191,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auto_stale_delete_share: Option<f64>,
+    /// At most one automatic rebuild for drift per this many ms per filter.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_rebuild_min_interval_ms: Option<u64>,
 }
 
 #[cfg(test)]

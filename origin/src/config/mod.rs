@@ -34,8 +34,9 @@ pub struct Config {
     #[serde(deserialize_with = "load::list_or_commas")]
     pub redis_cluster_nodes: Vec<String>,
     /// In a Redis Cluster: replicas that must confirm every add (`WAIT`) before the write is
-    /// acknowledged, capped at the fewest replicas a master has (so a master whose replica
-    /// was just promoted does not stop writes); 0 = do not wait.
+    /// acknowledged, capped, for each master the add went to, at the replicas that master has
+    /// connected (so a master whose replica was just promoted does not stop writes, nor turn
+    /// the wait off for the others); 0 = do not wait.
     pub redis_min_replicas_acked: u32,
     /// Per-call Redis timeout of lookups in ms; slower counts as "filter unavailable".
     pub redis_timeout_ms: u64,
@@ -56,6 +57,11 @@ pub struct Config {
     pub cassandra_consistency: String,
     /// Per-request Cassandra timeout in ms.
     pub cassandra_timeout_ms: u64,
+    /// The most two origins' clocks may differ by, in ms. Writes and deletes of keys carry the
+    /// origin's own timestamp, deletes this far back, so that a write made after a delete
+    /// always outranks it in Cassandra (last write wins); a delete of a key written less than
+    /// this before it may leave the key in place.
+    pub delete_skew_margin_ms: u64,
     /// Directory for the embedded key file (quick start only).
     pub data_dir: PathBuf,
     /// Bearer tokens accepted on the write API (and everything an ops token may read). Empty =
@@ -147,10 +153,15 @@ pub struct Config {
     pub auto_resize_at_fill: f64,
     /// Automatic rebuild when the observed false-positive rate exceeds the target × this.
     pub auto_fp_factor: f64,
-    /// ...over at least this many lookups of absent keys.
+    /// ...over at least this many distinct absent keys looked up (keys, not lookups: a key
+    /// asked again counts once, so repeating known false positives does not trip it).
     pub auto_fp_min_samples: u64,
     /// Automatic rebuild when deletes since the build exceed this share of the keys.
     pub auto_stale_delete_share: f64,
+    /// At most one automatic rebuild for drift (false positives, deleted keys) per this many ms
+    /// per filter: one runs only once the active generation is this old. Lost bits and resizes
+    /// are rebuilt at once.
+    pub auto_rebuild_min_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -168,6 +179,7 @@ impl Default for Config {
             cassandra_manage_schema: true,
             cassandra_consistency: "local_quorum".into(),
             cassandra_timeout_ms: 2000,
+            delete_skew_margin_ms: 1000,
             data_dir: PathBuf::from(".state/origin"),
             writer_tokens: Vec::new(),
             ops_tokens: Vec::new(),
@@ -202,6 +214,7 @@ impl Default for Config {
             auto_fp_factor: 3.0,
             auto_fp_min_samples: 10_000,
             auto_stale_delete_share: 0.2,
+            auto_rebuild_min_interval_ms: 600_000,
         }
     }
 }

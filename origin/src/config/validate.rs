@@ -3,6 +3,9 @@
 
 use super::{Config, ConfigError};
 
+/// The largest skew margin accepted: an hour.
+const MAX_DELETE_SKEW_MARGIN_MS: u64 = 3_600_000;
+
 impl Config {
     /// Checks the values that would otherwise fail later, and obscurely.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -27,6 +30,12 @@ impl Config {
         }
         self.validate_lease()?;
         self.consistency()?;
+        if self.delete_skew_margin_ms > MAX_DELETE_SKEW_MARGIN_MS {
+            return Err(ConfigError::Invalid(format!(
+                "delete_skew_margin_ms {} is over an hour: a delete would leave every key written within it; keep the origins' clocks synchronised (NTP) and the margin above their largest difference",
+                self.delete_skew_margin_ms
+            )));
+        }
         if self.writer_tokens.iter().any(|t| t.len() < 16) {
             return Err(ConfigError::Invalid("writer tokens must be at least 16 characters".into()));
         }
@@ -113,6 +122,8 @@ mod tests {
             c.validate().unwrap_err().to_string().contains("edge_secret"),
             "an empty secret would open the edge endpoints"
         );
+        let c = Config { delete_skew_margin_ms: 3_600_001, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("delete_skew_margin_ms"));
         let c = Config { max_filter_bytes: 0, ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().contains("max_filter_bytes"));
         let c = Config { read_lease_ms: 1_001, ..Config::default() };

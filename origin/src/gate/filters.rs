@@ -83,6 +83,9 @@ pub enum Created {
 /// Times the drop's tombstone is tried when the state changed first (a rebuild switching).
 const TOMBSTONE_ATTEMPTS: usize = 5;
 
+/// How often a create waiting for a rebuild's lease asks again.
+const CREATE_LEASE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// States read at once for the filter list.
 const LIST_CONCURRENCY: usize = 16;
 
@@ -150,7 +153,57 @@ impl Gate {
     /// The first state of a new lineage of `name`, in place of `replaced` (a tombstone, or
     /// nothing), read in `mode`: a generation of empty bits when the database holds no key under
     /// the name, else no generation yet (a rebuild builds it from the keys, in `mode`).
+    ///
+    /// Named under the filter's rebuild lease. The definition is already in the database, so
+    /// any origin's recovery check may see it before the state exists and take the state for
+    /// lost; a rebuild for a lost state deletes every generation it finds unnamed
+    /// (`LifecycleStore::delete_orphans`), which would be this one between its creation and
+    /// its naming. Under the lease no rebuild runs meanwhile (and a recovery check sees the
+    /// lease and leaves the filter alone); one that took the lease first named the first
+    /// generation itself, which the state read under the lease then finds.
     async fn start_lineage(
+        &self,
+        name: &str,
+        params: Params,
+        mode: ReadConsistency,
+        replaced: Option<FilterState>,
+    ) -> Result<Created, AppError> {
+        let owner = self.take_lease_for_create(name).await?;
+        let started = async {
+            let replaced = match self.state_if_any(name).await? {
+                // A rebuild that held the lease before this create named the first generation.
+                Some(state) if state.dropped.is_none() => return Ok(Created::New),
+                now => now.or(replaced),
+            };
+            self.name_first_generation(name, params, mode, replaced).await
+        }
+        .await;
+        if let Err(e) = self.store.lifecycle.release_lease(name, &owner).await {
+            tracing::warn!(filter = name, cause = %e, "create: the rebuild lease was not released; it expires");
+        }
+        started
+    }
+
+    /// Takes `name`'s rebuild lease for a create, waiting (bounded by the lease's life) while
+    /// a rebuild holds it.
+    async fn take_lease_for_create(&self, name: &str) -> Result<String, AppError> {
+        let owner = format!("create-{:016x}", rand::random::<u64>());
+        let deadline = std::time::Instant::now() + self.rebuild_lease;
+        loop {
+            if self.store.lifecycle.lease(name, &owner, self.rebuild_lease).await.map_err(AppError::FilterWrite)? {
+                return Ok(owner);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(AppError::FilterWrite(FilterUnavailable::Error(format!(
+                    "a rebuild of filter {name:?} holds its lease: retry the create"
+                ))));
+            }
+            tokio::time::sleep(CREATE_LEASE_POLL).await;
+        }
+    }
+
+    /// The state of a new lineage, written in place of `replaced`, under the lease.
+    async fn name_first_generation(
         &self,
         name: &str,
         params: Params,
@@ -170,8 +223,8 @@ impl Gate {
         let meta = FilterMeta { generation: lineage, params, incarnation, journal: self.journal_enabled, lease };
         self.store.lifecycle.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
         let state = FilterState { active: Some(meta), lineage, read_consistency, ..FilterState::default() };
-        // Only if the state did not change meanwhile (a recovery check may have seen the new
-        // definition first and started a rebuild, which then owns the filter).
+        // Only if the state did not change meanwhile (a drop's tombstone, or a rebuild whose
+        // lease expired under this create), which then owns the filter.
         if !self.store.lifecycle.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)? {
             self.store.lifecycle.retire_generation(name, meta).await.map_err(AppError::FilterWrite)?;
         }

@@ -155,6 +155,7 @@ impl Gate {
         match step {
             AfterFilter::AnswerNotSeen => {
                 counters.filter_negatives.inc();
+                counters.absent_keys.insert(key);
                 self.metrics.lookups.answered(AnsweredBy::Filter);
                 return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
             }
@@ -179,6 +180,8 @@ impl Gate {
         self.metrics.lookups.answered(AnsweredBy::Database);
         if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
             counters.false_positives.inc();
+            counters.absent_keys.insert(key);
+            counters.false_positive_keys.insert(key);
         }
         Ok(Answer { seen: stored.is_some(), answered_by: AnsweredBy::Database, value: stored })
     }

@@ -65,12 +65,15 @@ pub struct Gate {
     lease: LeaseSettings,
     /// The clock writers time their wait for read leases on (and copies their leases).
     clock: Arc<dyn Clock>,
+    /// The rebuild lease's life: how long a create waits for a rebuild's lease.
+    rebuild_lease: Duration,
 }
 
 /// Settings of the gate.
 #[derive(Clone, Copy, Debug)]
 pub struct GateSettings {
-    /// How long metadata and unknown-filter answers are cached.
+    /// How long metadata and definitions are cached (an unknown name is never cached: see
+    /// [`DefCache`]).
     pub cache_ttl: Duration,
     /// Consult the filter (false = baseline: every lookup reads the database).
     pub filter_enabled: bool,
@@ -85,6 +88,9 @@ pub struct GateSettings {
     pub lease: LeaseSettings,
     /// How often a leased copy in use reads its journal (h; see `local_copy::tail`).
     pub lease_tail_every: Duration,
+    /// How long the rebuild lease lives without renewal (a create names its filter's first
+    /// generation under it; see `gate::filters`).
+    pub rebuild_lease: Duration,
 }
 
 impl GateSettings {
@@ -99,6 +105,7 @@ impl GateSettings {
             local_copy_max_bytes: config.local_copy_max_bytes,
             lease: config.lease_settings(),
             lease_tail_every: config.read_lease_tail(),
+            rebuild_lease: Duration::from_millis(config.rebuild_lease_ms),
         }
     }
 }
@@ -131,6 +138,7 @@ impl Gate {
             journal_enabled: settings.journal_enabled,
             lease: settings.lease,
             clock,
+            rebuild_lease: settings.rebuild_lease,
         }
     }
 

@@ -52,6 +52,7 @@ async fn origins(name: &str, lease: LeaseSettings) -> Origins {
         local_copy_max_bytes: 1 << 20,
         lease,
         lease_tail_every: Duration::from_millis(4),
+        rebuild_lease: Duration::from_secs(30),
     };
     let gate = || Arc::new(Gate::new(filters.clone(), database.clone(), settings));
     let (a, b) = (gate(), gate());

@@ -3,11 +3,13 @@
 //! target, expected and observed false-positive rates).
 
 use super::{row, FloatGauge, Row};
+use crate::distinct::DistinctKeys;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A filter's name as a label.
@@ -31,6 +33,12 @@ pub struct FilterCounters {
     /// Lookups the local copy answered "no" under its read lease (for stats; not exported per
     /// filter: `filter_reads_total{via="lease"}` counts them all).
     pub lease_answers: Counter,
+    /// Distinct keys the filter answered "no" for, or "maybe" and the database "absent", since
+    /// the generation `sketched` (the automatic false-positive rebuild's denominator).
+    pub absent_keys: DistinctKeys,
+    /// Distinct false-positive keys since then (its numerator: repeats count once).
+    pub false_positive_keys: DistinctKeys,
+    sketched: AtomicU64,
     baseline: Mutex<Baseline>,
 }
 
@@ -48,6 +56,17 @@ impl FilterCounters {
     /// The counters as of the last build.
     pub fn build_baseline(&self) -> Baseline {
         *self.baseline.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Distinct (absent, false-positive) keys looked up since `generation` was found active;
+    /// the counts restart (from zero) when another generation is asked about than last time.
+    pub fn distinct_since(&self, generation: u64) -> (u64, u64) {
+        let before = self.sketched.swap(generation, Ordering::Relaxed);
+        if before != 0 && before != generation {
+            self.absent_keys.clear();
+            self.false_positive_keys.clear();
+        }
+        (self.absent_keys.estimate(), self.false_positive_keys.estimate())
     }
 
     /// Records that a build starts now: later counts are "since the build".
@@ -128,6 +147,9 @@ impl FilterMetrics {
             false_positives: self.false_positives.get_or_create_owned(&label),
             deletes: self.deletes.get_or_create_owned(&label),
             lease_answers: Counter::default(),
+            absent_keys: DistinctKeys::default(),
+            false_positive_keys: DistinctKeys::default(),
+            sketched: AtomicU64::new(0),
             baseline: Mutex::default(),
         });
         counters.insert(name.to_owned(), c.clone());

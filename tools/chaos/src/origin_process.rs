@@ -36,6 +36,9 @@ pub struct OriginTuning {
     pub rebuild_lease_ms: u64,
     /// Deleted share of keys that triggers a rebuild.
     pub auto_stale_delete_share: f64,
+    /// At most one rebuild for drift per this many ms: short, so a burst of deletes is
+    /// rebuilt within the recovery wait even right after another rebuild.
+    pub auto_rebuild_min_interval_ms: u64,
     /// Insert-journal entries kept per generation: small, so an edge cut off for a while falls
     /// behind the journal and must reload (see `schedule::journal_max_entries`).
     pub journal_max_entries: u64,
@@ -57,6 +60,7 @@ impl Default for OriginTuning {
             recovery_interval_ms: 500,
             rebuild_lease_ms: 5000,
             auto_stale_delete_share: 0.02,
+            auto_rebuild_min_interval_ms: 2000,
             journal_max_entries: 200_000,
             read_consistency: ReadConsistency::Lease,
         }
@@ -105,6 +109,7 @@ rebuild_settle_ms = {}
 rebuild_grace_ms = {}
 rebuild_lease_ms = {}
 auto_stale_delete_share = {}
+auto_rebuild_min_interval_ms = {}
 journal_max_entries = {}
 read_consistency = "{}"
 "#,
@@ -117,6 +122,7 @@ read_consistency = "{}"
         t.rebuild_grace_ms,
         t.rebuild_lease_ms,
         t.auto_stale_delete_share,
+        t.auto_rebuild_min_interval_ms,
         t.journal_max_entries,
         t.read_consistency.as_str(),
     )

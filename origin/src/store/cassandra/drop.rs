@@ -88,14 +88,11 @@ impl CassandraDatabase {
 
     async fn delete_chunk(&self, filter: &str, keys: Vec<Vec<u8>>) -> Result<u64, DatabaseError> {
         let n = keys.len() as u64;
-        let deletes = keys
-            .into_iter()
-            .map(|key| self.session.execute_unpaged(&self.statements.delete_key, (filter.to_owned(), key)));
-        futures::stream::iter(deletes)
-            .buffer_unordered(DELETES_IN_FLIGHT)
-            .map_err(classify)
-            .try_for_each(|_| async { Ok(()) })
-            .await?;
+        // Stamped as every delete (see `write_order`): a filter created again under the name
+        // writes its keys after these deletes, and must outrank them.
+        let now_us = crate::clock::now_us();
+        let deletes = keys.into_iter().map(|key| self.delete_stamped(filter, key, now_us));
+        futures::stream::iter(deletes).buffer_unordered(DELETES_IN_FLIGHT).try_for_each(|_| async { Ok(()) }).await?;
         Ok(n)
     }
 }

@@ -23,6 +23,7 @@
 //! - `statements`: every statement, prepared once.
 //! - `scan`: a rebuild's read of one filter's keys, range by range.
 //! - `drop`: a dropped filter's definition and keys deleted.
+//! - [`write_order`]: why writes and deletes are stamped by the origin, deletes a margin back.
 //! - Here: the store itself and the `Database` calls of lookups, writes and definitions.
 
 mod connect;
@@ -31,6 +32,7 @@ mod drop;
 mod scan;
 pub mod schema;
 mod statements;
+pub mod write_order;
 
 pub use scan::token_ranges;
 
@@ -62,12 +64,16 @@ pub struct CassandraSettings {
     pub consistency: Consistency,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// How far back a delete is stamped: the most two origins' clocks may differ by (see
+    /// [`write_order`]).
+    pub delete_margin: Duration,
 }
 
 /// Cassandra as the database.
 pub struct CassandraDatabase {
     session: Arc<Session>,
     statements: Statements,
+    delete_margin: Duration,
 }
 
 fn classify(e: ExecutionError) -> DatabaseError {
@@ -108,12 +114,42 @@ impl CassandraDatabase {
     pub async fn connect(settings: &CassandraSettings) -> Result<CassandraDatabase, DatabaseError> {
         let session = connect::open(settings).await?;
         let statements = Statements::prepare(&session, settings).await?;
-        Ok(CassandraDatabase { session: Arc::new(session), statements })
+        Ok(CassandraDatabase { session: Arc::new(session), statements, delete_margin: settings.delete_margin })
     }
 
     /// Whether a rebuild's scan reads only its filter's keys (the filter index exists).
     pub fn scans_by_index(&self) -> bool {
         self.statements.scan_filter_range.is_some()
+    }
+
+    /// Stores `key` as a write made when this origin's clock read `now_us` (see
+    /// [`write_order`]); `Database::put` is this at the clock's reading now.
+    pub async fn put_at(&self, filter: &str, key: &[u8], value: &[u8], now_us: u64) -> Result<(), DatabaseError> {
+        let stamp = write_order::write_timestamp(now_us);
+        let values = (filter.to_owned(), key.to_vec(), value.to_vec(), stamp);
+        self.session.execute_unpaged(&self.statements.put_key, values).await.map_err(classify)?;
+        Ok(())
+    }
+
+    /// Removes `key` as a delete made when this origin's clock read `now_us`, the skew margin
+    /// back (see [`write_order`]); true if it was there. `Database::delete` is this at the
+    /// clock's reading now.
+    pub async fn delete_at(&self, filter: &str, key: &[u8], now_us: u64) -> Result<bool, DatabaseError> {
+        // Whether it was there is read first: informational (the answer's `deleted`), so it
+        // need not be atomic with the delete.
+        let existed = self.get(filter, key).await?.is_some();
+        self.delete_stamped(filter, key.to_vec(), now_us).await?;
+        Ok(existed)
+    }
+
+    /// The delete statement, stamped as a delete made at `now_us`.
+    pub(super) async fn delete_stamped(&self, filter: &str, key: Vec<u8>, now_us: u64) -> Result<(), DatabaseError> {
+        let stamp = write_order::delete_timestamp(now_us, self.delete_margin);
+        self.session
+            .execute_unpaged(&self.statements.delete_key, (stamp, filter.to_owned(), key))
+            .await
+            .map_err(classify)?;
+        Ok(())
     }
 
     /// The driver session, for scans that live outside this trait (rebuilds).
@@ -167,18 +203,11 @@ impl Database for CassandraDatabase {
     }
 
     async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
-        let values = (filter.to_owned(), key.to_vec(), value.to_vec());
-        self.session.execute_unpaged(&self.statements.put_key, values).await.map_err(classify)?;
-        Ok(())
+        self.put_at(filter, key, value, crate::clock::now_us()).await
     }
 
     async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
-        let (filter, key) = (filter.to_owned(), key.to_vec());
-        // Whether it was there is read first: informational (the answer's `deleted`), so it
-        // need not be atomic with the delete.
-        let existed = self.get(&filter, &key).await?.is_some();
-        self.session.execute_unpaged(&self.statements.delete_key, (filter, key)).await.map_err(classify)?;
-        Ok(existed)
+        self.delete_at(filter, key, crate::clock::now_us()).await
     }
 
     async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {

@@ -17,9 +17,9 @@ const SCAN_PAGE: i32 = 5000;
 pub(super) struct Statements {
     /// A key's value, by its full partition key.
     pub get_key: PreparedStatement,
-    /// A key stored (a plain insert).
+    /// A key stored (a plain insert, stamped by the origin).
     pub put_key: PreparedStatement,
-    /// A key deleted (a plain delete).
+    /// A key deleted (a plain delete, stamped by the origin, the skew margin back).
     pub delete_key: PreparedStatement,
     /// A definition inserted unless one exists (a lightweight transaction).
     pub insert_filter: PreparedStatement,
@@ -87,11 +87,16 @@ impl Statements {
         ping.set_consistency(Consistency::One);
         Ok(Statements {
             get_key: p.prepare(format!("SELECT value FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?,
-            put_key: p.prepare(format!("INSERT INTO {ks}.keys (filter, key, value) VALUES (?, ?, ?)"), true).await?,
+            // Both stamped by the origin (see `write_order`), never by the coordinator.
+            put_key: p
+                .prepare(format!("INSERT INTO {ks}.keys (filter, key, value) VALUES (?, ?, ?) USING TIMESTAMP ?"), true)
+                .await?,
             // A plain delete, like the plain insert: a lightweight-transaction delete mixed with
             // plain inserts on the same rows orders them by two different clocks (Paxos ballots
             // and write timestamps), and could shadow an insert acknowledged after it.
-            delete_key: p.prepare(format!("DELETE FROM {ks}.keys WHERE filter = ? AND key = ?"), true).await?,
+            delete_key: p
+                .prepare(format!("DELETE FROM {ks}.keys USING TIMESTAMP ? WHERE filter = ? AND key = ?"), true)
+                .await?,
             // Definitions are written only by lightweight transactions (create, resize, drop),
             // never mixed with plain writes.
             insert_filter: p

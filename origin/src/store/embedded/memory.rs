@@ -51,6 +51,46 @@ pub struct MemoryFilterStore {
     /// While a test holds it for writing, journal reads wait (e.g. a local copy's round in flight).
     #[cfg(test)]
     pub journal_read_gate: tokio::sync::RwLock<()>,
+    /// Where a test stops a call part-way.
+    #[cfg(test)]
+    pub pauses: Pauses,
+}
+
+/// A point where a call stops, once, when a test armed it: it tells `reached`, then waits for
+/// `go`.
+#[cfg(test)]
+#[derive(Default)]
+pub struct Pause {
+    armed: std::sync::atomic::AtomicBool,
+    /// Told when a call stops here.
+    pub reached: tokio::sync::Notify,
+    /// Lets the stopped call go on.
+    pub go: tokio::sync::Notify,
+}
+
+#[cfg(test)]
+impl Pause {
+    /// The next call to pass this point stops there.
+    pub fn arm(&self) {
+        self.armed.store(true, Ordering::SeqCst);
+    }
+
+    async fn point(&self) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.reached.notify_one();
+            self.go.notified().await;
+        }
+    }
+}
+
+/// The points a test may stop the store's calls at.
+#[cfg(test)]
+#[derive(Default)]
+pub struct Pauses {
+    /// After a generation's bits and journal are made, before the call returns.
+    pub after_create_generation: Pause,
+    /// Before the bits of unnamed generations are deleted (`delete_orphans`).
+    pub before_orphan_sweep: Pause,
 }
 
 impl Default for MemoryFilterStore {
@@ -74,6 +114,8 @@ impl MemoryFilterStore {
             progress: RwLock::default(),
             #[cfg(test)]
             journal_read_gate: tokio::sync::RwLock::default(),
+            #[cfg(test)]
+            pauses: Pauses::default(),
         }
     }
 
@@ -320,6 +362,8 @@ impl LifecycleStore for MemoryFilterStore {
             write(&self.journals).entry(key.clone()).or_insert(journal);
         }
         write(&self.generations).entry(key).or_insert_with(|| Arc::new(LocalFilter { bits, versions }));
+        #[cfg(test)]
+        self.pauses.after_create_generation.point().await;
         Ok(())
     }
 
@@ -375,6 +419,8 @@ impl LifecycleStore for MemoryFilterStore {
     }
 
     async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable> {
+        #[cfg(test)]
+        self.pauses.before_orphan_sweep.point().await;
         let mut generations = write(&self.generations);
         let before = generations.len();
         generations.retain(|(f, g), _| f != filter || keep.contains(g));

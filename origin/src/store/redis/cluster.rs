@@ -3,19 +3,22 @@
 //! On one Redis, a new process means a new connection, so [`super::link`] learns the
 //! incarnation once per connection. A cluster client reconnects, follows `MOVED` and learns a
 //! promoted replica on its own, so no connection can vouch for the process a command reaches.
-//! The check moves into Redis instead: every script the store sends in cluster mode carries the
-//! `run_id`s of the masters its generation was created on and, atomically with its work,
-//! refuses to run on any other process ([`GUARD_PRELUDE`]). A replica promoted after its master
-//! died, or a master restarted from an older snapshot, has another `run_id`: the filter's bits
-//! there are never read or written again, and the recovery check rebuilds on the new masters.
+//! The check moves into Redis instead: every script the store sends carries the identities
+//! (`run_id:master_replid`, see `link`) of the masters its generation was created on and,
+//! atomically with its work, refuses to run on any other process or history ([`GUARD_PRELUDE`]).
+//! A replica promoted after its master died, a master restarted from an older snapshot, or a
+//! master paused, failed over, resynchronised from its promoted replica and failed back (the
+//! same `run_id`, the other's data and a new `master_replid`) is another identity: the filter's
+//! bits there are never read or written again, and the recovery check rebuilds on the masters
+//! as they are.
 //!
-//! The cluster's *incarnation* is a fingerprint of its masters' `run_id`s, read every
+//! The cluster's *incarnation* is a fingerprint of its masters' identities, read every
 //! `TOPOLOGY_REFRESH` (and at once after a script refused): it is what a generation records,
 //! so a generation created before a failover reads as "of another incarnation", exactly as a
 //! restarted single Redis does. Moving slots between the same masters keeps the fingerprint
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
 
-use super::link::{incarnation_from_info, info_field, lock, CallOutcome};
+use super::link::{identity_from_info, incarnation_of, lock, CallOutcome};
 use crate::store::FilterUnavailable;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
@@ -36,19 +39,17 @@ const RECONNECT_BACKOFF: Duration = Duration::from_secs(1);
 /// The error code a guarded script answers with on a process the generation does not know.
 pub const REFUSED_CODE: &str = "BGINCARNATION";
 
-/// Prepended to every script in cluster mode: the script refuses to run on any process but
-/// those whose `run_id`s its last arguments name (the contract is at the top of the file).
+/// Prepended to every script: the script refuses to run on any process but those whose
+/// identities its last arguments name (the contract is at the top of the file).
 pub const GUARD_PRELUDE: &str = include_str!("scripts/guard.lua");
 
 /// The masters that hold the cluster's slots, as one incarnation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
-    /// Fingerprint of the masters' `run_id`s (order-independent, never 0).
+    /// Fingerprint of the masters' identities (order-independent, never 0).
     pub incarnation: u64,
-    /// Each master's full `run_id`, sorted.
-    pub run_ids: Vec<String>,
-    /// The fewest replicas any master has connected.
-    pub fewest_replicas: u32,
+    /// Each master's identity (`run_id:master_replid`), sorted.
+    pub identities: Vec<String>,
     /// Each master's address (`host:port`), for commands every master must run (SCAN).
     pub masters: Vec<String>,
 }
@@ -56,35 +57,20 @@ pub struct Topology {
 impl Topology {
     /// The topology described by each master's address and `INFO server replication` text.
     pub fn from_infos<'a>(infos: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Topology, String> {
-        let mut run_ids = Vec::new();
+        let mut identities = Vec::new();
         let mut masters = Vec::new();
-        let mut fewest_replicas = u32::MAX;
         for (address, info) in infos {
             masters.push(address.to_owned());
-            incarnation_from_info(info).ok_or("a master's INFO has no run_id")?;
-            run_ids.push(info_field(info, "run_id").unwrap_or_default().to_owned());
-            let replicas = info_field(info, "connected_slaves").and_then(|n| n.parse().ok()).unwrap_or(0);
-            fewest_replicas = fewest_replicas.min(replicas);
+            identities.push(identity_from_info(info).ok_or("a master's INFO has no run_id or master_replid")?);
         }
-        if run_ids.is_empty() {
+        if identities.is_empty() {
             return Err("the cluster has no master".into());
         }
-        run_ids.sort();
-        run_ids.dedup();
+        identities.sort();
+        identities.dedup();
         masters.sort();
-        Ok(Topology { incarnation: fingerprint(&run_ids), run_ids, fewest_replicas, masters })
+        Ok(Topology { incarnation: incarnation_of(&identities), identities, masters })
     }
-}
-
-/// FNV-1a over the sorted `run_id`s: stable across processes and builds (a generation records
-/// it, and every origin must compute the same number). 0 is reserved for "no incarnation".
-fn fingerprint(sorted_run_ids: &[String]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in sorted_run_ids.iter().flat_map(|id| id.bytes().chain([b','])) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash.max(1)
 }
 
 /// A cluster connection and the last topology read. The client reconnects and re-routes on
@@ -199,8 +185,8 @@ impl ClusterLink {
         let previous = lock(&self.topology).replace(topology.clone());
         if previous.as_ref().is_some_and(|p| p.incarnation != topology.incarnation) {
             tracing::warn!(
-                masters = topology.run_ids.len(),
-                "the Redis Cluster's masters changed (failover or restart): filters on the old ones are rebuilt"
+                masters = topology.identities.len(),
+                "the Redis Cluster's masters changed (failover, failback or restart): filters on the old ones are rebuilt"
             );
         }
         Ok(topology)
@@ -254,8 +240,8 @@ pub fn route_to(address: &str) -> Result<RoutingInfo, FilterUnavailable> {
 mod tests {
     use super::*;
 
-    fn info(run_id: &str, replicas: u32) -> String {
-        format!("# Server\r\nrun_id:{run_id}\r\n# Replication\r\nrole:master\r\nconnected_slaves:{replicas}\r\n")
+    fn info(run_id: &str, replid: &str) -> String {
+        format!("# Server\r\nrun_id:{run_id}\r\n# Replication\r\nrole:master\r\nmaster_replid:{replid}\r\n")
     }
 
     fn topology(masters: &[(&str, String)]) -> Result<Topology, String> {
@@ -263,17 +249,17 @@ mod tests {
     }
 
     #[test]
-    fn the_fingerprint_names_the_set_of_masters() {
+    fn the_fingerprint_names_the_set_of_masters_and_their_histories() {
         let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
-        let one = topology(&[("h:1", info(&a, 1)), ("h:2", info(&b, 1))]).unwrap();
-        let same = topology(&[("h:2", info(&b, 2)), ("h:1", info(&a, 1))]).unwrap();
+        let one = topology(&[("h:1", info(&a, "1a")), ("h:2", info(&b, "2b"))]).unwrap();
+        let same = topology(&[("h:2", info(&b, "2b")), ("h:1", info(&a, "1a"))]).unwrap();
         assert_eq!(one.incarnation, same.incarnation, "order does not matter");
-        assert_eq!(same.fewest_replicas, 1);
         assert_eq!(same.masters, ["h:1", "h:2"]);
-        let promoted = topology(&[("h:1", info(&a, 1)), ("h:3", info(&c, 0))]).unwrap();
+        let promoted = topology(&[("h:1", info(&a, "1a")), ("h:3", info(&c, "3c"))]).unwrap();
         assert_ne!(one.incarnation, promoted.incarnation, "a replica promoted in b's place");
-        assert_eq!(promoted.fewest_replicas, 0);
-        assert_eq!(one.run_ids, [a.clone(), b]);
+        let failed_back = topology(&[("h:1", info(&a, "1a")), ("h:2", info(&b, "9f"))]).unwrap();
+        assert_ne!(one.incarnation, failed_back.incarnation, "b demoted, resynchronised and failed back");
+        assert_eq!(one.identities, [format!("{a}:1a"), format!("{b}:2b")]);
     }
 
     #[test]
@@ -288,11 +274,5 @@ mod tests {
         let expected = SingleNodeRoutingInfo::ByAddress { host: "127.0.0.1".into(), port: 7001 };
         assert_eq!(route, RoutingInfo::SingleNode(expected));
         assert!(route_to("127.0.0.1").is_err());
-    }
-
-    #[test]
-    fn the_fingerprint_is_stable_across_builds() {
-        // Recorded in generations and compared by every origin: it must never change.
-        assert_eq!(fingerprint(&["ab".into()]), 0xe71f_df19_0541_bef2);
     }
 }

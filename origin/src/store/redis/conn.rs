@@ -117,8 +117,11 @@ impl RedisFilterStore {
         match outcome {
             Err(_) => Err(FilterUnavailable::Timeout),
             Ok(Err(err)) if err.code() == Some(REFUSED_CODE) => {
-                if let Carrier::Cluster(cluster) = carrier {
-                    cluster.refresh_soon();
+                match carrier {
+                    Carrier::Cluster(cluster) => cluster.refresh_soon(),
+                    // The same connection, another history (demoted, resynchronised): the next
+                    // call connects afresh and learns the identity it has now.
+                    Carrier::Single(link, reached) => link.report(&reached, CallOutcome::ConnectionFailed),
                 }
                 Err(FilterUnavailable::Incarnation)
             }
@@ -128,29 +131,29 @@ impl RedisFilterStore {
         }
     }
 
-    /// Runs a script as [`call`](Self::call) does. In a cluster, its guard gets the `run_id`s
-    /// of the masters `expect` names (none without `expect`), so the script itself refuses to
-    /// run on any other process.
+    /// Runs a script as [`call`](Self::call) does. With `expect`, its guard gets the
+    /// identities of the processes the incarnation names (the single Redis the link reached, or
+    /// the cluster's masters as last read), so the script itself refuses to run on any other
+    /// process or history; without, any process.
     pub(super) async fn run<T: FromRedisValue>(
         &self,
         limit: Duration,
         expect: Option<u64>,
         mut invocation: ScriptInvocation<'_>,
     ) -> Result<T, FilterUnavailable> {
-        if let Backend::Cluster(cluster) = &self.backend {
-            match expect {
-                Some(_) => {
-                    let topology = cluster.topology()?;
-                    for run_id in &topology.run_ids {
-                        invocation.arg(run_id);
-                    }
-                    invocation.arg(topology.run_ids.len());
-                }
-                None => {
-                    invocation.arg(0);
-                }
+        let identities = match (expect, &self.backend) {
+            (None, _) => Vec::new(),
+            (Some(_), Backend::Single(link)) => {
+                let reached =
+                    tokio::time::timeout(limit, link.get()).await.map_err(|_| FilterUnavailable::Timeout)??;
+                vec![reached.identity.clone()]
             }
+            (Some(_), Backend::Cluster(cluster)) => cluster.topology()?.identities.clone(),
+        };
+        for identity in &identities {
+            invocation.arg(identity);
         }
+        invocation.arg(identities.len());
         let invocation = &invocation;
         self.call(limit, expect, |mut c| async move { invocation.invoke_async(&mut c).await }).await
     }

@@ -3,7 +3,7 @@
 //! is still covered.
 
 use super::keys::{journal_key, parse_stream_id, parse_version, segment_keys};
-use super::{Backend, RedisFilterStore};
+use super::RedisFilterStore;
 use crate::store::{CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalRead, SegmentBits};
 use async_trait::async_trait;
 use bloomgate_filter::journal::decode_hashes;
@@ -43,41 +43,10 @@ impl CopySource for RedisFilterStore {
         max_entries: u32,
     ) -> Result<JournalRead, FilterUnavailable> {
         // The copy's position was read from this journal (never re-created, in this same
-        // incarnation), so "nothing after my position" means caught up (`nothing_after` says
-        // when that answer can be trusted). On a single Redis that is asked in one MULTI of two
-        // plain commands whose replies are a few bytes, whatever the size of the last add (the
-        // newest entry itself, an add of a thousand keys, is 16 KB); the link only reaches the
-        // incarnation it knows, as for every plain read here. Anything else it answers (newer
-        // entries, no journal, a retired one) is read by the script, which tells them apart.
-        let single = matches!(self.backend, Backend::Single(_));
-        if single {
-            let key = journal_key(filter, meta.generation);
-            let after_position = format!("({}", after.stream_id());
-            let reply = self
-                .call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                    redis::pipe()
-                        .atomic()
-                        .cmd("XRANGE")
-                        .arg(&key)
-                        .arg(after_position)
-                        .arg("+")
-                        .arg("COUNT")
-                        .arg(1)
-                        .cmd("XLEN")
-                        .arg(&key)
-                        .query_async::<(Vec<StreamEntry>, u64)>(&mut c)
-                        .await
-                })
-                .await;
-            match reply {
-                Ok((newer, length)) if nothing_after(&newer, length) => return Ok(JournalRead::caught_up(after)),
-                Err(e @ (FilterUnavailable::Timeout | FilterUnavailable::Incarnation)) => return Err(e),
-                _ => {}
-            }
-        }
-        // On a cluster the script asks "is the newest entry mine?" itself (a plain command
-        // there cannot refuse a promoted replica); on a single Redis it was just asked.
-        self.read_journal_within(self.timeout, filter, meta, after, max_entries, !single).await
+        // incarnation), so "nothing after my position" means caught up: the script asks that
+        // first, guarded like every read of bits (a plain read could not refuse another
+        // process or history), then reads what is newer.
+        self.read_journal_within(self.timeout, filter, meta, after, max_entries, true).await
     }
 }
 
@@ -85,26 +54,11 @@ impl CopySource for RedisFilterStore {
 impl EdgeFeedStore for RedisFilterStore {
     async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
         let ver = |index| segment_keys(filter, meta.generation, index).1;
-        let versions: Vec<Option<String>> =
-            match self.backend {
-                Backend::Single(_) => {
-                    let mut pipe = redis::pipe();
-                    for index in 0..meta.params.segment_count {
-                        pipe.get(ver(index));
-                    }
-                    self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move {
-                        pipe.query_async(&mut c).await
-                    })
-                    .await?
-                }
-                // Each version is in its own slot: one guarded read each, all at once.
-                Backend::Cluster(_) => {
-                    let reads = (0..meta.params.segment_count).map(|index| {
-                        self.run(self.write_timeout, Some(meta.incarnation), self.scripts.read_version.key(ver(index)))
-                    });
-                    futures::future::try_join_all(reads).await?
-                }
-            };
+        // One guarded read each (on a cluster each version is in its own slot), all at once.
+        let reads = (0..meta.params.segment_count).map(|index| {
+            self.run(self.write_timeout, Some(meta.incarnation), self.scripts.read_version.key(ver(index)))
+        });
+        let versions: Vec<Option<String>> = futures::future::try_join_all(reads).await?;
         versions
             .into_iter()
             .enumerate()
@@ -125,16 +79,6 @@ impl EdgeFeedStore for RedisFilterStore {
 
 /// A stream entry as XRANGE returns it: its id and its field/value pairs.
 type StreamEntry = (String, Vec<(String, Vec<u8>)>);
-
-/// Whether a journal read atomically as `newer` (its entries after a position, at most one)
-/// and `length` (its entry count) holds nothing after that position, for a position read from
-/// this journal. An empty answer alone is not enough: a journal deleted (flushed, evicted) reads
-/// as empty too, and so would one trimmed to nothing. But entries are only ever trimmed oldest
-/// first, so what a journal holds is always the newest of all its entries; if it holds any,
-/// and none is after the position, no entry after the position was ever appended.
-fn nothing_after(newer: &[StreamEntry], length: u64) -> bool {
-    newer.is_empty() && length > 0
-}
 
 /// Interprets `scripts/read_journal.lua`'s reply for a caller at `after` (see `JournalRead`).
 fn parse_journal_read(
@@ -259,10 +203,6 @@ mod tests {
         let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])])];
         assert_eq!(parse_journal_read(&short, after, 100).unwrap(), JournalRead::Reset);
         assert!(matches!(parse_journal_read(&[Int(0)], after, 100), Err(FilterUnavailable::SegmentMissing(0))));
-        let newer = vec![("101-0".to_owned(), Vec::new())];
-        assert!(nothing_after(&[], 3), "entries, none after the position: caught up");
-        assert!(!nothing_after(&newer, 3), "a newer entry: read it");
-        assert!(!nothing_after(&[], 0), "no journal, or one trimmed to nothing: the script tells which");
         let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
         assert_eq!(
             parse_journal_read(&[Int(2)], after, 100).unwrap(),

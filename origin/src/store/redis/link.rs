@@ -2,10 +2,17 @@
 //!
 //! Redis can go back in time: restarted from an RDB/AOF snapshot, or replaced by a replica
 //! that had not received the last writes, it keeps the filter's keys but loses recent bits.
-//! The process is new either way, with a new `run_id`, and a new process means a new TCP
-//! connection. So every connection reads the server's `run_id` right after connecting, before
-//! carrying any command, and every command the store sends says which incarnation it went to:
-//! bits recorded under another incarnation are never read or written (see `store::state`).
+//! The process is new then, with a new `run_id`. Or the same process loses them: demoted
+//! (`REPLICAOF`, a Sentinel or Cluster failover), it resynchronises its whole data set from its
+//! new master, and promoted again it answers with the same `run_id` and the other's data. Its
+//! replication history tells: a full resynchronisation takes the master's `master_replid`, and
+//! a promotion starts a new one. So a Redis process is known by its *identity*,
+//! `run_id:master_replid`, read by every connection right after connecting, before it carries
+//! any command; the *incarnation* a generation records is a fingerprint of the identity. And
+//! since a demotion does not close the connection, every script checks the identity again
+//! inside Redis, atomically with its work (`scripts/guard.lua`), and a refusal replaces the
+//! connection: bits recorded under another incarnation are never read or written (see
+//! `store::state`).
 //!
 //! A connection that failed (dropped, refused, or several timeouts in a row) is replaced on the
 //! next call; reconnecting is attempted at most every `RECONNECT_BACKOFF`, so a Redis that is
@@ -30,7 +37,9 @@ const TIMEOUTS_BEFORE_RECONNECT: u32 = 3;
 pub struct Link {
     /// The connection (cheap to clone: a handle to one multiplexed socket).
     pub conn: MultiplexedConnection,
-    /// The server's incarnation (from its `run_id`).
+    /// The server's identity when connected (`run_id:master_replid`).
+    pub identity: String,
+    /// The server's incarnation (a fingerprint of its identity).
     pub incarnation: u64,
     timeouts: AtomicU32,
 }
@@ -60,17 +69,33 @@ pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':').map(str::trim))
 }
 
-/// The incarnation named by a server's `INFO server` text: the first 64 bits of its `run_id`.
-pub fn incarnation_from_info(info: &str) -> Option<u64> {
+/// A Redis process and its replication history, from its `INFO server` and `INFO replication`
+/// texts: `run_id:master_replid`. None without a usable `run_id` or a `master_replid`.
+pub fn identity_from_info(info: &str) -> Option<String> {
+    let run_id = info_field(info, "run_id")?;
+    let usable = run_id.len() >= 16 && u64::from_str_radix(&run_id[..16], 16).is_ok_and(|v| v != 0);
+    let replid = info_field(info, "master_replid")?;
+    (usable && !replid.is_empty()).then(|| format!("{run_id}:{replid}"))
+}
+
+/// The incarnation of the Redis processes named by `identities` (sorted): FNV-1a over them,
+/// stable across processes and builds (a generation records it, and every origin must compute
+/// the same number). 0 is reserved for "no incarnation".
+pub fn incarnation_of(sorted_identities: &[String]) -> u64 {
     // Negative control (test builds only): every Redis process is the same incarnation.
     if crate::planted::active(crate::planted::Bug::SkipIncarnationCheck) {
-        return Some(1);
+        return 1;
     }
-    let run_id = info_field(info, "run_id")?;
-    if run_id.len() < 16 {
-        return None;
+    fingerprint(sorted_identities)
+}
+
+fn fingerprint(sorted: &[String]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sorted.iter().flat_map(|id| id.bytes().chain([b','])) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
-    u64::from_str_radix(&run_id[..16], 16).ok().filter(|v| *v != 0)
+    hash.max(1)
 }
 
 /// Locks `m`, through a poisoning: what it guards stays valid whatever panicked holding it.
@@ -168,12 +193,20 @@ impl Inner {
         let unavailable = |e: redis::RedisError| FilterUnavailable::Error(format!("cannot connect to Redis: {e}"));
         let mut conn =
             self.client.get_multiplexed_async_connection_with_config(&self.config).await.map_err(unavailable)?;
-        // Before this connection carries anything: which process is this?
-        let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.map_err(unavailable)?;
-        let incarnation = incarnation_from_info(&info)
-            .ok_or_else(|| FilterUnavailable::Error("Redis INFO server has no run_id".into()))?;
+        // Before this connection carries anything: which process, with which history, is this?
+        let (server, replication): (String, String) = redis::pipe()
+            .cmd("INFO")
+            .arg("server")
+            .cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        let identity = identity_from_info(&format!("{server}\n{replication}"))
+            .ok_or_else(|| FilterUnavailable::Error("Redis INFO has no run_id or master_replid".into()))?;
+        let incarnation = incarnation_of(std::slice::from_ref(&identity));
         tracing::info!(incarnation = format!("{incarnation:016x}"), "connected to Redis");
-        Ok(Link { conn, incarnation, timeouts: AtomicU32::new(0) })
+        Ok(Link { conn, identity, incarnation, timeouts: AtomicU32::new(0) })
     }
 }
 
@@ -206,13 +239,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_incarnation_is_read_from_the_run_id() {
-        let info =
-            "# Server\r\nredis_version:7.0.15\r\nrun_id:4bd5b8a1f3c2e9d07a6b5c4d3e2f1a0b9c8d7e6f\r\ntcp_port:6399\r\n";
-        assert_eq!(incarnation_from_info(info), Some(0x4bd5_b8a1_f3c2_e9d0));
-        assert_eq!(incarnation_from_info("# Server\r\nredis_version:7.0.15\r\n"), None);
-        assert_eq!(incarnation_from_info("run_id:xyz\r\n"), None);
-        assert_eq!(incarnation_from_info("run_id:0000000000000000aaaa\r\n"), None, "0 is reserved: no incarnation");
+    fn the_identity_is_the_run_id_and_the_replication_history() {
+        let run_id = "run_id:4bd5b8a1f3c2e9d07a6b5c4d3e2f1a0b9c8d7e6f";
+        let info = format!("# Server\r\nredis_version:7.0.15\r\n{run_id}\r\n# Replication\r\nrole:master\r\nmaster_replid:9d42aa\r\nmaster_replid2:0000\r\n");
+        assert_eq!(identity_from_info(&info).as_deref(), Some("4bd5b8a1f3c2e9d07a6b5c4d3e2f1a0b9c8d7e6f:9d42aa"));
+        assert_eq!(identity_from_info(&format!("{run_id}\r\n")), None, "no replication history");
+        assert_eq!(identity_from_info("run_id:xyz\r\nmaster_replid:9d42aa\r\n"), None);
+        assert_eq!(identity_from_info("run_id:0000000000000000aaaa\r\nmaster_replid:9d42aa\r\n"), None);
+        // Demoted, resynchronised and promoted again: the same process, another history.
+        let failed_back = info.replace("master_replid:9d42aa", "master_replid:77e1c0");
+        let (before, after) = (identity_from_info(&info).unwrap(), identity_from_info(&failed_back).unwrap());
+        assert_ne!(incarnation_of(&[before]), incarnation_of(&[after]));
+    }
+
+    #[test]
+    fn the_fingerprint_is_stable_across_builds() {
+        // Recorded in generations and compared by every origin: it must never change.
+        assert_eq!(fingerprint(&["ab".into()]), 0xe71f_df19_0541_bef2);
     }
 
     #[test]

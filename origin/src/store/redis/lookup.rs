@@ -2,7 +2,7 @@
 //! bits. The lookup timeout applies: slower is "unavailable", and the lookup falls through.
 
 use super::keys::{meta_key, segment_keys};
-use super::{Backend, RedisFilterStore};
+use super::RedisFilterStore;
 use crate::store::{FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore};
 use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, BLOCK_BYTES};
@@ -44,20 +44,12 @@ impl LookupStore for RedisFilterStore {
         let (bits, _) = segment_keys(filter, meta.generation, at.segment);
         let start = at.byte_offset_in_segment() as isize;
         let end = start + BLOCK_BYTES as isize - 1;
-        let block: Vec<u8> =
-            match self.backend {
-                Backend::Single(_) => {
-                    self.call(self.timeout, Some(meta.incarnation), |mut c| async move {
-                        c.getrange(bits, start, end).await
-                    })
-                    .await?
-                }
-                Backend::Cluster(_) => {
-                    let mut invocation = self.scripts.read_block.key(bits);
-                    invocation.arg(start).arg(end);
-                    self.run(self.timeout, Some(meta.incarnation), invocation).await?
-                }
-            };
+        // A script, so its guard checks, atomically with the read, that these are the bits of
+        // the process and history the generation was made on (a plain read could not refuse a
+        // promoted replica, nor a master that was demoted and resynchronised meanwhile).
+        let mut invocation = self.scripts.read_block.key(bits);
+        invocation.arg(start).arg(end);
+        let block: Vec<u8> = self.run(self.timeout, Some(meta.incarnation), invocation).await?;
         // A missing key reads as "" (not zeros) through GETRANGE: that, or a short string,
         // is a missing segment, never "not seen".
         let block: [u8; BLOCK_BYTES] = block.try_into().map_err(|_| FilterUnavailable::SegmentMissing(at.segment))?;

@@ -23,11 +23,13 @@
 //! Every read here checks the key exists at its full size, and every add runs in a script that
 //! refuses to create a segment, so a flushed or evicted filter reads as *unavailable*.
 //!
-//! Every call goes over a [`RedisLink`], which knows the incarnation of the process it reached:
-//! a call about a generation of another incarnation is refused before it is sent. On a Redis
-//! Cluster ([`ClusterLink`]) every key above lives in its hash tag's slot: a filter's metadata
-//! and journal in one, each segment in its own. Every script then checks, inside Redis, that
-//! the process running it is one of the masters the generation was created on, and an add is
+//! Every call goes over a [`RedisLink`], which knows the incarnation of the process it reached
+//! (its `run_id` and replication history): a call about a generation of another incarnation is
+//! refused before it is sent. Every read or write of bits is a script, and every script checks
+//! again, inside Redis and atomically with its work, that the process running it, with its
+//! history, is one the generation was created on (a process demoted and resynchronised keeps
+//! its connections). On a Redis Cluster ([`ClusterLink`]) every key above lives in its hash
+//! tag's slot: a filter's metadata and journal in one, each segment in its own, and an add is
 //! one script per touched segment followed by the journal append (see `write`).
 //!
 //! # Layout
@@ -71,7 +73,8 @@ pub struct RedisSettings {
     /// Any of a Redis Cluster's nodes (`redis://host:port`); empty = a single Redis at `url`.
     pub cluster_nodes: Vec<String>,
     /// In a cluster: replicas that must have every add (`WAIT`) before it is acknowledged,
-    /// capped at the fewest replicas a master has; 0 = do not wait.
+    /// capped, for each master the add went to, at the replicas that master has; 0 = do not
+    /// wait.
     pub min_replicas_acked: u32,
     /// Per-call timeout of lookups: slower than this counts as unavailable and falls through.
     pub timeout: Duration,
@@ -118,10 +121,9 @@ impl RedisFilterStore {
             }
             nodes => Backend::Cluster(ClusterLink::connect(nodes, slowest, connect_timeout).await?),
         };
-        let cluster = matches!(backend, Backend::Cluster(_));
         Ok(RedisFilterStore {
             backend,
-            scripts: Scripts::new(cluster),
+            scripts: Scripts::new(),
             min_replicas_acked: settings.min_replicas_acked,
             journal: settings.journal,
             timeout: settings.timeout,

@@ -3,8 +3,8 @@
 //! (an add's bits without its journal entry, a state replaced over someone else's change) is
 //! done in one.
 //!
-//! On a Redis Cluster every script is sent behind the incarnation guard (`scripts/guard.lua`,
-//! see `cluster`), whose arguments follow the script's own (`RedisFilterStore::run` adds them).
+//! Every script is sent behind the incarnation guard (`scripts/guard.lua`, see `cluster` and
+//! `link`), whose arguments follow the script's own (`RedisFilterStore::run` adds them).
 
 use super::cluster::GUARD_PRELUDE;
 use redis::Script;
@@ -47,12 +47,9 @@ pub(super) struct Scripts {
 }
 
 impl Scripts {
-    /// The scripts for a single Redis, or behind the guard for a cluster.
-    pub fn new(cluster: bool) -> Scripts {
-        let script = |body: &str| match cluster {
-            true => Script::new(&format!("{GUARD_PRELUDE}{body}")),
-            false => Script::new(body),
-        };
+    /// The scripts, each behind the guard.
+    pub fn new() -> Scripts {
+        let script = |body: &str| Script::new(&format!("{GUARD_PRELUDE}{body}"));
         Scripts {
             add: script(include_str!("scripts/add.lua")),
             read_segment: script(include_str!("scripts/read_segment.lua")),

@@ -2,7 +2,7 @@
 //! Redis (`scripts/add.lua`); on a cluster one script per touched segment, then the entry, then
 //! `WAIT` for replicas. And the delete counts every origin's deletes add to.
 
-use super::cluster::ClusterLink;
+use super::conn::RedisConn;
 use super::keys::{deletes_key, journal_key, segment_keys};
 use super::{Backend, RedisFilterStore};
 use crate::store::{FilterMeta, FilterUnavailable, WriteStore};
@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use bloomgate_filter::block::{probe_positions, BLOCK_BITS};
 use bloomgate_filter::journal::{encode_hash, HASH_BYTES};
 use bloomgate_filter::KeyHash;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{AsyncCommands, ScriptInvocation};
 use std::collections::BTreeMap;
 
@@ -25,7 +26,8 @@ impl WriteStore for RedisFilterStore {
     /// script per touched segment, all answered before the journal entry is appended in the
     /// filter's slot — an entry is still never seen without its bits, and an add whose bits or
     /// entry failed is not acknowledged (bits set without an entry only add false positives;
-    /// the caller retries). Then, with replicas, `WAIT` until they have it all.
+    /// the caller retries). Then, with replicas, `WAIT` on every master the add went to until
+    /// its replicas have it all.
     async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
         let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
@@ -37,25 +39,32 @@ impl WriteStore for RedisFilterStore {
             entry.extend_from_slice(&encode_hash(hash));
         }
         let journal = meta.journal.then_some(entry);
-        let added: i64 = match &self.backend {
+        let added = match &self.backend {
             Backend::Single(_) => {
                 let call = self.add_call(filter, meta, by_segment.iter(), journal);
-                self.run(self.write_timeout, Some(meta.incarnation), call).await?
+                let (added, _, _): Added = self.run(self.write_timeout, Some(meta.incarnation), call).await?;
+                added
             }
-            Backend::Cluster(cluster) => {
+            Backend::Cluster(_) => {
                 let bits = by_segment.iter().map(|segment| {
                     let call = self.add_call(filter, meta, std::iter::once(segment), None);
-                    self.run::<i64>(self.write_timeout, Some(meta.incarnation), call)
+                    let slot_key = segment_keys(filter, meta.generation, *segment.0).0;
+                    async move {
+                        let added: Added = self.run(self.write_timeout, Some(meta.incarnation), call).await?;
+                        Ok::<_, FilterUnavailable>((slot_key, added))
+                    }
                 });
-                futures::future::try_join_all(bits).await?;
+                let mut reached = futures::future::try_join_all(bits).await?;
                 let added = match journal {
                     Some(entry) => {
                         let call = self.add_call(filter, meta, std::iter::empty(), Some(entry));
-                        self.run(self.write_timeout, Some(meta.incarnation), call).await?
+                        let added: Added = self.run(self.write_timeout, Some(meta.incarnation), call).await?;
+                        reached.push((journal_key(filter, meta.generation), added.clone()));
+                        added.0
                     }
                     None => 1,
                 };
-                self.wait_for_replicas(cluster).await?;
+                self.wait_for_replicas(&reached).await?;
                 added
             }
         };
@@ -66,6 +75,10 @@ impl WriteStore for RedisFilterStore {
         }
     }
 }
+
+/// What `scripts/add.lua` answers: its status, then the replicas connected to the process that
+/// ran it, and that process's identity.
+type Added = (i64, u32, String);
 
 impl RedisFilterStore {
     /// An `scripts/add.lua` call setting the bits of `segments` (`segment → bit offsets`), then, with
@@ -78,8 +91,7 @@ impl RedisFilterStore {
         entry: Option<Vec<u8>>,
     ) -> ScriptInvocation<'a> {
         let mut call = self.scripts.add.prepare_invoke();
-        let oldest_kept = crate::clock::now_ms().saturating_sub(self.journal.max_age.as_millis() as u64);
-        call.arg(u8::from(entry.is_some())).arg(self.journal.max_entries).arg(oldest_kept);
+        call.arg(u8::from(entry.is_some())).arg(self.journal.max_entries).arg(self.journal.max_age.as_millis() as u64);
         call.arg(entry.as_deref().unwrap_or_default());
         for (segment, offsets) in segments {
             let (bits, ver) = segment_keys(filter, meta.generation, *segment);
@@ -94,25 +106,42 @@ impl RedisFilterStore {
         call
     }
 
-    /// Waits until `min_replicas_acked` replicas of every master (at most as many as the
-    /// fewest a master has) have everything sent so far; fewer in time fails the add.
-    pub(super) async fn wait_for_replicas(&self, cluster: &ClusterLink) -> Result<(), FilterUnavailable> {
-        let wanted = i64::from(self.min_replicas_acked.min(cluster.topology()?.fewest_replicas));
-        if wanted == 0 {
-            return Ok(());
+    /// Waits until `min_replicas_acked` replicas of each master an add reached (each given by a
+    /// key of its slot, with the replicas it had connected when it ran the add, and its
+    /// identity) have everything sent to it so far; fewer in time fails the add. A master is
+    /// asked for at most as many as it has: one whose replica was just promoted away does not
+    /// stop the writes, nor does it stop the others' waits.
+    pub(super) async fn wait_for_replicas(&self, reached: &[(String, Added)]) -> Result<(), FilterUnavailable> {
+        let mut masters: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
+        for (slot_key, (_, replicas, identity)) in reached {
+            let wanted = i64::from(self.min_replicas_acked.min(*replicas));
+            masters.entry(identity.as_str()).or_insert((slot_key.as_str(), wanted));
         }
         let wait_ms = (self.write_timeout / 2).as_millis() as u64;
-        // Sent to every master; the answer is the fewest replicas any of them reached.
-        let acked: i64 = self
-            .call(self.write_timeout, None, |mut c| async move {
-                redis::cmd("WAIT").arg(wanted).arg(wait_ms).query_async(&mut c).await
-            })
-            .await?;
-        if acked < wanted {
-            return Err(FilterUnavailable::Error(format!(
-                "only {acked} of {wanted} Redis replicas confirmed the add within {wait_ms} ms: not acknowledged, retry the write"
+        let waits = masters.into_values().filter(|(_, wanted)| *wanted > 0).map(|(slot_key, wanted)| {
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
+                slot_key,
+                SlotAddr::Master,
             )));
-        }
-        Ok(())
+            async move {
+                let acked: i64 = self
+                    .call(self.write_timeout, None, |c| async move {
+                        let mut wait = redis::cmd("WAIT");
+                        wait.arg(wanted).arg(wait_ms);
+                        match c {
+                            RedisConn::Cluster(mut c) => Ok(redis::from_redis_value(c.route_command(wait, route).await?)?),
+                            mut c => wait.query_async(&mut c).await,
+                        }
+                    })
+                    .await?;
+                match acked >= wanted {
+                    true => Ok(()),
+                    false => Err(FilterUnavailable::Error(format!(
+                        "only {acked} of {wanted} Redis replicas confirmed the add within {wait_ms} ms: not acknowledged, retry the write"
+                    ))),
+                }
+            }
+        });
+        futures::future::try_join_all(waits).await.map(|_| ())
     }
 }

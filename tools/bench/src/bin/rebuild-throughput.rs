@@ -29,6 +29,7 @@ async fn main() -> anyhow::Result<()> {
         manage_schema: true,
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(30),
+        delete_margin: Duration::from_secs(1),
     };
     let store = CassandraDatabase::connect(&settings).await?;
     let have = store.scan_keys(FILTER, concurrency, &|_| {}).await?;

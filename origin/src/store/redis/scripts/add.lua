@@ -3,11 +3,12 @@
 -- and no bits of an acknowledged add are ever missing from the journal.
 --
 -- KEYS: `bits`, `ver` of each touched segment, then the journal (if ARGV[1] is 1).
--- ARGV: [1] journal 0/1, [2] the journal's max entries, [3] its oldest id kept, [4] the entry
+-- ARGV: [1] journal 0/1, [2] the journal's max entries, [3] its max age, ms, [4] the entry
 --       (the keys' hashes), then per segment a count n and n bit offsets.
--- Returns 1; 2 when the journal was retired (the generation is unreadable: a harmless no-op,
--- as the bits were); 0 when a journal that should exist is missing (the add must not be
--- acknowledged).
+-- Returns {status, replicas, identity}: status 1; 2 when the journal was retired (the
+-- generation is unreadable: a harmless no-op, as the bits were); 0 when a journal that should
+-- exist is missing (the add must not be acknowledged). Then, from the guard, the replicas
+-- connected to the process that ran it and its identity: whom to WAIT for.
 --
 -- A segment whose version is `retired` or `lost` is skipped: the add changes nothing there and
 -- is harmless. One found half gone (bits or version missing: evicted, deleted) is marked lost
@@ -36,11 +37,15 @@ for s = 1, segments, 2 do
   end
   at = at + n + 1
 end
-if not journal then return 1 end
+if not journal then return {1, guard_replicas, guard_me} end
 local jnl = KEYS[#KEYS]
 local kind = redis.call('TYPE', jnl)['ok']
-if kind == 'string' and redis.call('GET', jnl) == 'retired' then return 2 end
-if kind ~= 'stream' then return 0 end
+if kind == 'string' and redis.call('GET', jnl) == 'retired' then return {2, guard_replicas, guard_me} end
+if kind ~= 'stream' then return {0, guard_replicas, guard_me} end
 redis.call('XADD', jnl, 'MAXLEN', '~', ARGV[2], '*', 'h', ARGV[4])
-redis.call('XTRIM', jnl, 'MINID', '~', ARGV[3])
-return 1
+-- Aged by Redis's own clock, the clock its entry ids come from: an origin whose clock ran
+-- ahead would otherwise trim entries that are not old at all.
+local now = redis.call('TIME')
+local oldest_kept = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[3])
+if oldest_kept > 0 then redis.call('XTRIM', jnl, 'MINID', '~', oldest_kept) end
+return {1, guard_replicas, guard_me}

@@ -1,5 +1,5 @@
--- One block of a segment's bits: a lookup on a cluster (a plain GETRANGE could not refuse a
--- promoted replica).
+-- One block of a segment's bits: a lookup (a plain GETRANGE could not refuse a promoted
+-- replica, nor a master demoted and resynchronised since the generation was made).
 --
 -- KEYS: [1] the segment's `bits`.
 -- ARGV: [1] the block's first byte, [2] its last byte.

@@ -1,4 +1,4 @@
--- A segment's version (on a cluster: a plain GET could not refuse a promoted replica).
+-- A segment's version (a plain GET could not refuse another process or history).
 --
 -- KEYS: [1] the segment's `ver`.
 -- ARGV: none.

@@ -1,0 +1,98 @@
+//! The filter's self-care: a background check that starts a rebuild when the bits are lost
+//! (Redis restarted empty or from a snapshot, failed over, metadata or a segment missing, a
+//! rebuild that died) or no longer good enough (more keys than capacity, false positives above
+//! target, many deleted keys still set). The decision is
+//! [`rebuild_reason`], pure; the loop around it only gathers facts and starts rebuilds, under
+//! the lease (so many origins start one rebuild) and with backoff after failures.
+
+//!
+//! # Layout
+//! - `reason`: the decision, pure, and the thresholds it weighs.
+//! - `health`: the facts it weighs, gathered from the stores and this origin's counters.
+//! - Here: the loop, which starts rebuilds.
+
+mod health;
+mod reason;
+
+pub use health::health;
+pub use reason::{rebuild_reason, Action, Health, Thresholds};
+
+use crate::gate::Gate;
+use crate::rebuild::{self, RebuildOptions};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+/// Shortest time between two checks started by nudges.
+const NUDGE_MIN_GAP: Duration = Duration::from_millis(250);
+
+/// Runs the check every `interval` until the process ends.
+pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, options: RebuildOptions) {
+    let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
+    let mut running: HashMap<String, tokio::task::JoinHandle<Result<rebuild::RebuildReport, rebuild::RebuildError>>> =
+        HashMap::new();
+    loop {
+        // Every interval, or sooner when a lookup or write found the filter lost (a flushed or
+        // restarted Redis should not wait out the interval), but not more often than
+        // NUDGE_MIN_GAP however many requests nudge.
+        tokio::select! {
+            () = tokio::time::sleep(interval) => {}
+            () = gate.recovery_nudge.notified() => tokio::time::sleep(NUDGE_MIN_GAP.min(interval)).await,
+        }
+        // Collect finished rebuilds: reset counters on success, back off on failure.
+        running.retain(|name, task| {
+            if !task.is_finished() {
+                return true;
+            }
+            let entry = backoff.entry(name.clone()).or_insert((Instant::now(), Duration::from_secs(2)));
+            entry.0 = Instant::now() + entry.1;
+            entry.1 = (entry.1 * 2).min(Duration::from_secs(300));
+            false
+        });
+        let defs = match gate.database().filters().await {
+            Ok(defs) => defs,
+            Err(e) => {
+                tracing::debug!(cause = %e, "recovery check: cannot list filters");
+                continue;
+            }
+        };
+        for def in defs {
+            if running.contains_key(&def.name)
+                || backoff.get(&def.name).is_some_and(|(until, _)| Instant::now() < *until)
+            {
+                continue;
+            }
+            let Ok(h) = health(&gate, &def, options.max_filter_bytes).await else { continue };
+            let Some(action) = rebuild_reason(&h, &thresholds) else {
+                if !h.meta_missing && !h.segment_missing {
+                    backoff.remove(&def.name);
+                }
+                continue;
+            };
+            if action.retire_only {
+                match rebuild::retire_overdue_previous(gate.filter_store().clone(), &def.name, options.lease_ttl).await
+                {
+                    Ok(true) => {
+                        tracing::info!(filter = %def.name, reason = action.reason, "retired a replaced generation")
+                    }
+                    Ok(false) | Err(rebuild::RebuildError::Busy) => {}
+                    Err(e) => tracing::warn!(filter = %def.name, cause = %e, "could not retire a replaced generation"),
+                }
+                continue;
+            }
+            let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
+            match rebuild::start(gate.filter_store().clone(), gate.database().clone(), def.name.clone(), options).await
+            {
+                Ok(task) => {
+                    tracing::warn!(filter = %def.name, reason = action.reason, "starting an automatic rebuild");
+                    gate.metrics.filters.counters(&def.name).mark_build();
+                    running.insert(def.name.clone(), task);
+                }
+                Err(rebuild::RebuildError::Busy) => {} // another origin is on it
+                Err(e) => tracing::warn!(filter = %def.name, cause = %e, "could not start a rebuild"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,127 @@
+//! The recovery check racing the paths it must never break, in process and step by step: the
+//! in-process filter store stops a call part-way where a test armed it.
+
+use super::{health, rebuild_reason, Thresholds};
+use crate::config::Config;
+use crate::gate::{CreateFilter, Created, Gate, GateSettings};
+use crate::rebuild::{self, RebuildError, RebuildOptions};
+use crate::store::embedded::{MemoryFilterStore, RedbDatabase};
+use crate::store::{Database, StateStore, StatsStore};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A gate over the in-process filter and a key file in a directory of its own.
+fn gate(config: &Config) -> (Arc<Gate>, Arc<MemoryFilterStore>, Arc<RedbDatabase>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("bloomgate-recovery-race-{:016x}", rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let filters = Arc::new(MemoryFilterStore::default());
+    let keys = Arc::new(RedbDatabase::open(&dir.join("keys.redb")).unwrap());
+    let settings = GateSettings { local_copy_max_bytes: 0, ..GateSettings::from_config(config) };
+    (Arc::new(Gate::new(filters.clone(), keys.clone(), settings)), filters, keys, dir)
+}
+
+/// A create writes the definition to the database, then the first generation's bits, then the
+/// state naming them. A recovery check that ran in between used to see a definition without
+/// state, take the state for lost, and (its rebuild sweeping every unnamed generation) delete
+/// the bits the create was about to name: the create answered, then every write was refused
+/// until a later rebuild. Here the check runs at the worst moment: the create stopped after
+/// making its generation, the check's rebuild (if it starts one) stopped before its sweep; the
+/// create goes on first, then the sweep.
+#[tokio::test]
+async fn a_create_racing_a_recovery_check_keeps_the_generation_it_names() {
+    let config = Config { rebuild_lease_ms: 5_000, rebuild_grace_ms: 0, ..Config::default() };
+    let (gate, filters, keys, dir) = gate(&config);
+    filters.pauses.after_create_generation.arm();
+    filters.pauses.before_orphan_sweep.arm();
+    let create = tokio::spawn({
+        let gate = gate.clone();
+        async move { gate.create_filter("f", CreateFilter::new(1000, 0.01)).await }
+    });
+    filters.pauses.after_create_generation.reached.notified().await;
+
+    // Any origin's recovery check, now: the definition is stored, the state is not yet.
+    let def = keys.filter("f").await.unwrap().expect("the definition is stored first");
+    let h = health(&gate, &def, config.max_filter_bytes).await.unwrap();
+    let started = match rebuild_reason(&h, &Thresholds::from_config(&config)) {
+        None => None,
+        Some(action) => {
+            let options = RebuildOptions::from_config(&config, false);
+            match rebuild::start(filters.clone(), keys.clone(), "f".into(), options).await {
+                Ok(task) => Some((action, task)),
+                Err(RebuildError::Busy) => None,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    };
+    if let Some((action, task)) = &started {
+        // Its rebuild, for a state it takes for lost, stops before sweeping unnamed generations.
+        let swept = tokio::time::timeout(Duration::from_secs(5), filters.pauses.before_orphan_sweep.reached.notified());
+        assert!(
+            swept.await.is_ok() || task.is_finished(),
+            "the check's rebuild ({}) neither swept nor ended",
+            action.reason
+        );
+    }
+    filters.pauses.after_create_generation.go.notify_one();
+    let created = create.await.unwrap().expect("the create is acknowledged");
+    assert_eq!(created, Created::New);
+    filters.pauses.before_orphan_sweep.go.notify_one();
+    if let Some((_, task)) = started {
+        let _ = task.await.unwrap();
+    }
+
+    // The filter answers at once: writes acknowledged, read back, its generation whole.
+    let key = "ab".repeat(32);
+    gate.insert("f", key.as_bytes(), b"").await.expect("a write right after the create is acknowledged");
+    assert!(gate.lookup("f", key.as_bytes()).await.unwrap().seen);
+    let state = filters.state("f").await.unwrap();
+    let active = state.active.expect("the filter has an active generation");
+    filters.segments_intact("f", active).await.expect("the active generation's bits are whole");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A random SHA-256-shaped key.
+fn random_key() -> String {
+    (0..4).map(|_| format!("{:016x}", rand::random::<u64>())).collect()
+}
+
+/// Known false-positive keys replayed over and over used to make the observed false-positive
+/// rate (false positives over lookups of absent keys) pass the threshold and rebuild the
+/// filter, again after every rebuild. Counted as distinct keys, a replay counts once.
+#[tokio::test]
+async fn replayed_false_positives_do_not_trip_the_automatic_rebuild() {
+    let config = Config { auto_rebuild_min_interval_ms: 0, ..Config::default() };
+    let (gate, _, keys, dir) = gate(&config);
+    gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
+    let written: Vec<String> = (0..1000).map(|_| random_key()).collect();
+    gate.insert_batch("f", &written).await.unwrap();
+    // Probing absent keys finds the false positives (about 1 in 100).
+    let mut known = Vec::new();
+    for _ in 0..20_000 {
+        let probe = random_key();
+        if gate.lookup("f", probe.as_bytes()).await.unwrap().answered_by == crate::gate::AnsweredBy::Database {
+            known.push(probe);
+        }
+    }
+    assert!(known.len() >= 25, "only {} false positives found", known.len());
+    for _ in 0..30 {
+        for key in &known {
+            assert!(!gate.lookup("f", key.as_bytes()).await.unwrap().seen);
+        }
+    }
+    // Counted by lookups, the replays pass the threshold (3 × the 1 % target): the attack works.
+    let counters = gate.metrics.filters.counters("f");
+    let (fps, negatives) = (counters.false_positives.get(), counters.filter_negatives.get());
+    assert!(fps as f64 / (fps + negatives) as f64 > 0.03, "{fps} false positives of {} lookups", fps + negatives);
+    let def = keys.filter("f").await.unwrap().unwrap();
+    let h = health(&gate, &def, config.max_filter_bytes).await.unwrap();
+    let replayed = (h.false_positive_keys as f64) / (h.absent_keys as f64);
+    assert!(
+        replayed < 0.03,
+        "{} distinct false positives of {} distinct absent keys",
+        h.false_positive_keys,
+        h.absent_keys
+    );
+    assert_eq!(rebuild_reason(&h, &Thresholds::from_config(&config)), None, "{h:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

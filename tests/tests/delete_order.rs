@@ -1,0 +1,61 @@
+//! A delete never hides a write made after it, whichever origin's clock runs ahead: Cassandra
+//! keeps the write or delete with the highest timestamp, so the origins stamp both, deletes a
+//! skew margin back (`bloomgate_origin::store::cassandra::write_order`).
+//!
+//! # Running
+//! `scripts/services start` (Cassandra), then
+//! `cargo test -p bloomgate-tests --test delete_order`. Origins whose clocks differ are two
+//! readings of one clock here: the store's `delete_at` and `put_at` take the reading.
+
+use bloomgate_origin::clock::now_us;
+use bloomgate_origin::store::cassandra::{CassandraDatabase, CassandraSettings};
+use bloomgate_origin::store::Database;
+use bloomgate_tests::{cassandra_addr, require, unique_filter};
+use std::time::Duration;
+
+fn settings(delete_margin: Duration) -> CassandraSettings {
+    CassandraSettings {
+        nodes: vec![cassandra_addr()],
+        keyspace: "bloomgate_test".into(),
+        replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+        manage_schema: true,
+        consistency: scylla::statement::Consistency::One,
+        timeout: Duration::from_secs(10),
+        delete_margin,
+    }
+}
+
+/// A key written, deleted by an origin whose clock runs `ahead` of the writer's, then written
+/// again by the writer after the delete was acknowledged: whether the second write is kept.
+async fn rewrite_after_a_delete_from_a_clock_ahead(db: &CassandraDatabase, ahead: Duration) -> bool {
+    let (filter, key) = (unique_filter("delete-order"), b"the key".to_vec());
+    db.put_at(&filter, &key, b"first", now_us()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(db.delete_at(&filter, &key, now_us() + ahead.as_micros() as u64).await.unwrap());
+    db.put_at(&filter, &key, b"again", now_us()).await.unwrap();
+    db.get(&filter, &key).await.unwrap().is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_after_a_delete_is_kept_while_clocks_differ_by_less_than_the_margin() {
+    require("Cassandra", &cassandra_addr()).await;
+    let ahead = Duration::from_millis(300);
+    // The hazard: stamped at its own clock (as a coordinator whose clock runs ahead stamps it),
+    // the delete outranks the acknowledged write that came after it.
+    let no_margin = CassandraDatabase::connect(&settings(Duration::ZERO)).await.unwrap();
+    assert!(
+        !rewrite_after_a_delete_from_a_clock_ahead(&no_margin, ahead).await,
+        "a delete stamped ahead did not hide the later write: the test would prove nothing"
+    );
+    // A margin above the clocks' difference: the later write is kept.
+    let margin = CassandraDatabase::connect(&settings(Duration::from_millis(500))).await.unwrap();
+    assert!(
+        rewrite_after_a_delete_from_a_clock_ahead(&margin, ahead).await,
+        "an acknowledged write made after a delete was hidden by it"
+    );
+    // The price: a delete stamped a margin back leaves a write made just before it.
+    let filter = unique_filter("delete-order");
+    margin.put_at(&filter, b"k", b"", now_us()).await.unwrap();
+    margin.delete_at(&filter, b"k", now_us()).await.unwrap();
+    assert!(margin.get(&filter, b"k").await.unwrap().is_some(), "a write within the margin outranks the delete");
+}
