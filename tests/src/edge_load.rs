@@ -217,6 +217,11 @@ struct Counts {
     failures: std::sync::Mutex<Vec<String>>,
 }
 
+/// The header naming a request with a stored key in it, which the edge forwards to the
+/// origin: the null edge makes a subrequest for each such request, so that both workers make
+/// about as many (the edge ignores it).
+pub const FORWARDED_HEADER: &str = "x-bloomgate-test-forwarded";
+
 fn one_request(
     http: &reqwest::Client,
     base: &str,
@@ -224,18 +229,25 @@ fn one_request(
     present: &[String],
     load: &Load,
 ) -> reqwest::RequestBuilder {
+    let stored = std::cell::Cell::new(false);
     let pick = |share: f64| {
         if !present.is_empty() && rand::random::<f64>() < share {
+            stored.set(true);
             present[rand::random_range(0..present.len())].clone()
         } else {
             crate::random_keys(1).remove(0)
         }
     };
-    if rand::random::<f64>() < load.batch_share {
+    let request = if rand::random::<f64>() < load.batch_share {
         let keys: Vec<String> = (0..20).map(|_| pick(1.0 / 3.0)).collect();
         http.post(format!("{base}/v1/filters/{filter}/lookups")).json(&serde_json::json!({ "keys": keys }))
     } else {
         http.get(format!("{base}/v1/filters/{filter}/keys/{}", pick(load.present_share)))
+    };
+    if stored.get() {
+        request.header(FORWARDED_HEADER, "1")
+    } else {
+        request
     }
 }
 
@@ -268,4 +280,53 @@ pub async fn on_a_fresh_stack(load: &Load, log_requests: bool) -> Report {
         report.table()
     );
     report
+}
+
+/// The null edge (tests/fixtures/null-edge): a worker that answers every lookup "not seen"
+/// with no work and no subrequest, served by `wrangler dev` exactly as the edge is.
+pub const NULL_EDGE: &str = "tests/fixtures/null-edge";
+
+/// The edge and the null edge under the same load at the same time, each under its own
+/// `wrangler dev`: `(edge, null edge)`. `wrangler dev`'s workerd processes grow with the
+/// requests they serve whatever the worker (about 2 MiB per 100 requests each, with wrangler
+/// 4.164), so the edge's own growth is what it grows beyond the null edge in the same run.
+pub async fn beside_the_null_edge(load: &Load) -> (Report, Report) {
+    let origin = crate::origin::TestOrigin::on_services(|_| {}).await;
+    let mut options = crate::edge::Options::new(2);
+    options.vars.push(("LOG_REQUESTS".into(), "false".into()));
+    let edge = crate::edge::Wrangler::start_with(&origin.base, crate::origin::EDGE_SECRET, options.clone()).await;
+    let null = crate::edge::Wrangler::start_with(
+        &origin.base,
+        crate::origin::EDGE_SECRET,
+        crate::edge::Options { build: Some(NULL_EDGE.into()), ..options },
+    )
+    .await;
+    let filter = crate::unique_filter("memory");
+    origin.create_filter(&filter, 1_000_000, 0.01).await;
+    let present = crate::random_keys(20_000);
+    origin.insert_all(&filter, &present).await;
+    for wrangler in [&edge, &null] {
+        let processes = workerd_processes(wrangler.pid());
+        assert!(processes.iter().any(|(_, role)| role == "worker"), "no workerd found under wrangler: {processes:?}");
+    }
+    let (ours, control) = tokio::join!(
+        drive(&edge.base, &filter, &present, edge.pid(), load),
+        drive(&null.base, &filter, &present, null.pid(), load)
+    );
+    for (name, report) in [("edge", &ours), ("null edge", &control)] {
+        eprintln!(
+            "{name}, {} lookups/s for {:?}: {} sent, {} answered, {} skipped, {} errors, {} timeouts, {} unexpected {:?}\n{}",
+            load.rate,
+            load.duration,
+            report.sent,
+            report.answered,
+            report.skipped,
+            report.errors,
+            report.timeouts,
+            report.unexpected,
+            report.failures,
+            report.table()
+        );
+    }
+    (ours, control)
 }
