@@ -55,15 +55,27 @@ async fn within<T>(ms: u32, fut: impl Future<Output = T>) -> Option<T> {
     .await
 }
 
+/// Where a subrequest's answer goes: the most body bytes read (a body over it, or of no
+/// declared length, is not read), and the buffer it is read into, given its exact length.
+pub(crate) struct Sink<B: FnOnce(usize) -> Vec<u8>> {
+    pub max_body: Option<usize>,
+    pub buffer: B,
+}
+
+/// Any body, into a buffer of its size.
+pub(crate) fn any_body() -> Sink<fn(usize) -> Vec<u8>> {
+    Sink { max_body: None, buffer: Vec::with_capacity }
+}
+
 /// One subrequest, answer and body within `timeout_ms`; aborted past it, or as soon as the
-/// answer's declared length is over `max_body` (a body that declares none is not read then).
-async fn call(
+/// answer's declared length is over the sink's `max_body`.
+async fn call<B: FnOnce(usize) -> Vec<u8>>(
     method: Method,
     url: &str,
     headers: Headers,
     body: Option<String>,
     timeout_ms: u32,
-    max_body: Option<usize>,
+    sink: Sink<B>,
 ) -> std::result::Result<Reply, Failure> {
     let controller = AbortController::default();
     let signal = controller.signal();
@@ -73,15 +85,16 @@ async fn call(
         if let Some(body) = body {
             init.with_body(Some(body.into()));
         }
-        let mut response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
-        if let Some(max) = max_body {
+        let response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
+        if let Some(max) = sink.max_body {
             let declared = response.headers().get("content-length")?.and_then(|v| v.trim().parse::<usize>().ok());
             if declared.is_none_or(|len| len > max) {
                 return Ok(Err(max));
             }
         }
-        let body = response.bytes().await?;
-        Ok::<_, worker::Error>(Ok(Reply { status: response.status_code(), headers: response.headers().clone(), body }))
+        let (status, headers) = (response.status_code(), response.headers().clone());
+        let body = crate::body::read_exact(response, sink.buffer).await?;
+        Ok::<_, worker::Error>(Ok(Reply { status, headers, body }))
     };
     match within(timeout_ms, exchange).await {
         Some(Ok(Ok(reply))) => Ok(reply),
@@ -98,16 +111,16 @@ async fn call(
 }
 
 /// GET of an edge endpoint (manifest, segment, journal) with the edge secret, within
-/// `timeout_ms`, reading at most `max_body` bytes of body if given.
-pub(crate) async fn edge_get(
+/// `timeout_ms`, its body into `sink`.
+pub(crate) async fn edge_get<B: FnOnce(usize) -> Vec<u8>>(
     config: &EdgeConfig,
     url: &str,
     timeout_ms: u32,
-    max_body: Option<usize>,
+    sink: Sink<B>,
 ) -> std::result::Result<Reply, Failure> {
     let sent = Headers::new();
     sent.set(headers::EDGE_SECRET, &config.edge_secret).map_err(Failure::Fetch)?;
-    call(Method::Get, url, sent, None, timeout_ms, max_body).await
+    call(Method::Get, url, sent, None, timeout_ms, sink).await
 }
 
 /// Forwards a lookup (GET or HEAD, same path and query) to the origin and relays its answer.
@@ -118,7 +131,7 @@ pub(crate) async fn forward(config: &EdgeConfig, req: &Request) -> Result<Respon
         None => url.path().to_owned(),
     };
     let target = answer::origin_url(&config.origin_url, &path_and_query);
-    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS, None).await {
+    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS, any_body()).await {
         Ok(reply) if answer::relays(reply.status) => relay(reply),
         Ok(reply) => {
             worker::console_error!("forward {target}: origin answered {}", reply.status);
@@ -146,7 +159,7 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<S
     sent.set(headers::CONTENT_TYPE, media::JSON)?;
     let asked = keys.len();
     let body = serde_json::to_string(&Keys { keys }).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let reply = match call(Method::Post, &url, sent, Some(body), ORIGIN_TIMEOUT_CAP_MS, None).await {
+    let reply = match call(Method::Post, &url, sent, Some(body), ORIGIN_TIMEOUT_CAP_MS, any_body()).await {
         Ok(reply) => reply,
         Err(e) => {
             worker::console_error!("batch {url}: {e}");
