@@ -159,6 +159,18 @@ impl Drop for Wrangler {
     }
 }
 
+/// The report of the edge isolate serving `base` on itself (`GET /_bloomgate/isolate`, with the
+/// test origins' edge secret): its wasm memory, what it holds, counts and CPU.
+pub async fn isolate_report(
+    http: &reqwest::Client,
+    base: &str,
+) -> anyhow::Result<bloomgate_client::api::IsolateReport> {
+    let url = format!("{base}{}", bloomgate_client::paths::ISOLATE);
+    let r = http.get(&url).header(bloomgate_client::headers::EDGE_SECRET, crate::origin::EDGE_SECRET).send().await?;
+    anyhow::ensure!(r.status().is_success(), "{url}: {}", r.status());
+    Ok(r.json().await?)
+}
+
 /// Batch lookups at the edge at `base`, 500 keys a request: (seen, answered_by) per key. A 503
 /// (the origin did not answer a forwarded batch in time: a loaded machine, not a "no") is asked
 /// again for up to 10 s, so that tests check answers, not the machine's speed.
