@@ -59,7 +59,10 @@ pub(crate) async fn put_in_cache(url: &str, bytes: Uint8Array) -> Result<()> {
 /// A JSON answer with `status` and `content_type`.
 pub(crate) fn json<T: Serialize>(body: &T, status: u16, content_type: &str) -> Result<Response> {
     let response = Response::from_json(body)?.with_status(status);
-    response.headers().set(headers::CONTENT_TYPE, content_type)?;
+    // `from_json` writes application/json already.
+    if content_type != answer::JSON {
+        response.headers().set(headers::CONTENT_TYPE, content_type)?;
+    }
     Ok(response)
 }
 

@@ -7,9 +7,11 @@ use crate::body::{json, problem};
 use crate::config::{self, EdgeConfig};
 use crate::isolate::{now_ms, with_isolate, Isolate};
 use crate::route::{self, Route};
-use crate::{answer, lookup, manifest, report};
+use crate::{answer, lookup, report};
 use bloomgate_client::api::{IsolateReport, Problem};
 use bloomgate_client::headers;
+use std::cell::RefCell;
+use std::rc::Rc;
 use worker::{console_error, console_log, console_warn, event, Context, Env, Method, Request, Response, Result};
 
 #[event(start)]
@@ -28,11 +30,29 @@ fn setting(env: &Env, name: &str) -> Option<String> {
     }
 }
 
+thread_local! {
+    /// The settings, read once: an isolate's environment never changes, and reading it costs a
+    /// call into JavaScript per variable on every request otherwise.
+    static CONFIG: RefCell<Option<Rc<EdgeConfig>>> = const { RefCell::new(None) };
+}
+
+/// The worker's settings: read from `env` on the first request, then kept. A misconfiguration
+/// is read again each time (it is answered 500 anyway).
+fn config(env: &Env) -> std::result::Result<Rc<EdgeConfig>, config::ConfigError> {
+    if let Some(kept) = CONFIG.with(|c| c.borrow().clone()) {
+        return Ok(kept);
+    }
+    let config = Rc::new(EdgeConfig::from_lookup(|name| setting(env, name))?);
+    CONFIG.with(|c| *c.borrow_mut() = Some(config.clone()));
+    Ok(config)
+}
+
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
-    let (method, path) = (req.method().to_string(), req.path());
-    let head = req.method() == Method::Head;
-    let config = EdgeConfig::from_lookup(|name| setting(&env, name));
+    let method = req.method();
+    let head = method == Method::Head;
+    let (method, path) = (method.to_string(), req.path());
+    let config = config(&env);
     #[cfg(feature = "planted-bugs")] // negative controls (test builds only)
     crate::planted::select(setting(&env, crate::planted::VAR).as_deref());
     let response = match &config {
@@ -111,7 +131,6 @@ fn handle_isolate(config: &EdgeConfig, req: &Request) -> Result<Response> {
 
 fn isolate_report(iso: &Isolate, config: &EdgeConfig) -> IsolateReport {
     let holdings = iso.store.holdings();
-    let manifest_bytes = iso.manifests.values().map(|(m, _)| manifest::bytes_of(m)).sum();
     let mut counts = iso.counts;
     counts.dropped_by_switch = holdings.dropped_by_switch;
     counts.buffers_reused = holdings.buffers_reused;
@@ -119,7 +138,7 @@ fn isolate_report(iso: &Isolate, config: &EdgeConfig) -> IsolateReport {
     IsolateReport {
         wasm_bytes: report::wasm_bytes() as u64,
         budget_bytes: iso.store.budget() as u64,
-        held: report::held_bytes(&holdings, manifest_bytes, iso.manifests.len()),
+        held: report::held_bytes(&holdings, iso.manifests.len()),
         counts,
         cpu: iso.cpu,
         cache_api: config.cache_api,

@@ -48,19 +48,19 @@ impl GrowthLog {
     }
 }
 
-/// What is held, as the report says it: the store's holdings and the manifests kept
-/// (`manifest_bytes` over `manifests`).
-pub fn held_bytes(h: &Holdings, manifest_bytes: usize, manifests: usize) -> HeldBytes {
+/// What is held, as the report says it: the store's holdings, the manifests among them (the
+/// bytes it reserves, over `manifests` kept).
+pub fn held_bytes(h: &Holdings, manifests: usize) -> HeldBytes {
     let n = |v: usize| v as u64;
     HeldBytes {
-        total: n(h.total_bytes() + manifest_bytes),
+        total: n(h.total_bytes()),
         segments: n(h.copy_bytes),
         segment_count: n(h.copies),
         spare_buffers: n(h.spare_bytes),
         spare_count: n(h.spares),
         journal_tails: n(h.tail_bytes),
         tail_hashes: n(h.tail_hashes),
-        manifests: n(manifest_bytes),
+        manifests: n(h.reserved_bytes),
         manifest_count: n(manifests),
     }
 }
@@ -91,8 +91,16 @@ mod tests {
 
     #[test]
     fn held_bytes_add_up_and_secrets_compare_whole() {
-        let h = Holdings { copy_bytes: 10, copies: 1, spare_bytes: 5, spares: 1, tail_bytes: 2, ..Holdings::default() };
-        let held = held_bytes(&h, 3, 1);
+        let h = Holdings {
+            copy_bytes: 10,
+            copies: 1,
+            spare_bytes: 5,
+            spares: 1,
+            tail_bytes: 2,
+            reserved_bytes: 3,
+            ..Holdings::default()
+        };
+        let held = held_bytes(&h, 1);
         assert_eq!(held.total, 20);
         assert_eq!((held.segments, held.spare_buffers, held.journal_tails, held.manifests), (10, 5, 2, 3));
         assert!(secret_matches("s3cret", "s3cret"));

@@ -32,6 +32,7 @@ pub struct SegmentStore {
     pool: BufferPool,
     tails: HashMap<(String, u64), JournalTail>,
     current: HashMap<String, u64>,
+    reserved: usize,
     dropped_by_switch: u64,
 }
 
@@ -50,6 +51,8 @@ pub struct Holdings {
     pub tail_bytes: usize,
     /// Hashes in journal tails.
     pub tail_hashes: usize,
+    /// Bytes held elsewhere and counted against the budget (manifests).
+    pub reserved_bytes: usize,
     /// Copies dropped because their filter moved to another generation.
     pub dropped_by_switch: u64,
     /// Segment buffers reused from the spares, and newly allocated.
@@ -59,9 +62,9 @@ pub struct Holdings {
 }
 
 impl Holdings {
-    /// Everything held, in bytes.
+    /// Everything held, in bytes: what the budget bounds.
     pub fn total_bytes(&self) -> usize {
-        self.copy_bytes + self.spare_bytes + self.tail_bytes
+        self.copy_bytes + self.spare_bytes + self.tail_bytes + self.reserved_bytes
     }
 }
 
@@ -74,6 +77,7 @@ impl SegmentStore {
             pool: BufferPool::default(),
             tails: HashMap::new(),
             current: HashMap::new(),
+            reserved: 0,
             dropped_by_switch: 0,
         }
     }
@@ -101,7 +105,7 @@ impl SegmentStore {
     /// An empty buffer for a segment of `len` bytes: a spare one of that size, else (when
     /// there is no room for a new one) one of the least recently used copies', evicted for it.
     pub fn buffer(&mut self, len: usize) -> Vec<u8> {
-        let room = self.budget.saturating_sub(self.tail_bytes());
+        let room = self.room();
         while !self.pool.has(len) && self.copies.used_bytes() + self.pool.bytes() + len > room {
             let evicted = self.copies.evict_to(self.copies.used_bytes().saturating_sub(1));
             if evicted.is_empty() {
@@ -147,10 +151,9 @@ impl SegmentStore {
         let Some(tail) = self.tails.get(&(key.0.clone(), key.1)) else {
             return Forward::NotCovered;
         };
-        let (forward, grew) = forward_held(&mut self.copies, &mut self.pool, tail, key);
-        if grew {
-            self.settle(0);
-        }
+        let forward = forward_held(&mut self.copies, &mut self.pool, tail, key);
+        // A re-encoding may have taken a new buffer and given the old one to the spares.
+        self.settle(0);
         forward
     }
 
@@ -166,7 +169,7 @@ impl SegmentStore {
         let keys = self.copies.keys_where(|k| k.0 == filter && k.1 == generation);
         let moved = keys
             .iter()
-            .filter(|key| matches!(forward_held(&mut self.copies, &mut self.pool, tail, key).0, Forward::Moved(_)))
+            .filter(|key| matches!(forward_held(&mut self.copies, &mut self.pool, tail, key), Forward::Moved(_)))
             .count();
         self.settle(0);
         moved
@@ -220,6 +223,15 @@ impl SegmentStore {
         self.tails.remove(&(filter.to_owned(), generation));
     }
 
+    /// Counts `bytes` held elsewhere (the manifests) against the budget too.
+    pub fn reserve(&mut self, bytes: usize) {
+        let grew = bytes > self.reserved;
+        self.reserved = bytes;
+        if grew {
+            self.settle(0);
+        }
+    }
+
     /// After tails grew: trims them to their share and evicts copies to stay within budget.
     pub fn tails_grew(&mut self) {
         self.settle(0);
@@ -235,10 +247,16 @@ impl SegmentStore {
             spares: self.pool.len(),
             tail_bytes: self.tail_bytes(),
             tail_hashes: self.tails.values().map(JournalTail::hashes).sum(),
+            reserved_bytes: self.reserved,
             dropped_by_switch: self.dropped_by_switch,
             buffers_reused,
             buffers_allocated,
         }
+    }
+
+    /// What the budget leaves for copies and spare buffers.
+    fn room(&self) -> usize {
+        self.budget.saturating_sub(self.tail_bytes() + self.reserved)
     }
 
     fn tail_bytes(&self) -> usize {
@@ -260,7 +278,7 @@ impl SegmentStore {
             let half = largest.bytes() / 2;
             largest.trim_to(half);
         }
-        let room = self.budget.saturating_sub(self.tail_bytes());
+        let room = self.room();
         if self.copies.used_bytes() + self.pool.bytes() <= room {
             return;
         }
@@ -272,30 +290,27 @@ impl SegmentStore {
     }
 }
 
-/// Brings the copy held as `key` forward through `tail`, replacing it in place; and whether
-/// the copies now take more bytes than before.
+/// Brings the copy held as `key` forward through `tail`, replacing it in place (the buffer it
+/// replaces becomes a spare).
 fn forward_held(
     copies: &mut ByteLru<SegmentKey, SegmentCopy>,
     pool: &mut BufferPool,
     tail: &JournalTail,
     key: &SegmentKey,
-) -> (Forward, bool) {
+) -> Forward {
     let Some(copy) = copies.peek(key) else {
-        return (Forward::NotCovered, false);
+        return Forward::NotCovered;
     };
     let forward = tail.bring_forward(&copy, |len| pool.take(len));
     drop(copy); // the held one is then the last reference to its buffer
-    let mut grew = false;
     if let Forward::Moved(next) = &forward {
-        let len = next.bytes();
-        if let Ok(old) = copies.replace(key, next.clone(), len) {
-            grew = len > old.bytes();
+        if let Ok(old) = copies.replace(key, next.clone(), next.bytes()) {
             if let Some(buffer) = old.into_buffer() {
                 pool.give(buffer);
             }
         }
     }
-    (forward, grew)
+    forward
 }
 
 #[cfg(test)]
@@ -396,7 +411,23 @@ mod tests {
         }
         let h = store.holdings();
         assert!(h.buffers_allocated <= 25, "re-encodings take the buffers they free: {h:?}");
+        assert!(h.total_bytes() <= store.budget(), "{h:?}");
         assert!(matches!(store.bring_forward(&key(1, 999)), Forward::NotCovered), "not held");
+    }
+
+    #[test]
+    fn bytes_reserved_elsewhere_count_against_the_budget() {
+        let mut store = SegmentStore::new(256 * KIB);
+        let size = copy(1, 0, 0, Vec::new()).bytes();
+        for i in 0..100 {
+            let b = store.buffer(size);
+            store.keep(key(1, i), copy(1, i, 0, b));
+        }
+        store.reserve(100 * KIB);
+        let h = store.holdings();
+        assert_eq!(h.reserved_bytes, 100 * KIB);
+        assert!(h.total_bytes() <= store.budget(), "{h:?}");
+        assert!(h.copies < 40, "copies made room: {h:?}");
     }
 
     #[test]
