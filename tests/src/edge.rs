@@ -34,6 +34,9 @@ pub struct Options {
     /// Another build of the worker to serve than `wrangler.toml`'s (`edge/build`): a directory
     /// holding its `index.js`, relative to `root` (e.g. `edge/build-planted`).
     pub build: Option<std::path::PathBuf>,
+    /// Where the local simulators keep their state (`--persist-to`; the Cache API's entries
+    /// among it); `None` = wrangler's default, `.wrangler/state` in the checkout.
+    pub persist_to: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -41,7 +44,7 @@ impl Options {
     pub fn new(freshness_secs: u32) -> Options {
         let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(crate::repo_root, Into::into);
         let wrangler_inspector = std::env::var("BLOOMGATE_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
-        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector, build: None }
+        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector, build: None, persist_to: None }
     }
 }
 
@@ -130,6 +133,9 @@ impl Wrangler {
             .args(["--var", &format!("FRESHNESS_SECS:{}", options.freshness_secs)]);
         for (name, value) in &options.vars {
             command.args(["--var", &format!("{name}:{value}")]);
+        }
+        if let Some(dir) = &options.persist_to {
+            command.arg("--persist-to").arg(dir);
         }
         if !options.wrangler_inspector {
             command.env("VSCODE_INSPECTOR_OPTIONS", "1");
