@@ -8,6 +8,8 @@
 //! The edge's own JSON answers are written here too.
 
 use crate::answer;
+use crate::batch_body::{BatchBodyError, BoundedBody};
+use futures_util::Stream;
 use bloomgate_client::{headers, media};
 use js_sys::Uint8Array;
 use serde::Serialize;
@@ -22,10 +24,23 @@ pub(crate) async fn read_exact(response: worker::Response, buffer: impl FnOnce(u
     Ok(copy_in(&body, buffer))
 }
 
-/// The body of the request being served, copied into a vector of its exact length.
-pub(crate) async fn request_exact(request: &worker::Request) -> Result<Vec<u8>> {
-    let body = JsFuture::from(request.inner().array_buffer()?).await?;
-    Ok(copy_in(&body, Vec::with_capacity))
+/// The body of the request being served, read chunk by chunk and refused as soon as it passes
+/// `max_bytes`, declared length or not: never held whole before it is judged.
+pub(crate) async fn request_bounded(
+    request: &mut worker::Request,
+    max_bytes: usize,
+) -> Result<std::result::Result<Vec<u8>, BatchBodyError>> {
+    let mut body = BoundedBody::new(max_bytes);
+    if request.inner().body().is_none() {
+        return Ok(Ok(body.into_bytes()));
+    }
+    let mut stream = request.stream()?;
+    while let Some(chunk) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut stream).poll_next(cx)).await {
+        if let Err(e) = body.push(&chunk?) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(body.into_bytes()))
 }
 
 fn copy_in(array_buffer: &JsValue, buffer: impl FnOnce(usize) -> Vec<u8>) -> Vec<u8> {

@@ -21,6 +21,7 @@
 //! - [`store`]: copies, spare buffers and tails under one byte budget; one generation per filter.
 //! - [`lru`] and [`pool`]: the store's least-recently-used copies and spare segment buffers.
 //! - [`cache_copy`]: the Cache API key of a copy, and when a copy is written back there.
+//! - [`batch_body`]: a batch body bounded while read and parsed (bytes, then keys).
 //! - [`answer`]: response bodies (the wire contract's, `bloomgate_client`), which origin answers
 //!   are relayed, the origin URL a lookup goes to.
 //! - [`report`]: the isolate's report on itself, and the log line when wasm memory grows.
@@ -41,6 +42,7 @@
 #![forbid(unsafe_code)]
 
 pub mod answer;
+pub mod batch_body;
 pub mod cache_copy;
 pub mod catch_up;
 pub mod config;

@@ -7,7 +7,8 @@
 //! and a usable copy at hand), which is what a lookup costs once the isolate is warm.
 
 use crate::answer;
-use crate::body::{json, problem, relay_not_found, request_exact};
+use crate::batch_body::{self, BatchBodyError};
+use crate::body::{json, problem, relay_not_found, request_bounded};
 use crate::config::EdgeConfig;
 use crate::decide::{self, Decision};
 use crate::isolate::{now_ms, with_isolate};
@@ -147,18 +148,19 @@ pub(crate) async fn handle_batch(config: &EdgeConfig, ctx: &Context, req: Reques
     if declared.is_some_and(|len| len > MAX_BATCH_BODY) {
         return problem(&answer::body_too_large(MAX_BATCH_BODY));
     }
-    let body = sw.wait(request_exact(&req)).await?;
-    if body.len() > MAX_BATCH_BODY {
-        return problem(&answer::body_too_large(MAX_BATCH_BODY));
-    }
-    let batch: Keys = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => return problem(&answer::bad_request(format!("invalid JSON body: {e}"))),
+    let mut req = req;
+    // Bounded while read and while parsed (`batch_body`): a body without a Content-Length is
+    // refused at the limit, and keys past `MAX_BATCH` are counted, not kept.
+    let parsed = match sw.wait(request_bounded(&mut req, MAX_BATCH_BODY)).await? {
+        Ok(body) => batch_body::parse_keys(&body, config.max_batch),
+        Err(e) => Err(e),
     };
-    drop(body);
-    if batch.keys.len() > config.max_batch {
-        return problem(&answer::batch_too_large(config.max_batch, batch.keys.len()));
-    }
+    let batch = match parsed {
+        Ok(keys) => Keys { keys },
+        Err(BatchBodyError::TooLarge) => return problem(&answer::body_too_large(MAX_BATCH_BODY)),
+        Err(BatchBodyError::TooManyKeys(got)) => return problem(&answer::batch_too_large(config.max_batch, got)),
+        Err(BatchBodyError::Invalid(e)) => return problem(&answer::bad_request(format!("invalid JSON body: {e}"))),
+    };
     let mut results: Vec<Option<KeyAnswer>> = vec![None; batch.keys.len()];
     let (manifest, asked_at) = match manifest(config, ctx, filter, &mut sw).await {
         ManifestFetch::Found(m, asked_at) => (m, asked_at),

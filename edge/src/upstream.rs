@@ -2,10 +2,11 @@
 //! aborted when it runs out: a slow origin costs a bounded wait, then a forward or a 503.
 //!
 //! Forwarded lookups relay the origin's answers and refusals as they are (400, 413, 429 with
-//! its Retry-After: [`answer::relays`]); no answer, a timeout or a 5xx is a 503 with
-//! Retry-After, never "no".
+//! its Retry-After: [`answer::judge_origin_answer`]); an answer that is not bloomgate's (no
+//! `x-bloomgate-answered-by`, no problem body) is a 502; no answer, a timeout or a 5xx is a 503
+//! with Retry-After, never "no".
 
-use crate::answer;
+use crate::answer::{self, OriginAnswer};
 use crate::config::EdgeConfig;
 use crate::decide::ORIGIN_TIMEOUT_CAP_MS;
 use bloomgate_client::api::{Keys, Lookups};
@@ -132,11 +133,14 @@ pub(crate) async fn forward(config: &EdgeConfig, req: &Request) -> Result<Respon
     };
     let target = answer::origin_url(&config.origin_url, &path_and_query);
     match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS, any_body()).await {
-        Ok(reply) if answer::relays(reply.status) => relay(reply),
-        Ok(reply) => {
-            worker::console_error!("forward {target}: origin answered {}", reply.status);
-            unavailable()
-        }
+        Ok(reply) => match judge(&reply) {
+            OriginAnswer::Relay => relay(reply),
+            OriginAnswer::NotBloomgate => not_bloomgate(&target, &reply),
+            OriginAnswer::Unavailable => {
+                worker::console_error!("forward {target}: origin answered {}", reply.status);
+                unavailable()
+            }
+        },
         Err(e) => {
             worker::console_error!("forward {target}: {e}");
             unavailable()
@@ -174,12 +178,30 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<S
                 unavailable().map(BatchForward::Refused)
             }
         },
-        status if answer::relays(status) => relay(reply).map(BatchForward::Refused),
-        status => {
-            worker::console_error!("batch {url}: origin answered {status}");
-            unavailable().map(BatchForward::Refused)
-        }
+        status => match judge(&reply) {
+            // A 200 is a batch answer, read above; a relayed batch answer is a refusal.
+            OriginAnswer::Relay if status != 200 => relay(reply).map(BatchForward::Refused),
+            OriginAnswer::Relay | OriginAnswer::NotBloomgate => not_bloomgate(&url, &reply).map(BatchForward::Refused),
+            OriginAnswer::Unavailable => {
+                worker::console_error!("batch {url}: origin answered {status}");
+                unavailable().map(BatchForward::Refused)
+            }
+        },
     }
+}
+
+/// What the origin's `reply` is (see [`answer::judge_origin_answer`]).
+pub(crate) fn judge(reply: &Reply) -> OriginAnswer {
+    let header = |name| reply.headers.get(name).ok().flatten();
+    answer::judge_origin_answer(reply.status, header(headers::ANSWERED_BY).as_deref(), header(headers::CONTENT_TYPE).as_deref())
+}
+
+/// 502: what answered at `url` is not bloomgate's origin.
+fn not_bloomgate(url: &str, reply: &Reply) -> Result<Response> {
+    worker::console_error!("{url}: answered {} without bloomgate's headers: check ORIGIN_URL", reply.status);
+    let r = Response::from_json(&answer::not_bloomgate(reply.status))?.with_status(502);
+    r.headers().set(headers::CONTENT_TYPE, media::PROBLEM_JSON)?;
+    Ok(r)
 }
 
 /// The origin's answer passed on: its status, body and the headers [`answer::relayed_headers`]

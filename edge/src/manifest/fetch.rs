@@ -130,7 +130,11 @@ async fn from_origin(config: &EdgeConfig, filter: &str) -> ManifestFetch {
                 ManifestFetch::Failed
             }
         },
-        404 => ManifestFetch::Unknown(Rc::new(reply.body)),
+        // No such filter, in the origin's words (a problem body); a 404 from anything else at
+        // ORIGIN_URL is a failure, and the lookup is forwarded (and answered 502 there).
+        404 if crate::upstream::judge(&reply) == crate::answer::OriginAnswer::Relay => {
+            ManifestFetch::Unknown(Rc::new(reply.body))
+        }
         status => {
             console_error!("manifest {filter}: origin answered {status}");
             ManifestFetch::Failed
