@@ -70,11 +70,37 @@ pub fn batch_too_large(max: usize, got: usize) -> Problem {
     )
 }
 
-/// Whether the edge relays the origin's answer to a forwarded lookup as it is: answers (200,
-/// 404) and the origin's refusals (400, 413, 429 with its Retry-After: the client must change
-/// or slow its request, which a 503 would hide). A 5xx, like no answer, becomes a 503.
-pub fn relays(origin_status: u16) -> bool {
-    (200..500).contains(&origin_status)
+/// What the edge makes of the origin's answer to a forwarded lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginAnswer {
+    /// Relayed as it is: a key's answer (200, 404) naming who answered it
+    /// (`x-bloomgate-answered-by`), or one of the origin's refusals (4xx with a problem body:
+    /// no such filter, a bad key, too large, 429 with its Retry-After), which the client must
+    /// see, as a 503 would hide them.
+    Relay,
+    /// Something else answered at `ORIGIN_URL` (a load balancer's or another service's 404, a
+    /// page): 502, never relayed, as a 404 from anything but bloomgate would read as "not seen".
+    NotBloomgate,
+    /// A 5xx, like no answer: the edge's own 503 (the answer is unknown).
+    Unavailable,
+}
+
+/// Judges the origin's answer by its status, `x-bloomgate-answered-by` and `Content-Type`.
+pub fn judge_origin_answer(status: u16, answered_by: Option<&str>, content_type: Option<&str>) -> OriginAnswer {
+    let answered = answered_by.and_then(AnsweredBy::parse).is_some_and(|by| by != AnsweredBy::Edge);
+    let refusal = content_type.is_some_and(media::is_problem);
+    match status {
+        200 | 404 if answered => OriginAnswer::Relay,
+        400..=499 if refusal => OriginAnswer::Relay,
+        200..=499 => OriginAnswer::NotBloomgate,
+        _ => OriginAnswer::Unavailable,
+    }
+}
+
+/// 502 for an answer at `ORIGIN_URL` that is not bloomgate's ([`OriginAnswer::NotBloomgate`]).
+pub fn not_bloomgate(status: u16) -> Problem {
+    Problem::new(502, format!("the origin answered {status} without bloomgate's headers; the answer is unknown"))
+        .with_hint("ORIGIN_URL, or a route in front of the origin, reaches something that is not bloomgate's origin: check it.")
 }
 
 /// Headers of the origin's answer that the edge passes on when it relays it. Not
@@ -144,13 +170,36 @@ mod tests {
     }
 
     #[test]
-    fn refusals_from_the_origin_are_relayed_and_failures_are_not() {
-        for status in [200, 404, 400, 413, 429] {
-            assert!(relays(status), "{status}");
+    fn answers_and_refusals_from_the_origin_are_relayed_and_failures_are_not() {
+        let problem = Some("application/problem+json");
+        for by in ["filter", "database"] {
+            assert_eq!(judge_origin_answer(200, Some(by), Some("application/json")), OriginAnswer::Relay);
+            assert_eq!(judge_origin_answer(404, Some(by), None), OriginAnswer::Relay, "a HEAD has no body");
+        }
+        for status in [400, 404, 413, 429] {
+            assert_eq!(judge_origin_answer(status, None, problem), OriginAnswer::Relay, "{status}");
         }
         for status in [500, 502, 503, 504] {
-            assert!(!relays(status), "{status} becomes the edge's own 503");
+            assert_eq!(judge_origin_answer(status, None, problem), OriginAnswer::Unavailable, "{status}");
         }
+    }
+
+    #[test]
+    fn a_404_from_anything_but_the_origin_is_never_relayed() {
+        // A load balancer's or another service's answer at ORIGIN_URL: relayed, it would read
+        // as "not seen".
+        for (status, by, content_type) in [
+            (404, None, Some("text/html")),
+            (404, None, Some("application/json")),
+            (404, None, None),
+            (200, None, Some("text/html")),
+            (404, Some("edge"), Some("application/json")),
+            (404, Some("cdn"), Some("application/json")),
+            (301, None, None),
+        ] {
+            assert_eq!(judge_origin_answer(status, by, content_type), OriginAnswer::NotBloomgate, "{status} {by:?}");
+        }
+        assert_eq!(not_bloomgate(404).status, 502);
     }
 
     #[test]

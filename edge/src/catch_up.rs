@@ -1,22 +1,18 @@
-//! Bringing the segments an isolate holds up to a manifest's journal head, pure: which copies
-//! are behind, where the one journal request for the filter starts, how large a chunk is worth
-//! reading, and when to ask again.
+//! Bringing the copies an isolate holds up to a manifest's journal head, pure: which copies are
+//! behind, where journal requests start, how large a chunk is worth reading, when to ask again.
 //!
-//! One request serves every copy of the filter: it starts at the lowest position among them and
-//! each copy takes the entries after its own position ([`Held::apply`]). The work per catch-up
-//! is bounded: at most [`MAX_JOURNAL_REQUESTS`] chunks (the origin sends at most 16,384 entries
-//! each), each at most [`chunk_byte_limit`] bytes. Copies still behind after that, or that a
-//! chunk cannot bring forward, are simply not used for "no": they are fetched whole when a
-//! lookup needs them.
-//!
-//! The same request also refreshes the manifest ([`refreshed`]): a generation's params and key
-//! format never change, so all a new manifest would add is the journal's head. A chunk that
-//! reaches the head, of the generation the origin would name in a manifest (both read after the
-//! request arrived), says exactly that, and copies current to its end answer every key
-//! acknowledged before the request. One request per refresh, a few bytes when nothing was
-//! written.
+//! Every chunk the isolate reads goes into the filter generation's journal tail
+//! ([`crate::tail`]), and copies are brought forward from there. Forward requests start at the
+//! tail's head (the entries since the last one read: one request per filter per refresh, a few
+//! bytes when nothing was written). A copy older than the tail's base (one from the Cache API,
+//! written by an isolate long ago) needs the entries before it: one request back from the
+//! oldest such copy ([`oldest_uncovered`]), after which the tail reaches it and every younger
+//! copy. The work per catch-up is bounded: at most [`MAX_JOURNAL_REQUESTS`] chunks (the origin
+//! sends at most 16,384 entries each), each at most [`chunk_byte_limit`] bytes. Copies still
+//! behind after that are simply not used for "no": they are fetched whole when a lookup needs
+//! them.
 
-use crate::held::Held;
+use crate::copy::SegmentCopy;
 use bloomgate_filter::{JournalPosition, Manifest};
 
 /// Journal requests one catch-up makes at most.
@@ -30,7 +26,7 @@ pub const MAX_CHUNK_BYTES: usize = 8 * 1024 * 1024;
 
 /// Whether `held` is a copy of the manifest's generation that the journal can bring up to the
 /// manifest's head: it names a position, and that position is behind the head.
-pub fn behind(manifest: &Manifest, held: &Held) -> bool {
+pub fn behind(manifest: &Manifest, held: &SegmentCopy) -> bool {
     let header = held.segment().header();
     let Some(head) = manifest.journal else {
         return false;
@@ -40,32 +36,10 @@ pub fn behind(manifest: &Manifest, held: &Held) -> bool {
         && held.current_to().is_some_and(|at| at.added < head.added)
 }
 
-/// Where the filter's journal request starts: the lowest position among the copies behind.
-pub fn journal_from<'a>(behind: impl IntoIterator<Item = &'a Held>) -> Option<JournalPosition> {
-    behind.into_iter().filter_map(Held::current_to).min_by_key(|at| at.added)
-}
-
-/// Where a refresh by journal starts: the lowest position among the copies held of the
-/// generation, or the old manifest's head when none is further behind (the entries after it
-/// are the ones a new head would add).
-pub fn refresh_from<'a>(head: JournalPosition, held: impl IntoIterator<Item = &'a Held>) -> JournalPosition {
-    held.into_iter().filter_map(Held::current_to).filter(|at| at.added < head.added).fold(head, |low, at| {
-        if at.added < low.added {
-            at
-        } else {
-            low
-        }
-    })
-}
-
-/// The manifest a chunk ending at `to` stands for: `old` with `to` as its head, when the chunk
-/// reached the journal's head (`head`: the entries it had when read) and its generation is the
-/// one a manifest would name (`readable`). None: ask for the manifest.
-pub fn refreshed(old: &Manifest, to: JournalPosition, head: Option<u64>, readable: Option<u64>) -> Option<Manifest> {
-    let reached = head == Some(to.added);
-    let still_named = readable == Some(old.generation);
-    let forward = old.journal.is_some_and(|old_head| to.added >= old_head.added);
-    (reached && still_named && forward).then(|| Manifest { journal: Some(to), ..old.clone() })
+/// Where a request back starts: the lowest position among `copies` that is older than the
+/// tail's `base` (the tail cannot bring those forward). None when the tail reaches them all.
+pub fn oldest_uncovered<'a>(base: u64, copies: impl IntoIterator<Item = &'a SegmentCopy>) -> Option<JournalPosition> {
+    copies.into_iter().filter_map(SegmentCopy::current_to).filter(|at| at.added < base).min_by_key(|at| at.added)
 }
 
 /// Largest chunk body to read when the copies behind hold `behind_bytes`.
@@ -94,36 +68,25 @@ pub fn journal_url(origin_url: &str, filter: &str, generation: u64, after: Journ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloomgate_filter::{encode_segment, encode_segment_at, KeyFormat, Params, Segment, SizingOptions};
+    use crate::testing::at;
+    use bloomgate_filter::{encode_segment, encode_segment_at, Params, Segment};
 
     fn params() -> Params {
-        Params::for_capacity_with(5_000, 0.01, SizingOptions { seed: 3, segment_bytes: 1024 }).unwrap()
-    }
-
-    fn at(added: u64) -> JournalPosition {
-        JournalPosition { added, id_ms: 1_700_000_000_000 + added, id_seq: 1 }
+        crate::testing::params(3)
     }
 
     fn manifest(head: Option<u64>) -> Manifest {
-        let params = params();
-        Manifest {
-            filter: "f".into(),
-            key_format: KeyFormat::Bytes,
-            generation: 9,
-            params,
-            segment_versions: vec![4; params.segment_count as usize],
-            journal: head.map(at),
-        }
+        crate::testing::manifest(params(), 4, head.map(at))
     }
 
-    fn held(generation: u64, position: Option<u64>) -> Held {
+    fn held(generation: u64, position: Option<u64>) -> SegmentCopy {
         let p = params();
         let payload = vec![0u8; p.segment_bytes() as usize];
         let bytes = match position {
             Some(added) => encode_segment_at(&p, generation, 0, 4, at(added), &payload),
             None => encode_segment(&p, generation, 0, 4, &payload),
         };
-        Held::new(Segment::decode(bytes.unwrap()).unwrap())
+        SegmentCopy::new(Segment::decode(bytes.unwrap()).unwrap())
     }
 
     #[test]
@@ -138,10 +101,11 @@ mod tests {
     }
 
     #[test]
-    fn one_request_from_the_lowest_position() {
+    fn one_request_back_from_the_oldest_copy_the_tail_does_not_reach() {
         let copies = [held(9, Some(70)), held(9, Some(40)), held(9, None), held(9, Some(90))];
-        assert_eq!(journal_from(&copies), Some(at(40)));
-        assert_eq!(journal_from(&copies[2..3]), None);
+        assert_eq!(oldest_uncovered(80, &copies), Some(at(40)));
+        assert_eq!(oldest_uncovered(40, &copies), None, "a copy at the base is covered");
+        assert_eq!(oldest_uncovered(80, &copies[2..3]), None, "no position: nothing to start from");
         assert_eq!(
             journal_url("http://o:1", "f", 9, at(40)),
             "http://o:1/v1/filters/f/journal/9?after=40&after_id=1700000000040-1"
@@ -166,7 +130,7 @@ mod tests {
     #[test]
     fn a_copy_a_damaged_chunk_could_not_bring_forward_never_answers_no() {
         use crate::decide::{decide, segment_usable, Decision};
-        use crate::held::{Applied, Touched};
+        use crate::tail::{Forward, JournalTail};
         use bloomgate_filter::{decode_journal, encode_journal, hash_key};
         let m = manifest(Some(100));
         let copy = held(9, Some(60));
@@ -193,38 +157,13 @@ mod tests {
         }
         // The whole chunk brings it forward, and the keys it carries are then never "no" (the
         // ones in this segment are "maybe"; the others are another segment's to answer).
-        let view = decode_journal(&chunk).unwrap();
-        let Applied::Forward(current) = copy.apply(&view, &Touched::of(&view, &m.params)) else {
-            panic!("not applied")
-        };
+        let mut tail = JournalTail::at(9, m.params, at(60));
+        tail.add(&decode_journal(&chunk).unwrap()).unwrap();
+        let Forward::Moved(current) = tail.bring_forward(&copy, Vec::with_capacity) else { panic!("not applied") };
         assert!(segment_usable(&m, &current));
         for key in &keys {
             assert_ne!(decide(&m, Some(&current), key), Decision::NotSeen);
         }
-    }
-
-    #[test]
-    fn a_refresh_starts_from_the_lowest_copy_or_the_head() {
-        let head = at(100);
-        assert_eq!(refresh_from(head, &[]), head, "nothing held: the entries since the last head");
-        let copies = [held(9, Some(150)), held(9, Some(70)), held(9, None), held(9, Some(90))];
-        assert_eq!(refresh_from(head, &copies), at(70));
-        assert_eq!(refresh_from(head, &copies[..1]), head, "a copy past the head does not move the start");
-    }
-
-    #[test]
-    fn a_chunk_is_a_manifest_only_when_it_reaches_the_head_of_the_generation_still_named() {
-        let old = manifest(Some(100));
-        let next = refreshed(&old, at(130), Some(130), Some(9)).unwrap();
-        assert_eq!(next.journal, Some(at(130)));
-        assert_eq!(Manifest { journal: old.journal, ..next.clone() }, old, "all else as it was");
-        assert_eq!(refreshed(&old, at(100), Some(100), Some(9)).unwrap().journal, Some(at(100)), "no writes since");
-        assert_eq!(refreshed(&old, at(130), Some(131), Some(9)), None, "cut short of the head");
-        assert_eq!(refreshed(&old, at(130), None, Some(9)), None, "head not said");
-        assert_eq!(refreshed(&old, at(130), Some(130), Some(10)), None, "another generation is named now");
-        assert_eq!(refreshed(&old, at(130), Some(130), None), None, "none readable");
-        assert_eq!(refreshed(&old, at(90), Some(90), Some(9)), None, "behind the old head: not this journal");
-        assert_eq!(refreshed(&manifest(None), at(130), Some(130), Some(9)), None, "no journal, no refresh by it");
     }
 
     #[test]

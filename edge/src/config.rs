@@ -13,11 +13,23 @@ pub const FRESHNESS_SECS: &str = "FRESHNESS_SECS";
 /// short S is cheap.
 pub const DEFAULT_FRESHNESS_SECS: u32 = 2;
 
-/// Name of the optional variable bounding the in-isolate segment cache, in MiB.
+/// Name of the optional variable bounding what the isolate holds between requests (segment
+/// copies, spare segment buffers, journal tails), in bytes (`33554432`) or with a unit
+/// (`32MiB`, `512KiB`).
+pub const EDGE_MAX_HELD_BYTES: &str = "EDGE_MAX_HELD_BYTES";
+/// The older name of that bound, in whole MiB: read only when `EDGE_MAX_HELD_BYTES` is unset.
 pub const MEMORY_CACHE_MB: &str = "MEMORY_CACHE_MB";
-/// Default in-isolate segment cache: well under the 128 MB isolate limit, since wasm memory
-/// never shrinks once grown.
-pub const DEFAULT_MEMORY_CACHE_MB: u32 = 32;
+const MIB: usize = 1024 * 1024;
+/// Default held bytes: a quarter of the isolate's 128 MB. wasm memory never shrinks, and the
+/// rest is for the work of requests in progress (bodies, a segment per lookup loading one),
+/// the module itself and the JavaScript side.
+pub const DEFAULT_MAX_HELD_BYTES: usize = 32 * MIB;
+/// The range `EDGE_MAX_HELD_BYTES` accepts.
+pub const HELD_BYTES_RANGE: core::ops::RangeInclusive<usize> = MIB..=96 * MIB;
+
+/// Name of the optional switch for the Cache API tier (`true` or `false`, default `true`):
+/// `false` keeps segments in isolate memory and the origin only (a bypass for measuring).
+pub const CACHE_API: &str = "CACHE_API";
 
 /// Name of the optional variable bounding the keys in one batch lookup.
 pub const MAX_BATCH: &str = "MAX_BATCH";
@@ -41,8 +53,11 @@ pub struct EdgeConfig {
     /// The freshness bound S: a key acknowledged by the origin is answered "seen" here at
     /// most this many seconds later (the manifest's lifetime in the isolate).
     pub freshness_secs: u32,
-    /// Bytes of segments held in isolate memory.
-    pub memory_cache_bytes: usize,
+    /// Most bytes the isolate holds between requests (segment copies, spare buffers, journal
+    /// tails).
+    pub max_held_bytes: usize,
+    /// Whether segments are also kept in, and read from, the Cache API.
+    pub cache_api: bool,
     /// Most keys in one batch lookup; a bigger batch is refused (413) before any work.
     pub max_batch: usize,
     /// Log a line for every request, not only errors. Off by default: under `wrangler dev`
@@ -99,13 +114,7 @@ impl EdgeConfig {
         if freshness_secs == 0 {
             return Err(ConfigError::Invalid { name: FRESHNESS_SECS, reason: "must be at least 1 second" });
         }
-        let memory_mb: u32 = match lookup(MEMORY_CACHE_MB) {
-            None => DEFAULT_MEMORY_CACHE_MB,
-            Some(v) => v.trim().parse().ok().filter(|mb| (1..=96).contains(mb)).ok_or(ConfigError::Invalid {
-                name: MEMORY_CACHE_MB,
-                reason: "must be a whole number of MiB from 1 to 96 (the isolate has 128 MB in all)",
-            })?,
-        };
+        let max_held_bytes = held_bytes(&lookup)?;
         let max_batch = match lookup(MAX_BATCH) {
             None => DEFAULT_MAX_BATCH,
             Some(v) => {
@@ -115,19 +124,48 @@ impl EdgeConfig {
                 })?
             }
         };
-        let log_requests = match lookup(LOG_REQUESTS).as_deref().map(str::trim) {
-            None | Some("" | "false" | "0") => false,
-            Some("true" | "1") => true,
-            Some(_) => return Err(ConfigError::Invalid { name: LOG_REQUESTS, reason: "must be true or false" }),
-        };
-        Ok(Self {
-            origin_url,
-            edge_secret,
-            freshness_secs,
-            memory_cache_bytes: memory_mb as usize * 1024 * 1024,
-            max_batch,
-            log_requests,
-        })
+        let log_requests = switch(&lookup, LOG_REQUESTS, false)?;
+        let cache_api = switch(&lookup, CACHE_API, true)?;
+        Ok(Self { origin_url, edge_secret, freshness_secs, max_held_bytes, cache_api, max_batch, log_requests })
+    }
+}
+
+/// `EDGE_MAX_HELD_BYTES`, else `MEMORY_CACHE_MB` (MiB), else the default.
+fn held_bytes(lookup: &impl Fn(&str) -> Option<String>) -> Result<usize, ConfigError> {
+    let (name, bytes) = match (lookup(EDGE_MAX_HELD_BYTES), lookup(MEMORY_CACHE_MB)) {
+        (Some(v), _) => (EDGE_MAX_HELD_BYTES, parse_bytes(&v)),
+        (None, Some(v)) => (MEMORY_CACHE_MB, v.trim().parse::<usize>().ok().and_then(|mb| mb.checked_mul(MIB))),
+        (None, None) => return Ok(DEFAULT_MAX_HELD_BYTES),
+    };
+    bytes.filter(|b| HELD_BYTES_RANGE.contains(b)).ok_or(ConfigError::Invalid {
+        name,
+        reason: "must be from 1 MiB to 96 MiB (the isolate has 128 MB in all): bytes, or a number with KiB or MiB",
+    })
+}
+
+/// `1048576`, `1024KiB`, `32MiB`, `32 MiB`.
+fn parse_bytes(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let scale = match unit.trim() {
+        "" => 1,
+        "KiB" => 1024,
+        "MiB" => MIB,
+        _ => return None,
+    };
+    number.parse::<usize>().ok()?.checked_mul(scale)
+}
+
+/// A `true`/`false` (or `1`/`0`) setting; `default` when unset or empty.
+fn switch(lookup: &impl Fn(&str) -> Option<String>, name: &'static str, default: bool) -> Result<bool, ConfigError> {
+    match lookup(name).as_deref().map(str::trim) {
+        None | Some("") => Ok(default),
+        Some("true" | "1") => Ok(true),
+        Some("false" | "0") => Ok(false),
+        Some(_) => Err(ConfigError::Invalid { name, reason: "must be true or false" }),
     }
 }
 
@@ -164,6 +202,32 @@ mod tests {
             assert!(!with(off).unwrap().log_requests, "{off:?}");
         }
         assert!(matches!(with("yes"), Err(ConfigError::Invalid { name: LOG_REQUESTS, .. })));
+    }
+
+    #[test]
+    fn held_bytes_take_units_and_the_older_name() {
+        let with = |pairs: &[(&str, &str)]| parse(&[DEV, pairs].concat());
+        assert_eq!(with(&[]).unwrap().max_held_bytes, DEFAULT_MAX_HELD_BYTES);
+        assert_eq!(with(&[(EDGE_MAX_HELD_BYTES, "16MiB")]).unwrap().max_held_bytes, 16 * MIB);
+        assert_eq!(with(&[(EDGE_MAX_HELD_BYTES, " 2048 KiB ")]).unwrap().max_held_bytes, 2 * MIB);
+        assert_eq!(with(&[(EDGE_MAX_HELD_BYTES, "1048576")]).unwrap().max_held_bytes, MIB);
+        assert_eq!(with(&[(MEMORY_CACHE_MB, "8")]).unwrap().max_held_bytes, 8 * MIB, "the older name, in MiB");
+        let both = with(&[(MEMORY_CACHE_MB, "8"), (EDGE_MAX_HELD_BYTES, "4MiB")]).unwrap();
+        assert_eq!(both.max_held_bytes, 4 * MIB, "the new name wins");
+        for bad in ["0", "1048575", "97MiB", "32MB", "lots", "-1", ""] {
+            let err = with(&[(EDGE_MAX_HELD_BYTES, bad)]).unwrap_err();
+            assert!(matches!(err, ConfigError::Invalid { name: EDGE_MAX_HELD_BYTES, .. }), "{bad}: {err}");
+        }
+        assert!(matches!(with(&[(MEMORY_CACHE_MB, "200")]), Err(ConfigError::Invalid { name: MEMORY_CACHE_MB, .. })));
+    }
+
+    #[test]
+    fn the_cache_api_is_on_unless_switched_off() {
+        let with = |v: &str| parse(&[DEV[0], DEV[1], DEV[2], (CACHE_API, v)]);
+        assert!(parse(DEV).unwrap().cache_api);
+        assert!(!with("false").unwrap().cache_api);
+        assert!(with("true").unwrap().cache_api);
+        assert!(matches!(with("off"), Err(ConfigError::Invalid { name: CACHE_API, .. })));
     }
 
     #[test]

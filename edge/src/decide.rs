@@ -1,9 +1,11 @@
-//! The edge's decisions, pure: is the manifest fresh enough, which cache key names a segment,
-//! whether a held segment may answer under a manifest, and what its bits say about a key.
+//! The per-key decision, pure, shared by single and batch lookups: which segment a key is in,
+//! whether a copy of it may answer under a manifest, what its bits say, and whether that "no"
+//! still stands when answering; how long a fetch for a manifest may take.
 //!
-//! Freshness: a manifest is used for at most `FRESHNESS_SECS` after the edge *asked* for it.
-//! The origin reads what it lists after the request arrives, so it covers every key
-//! acknowledged before the ask; a held segment answers "no" only if it covers at least as much
+//! Freshness: a manifest is used for at most `FRESHNESS_SECS` after the edge *asked* for it
+//! ([`crate::manifest::is_fresh`]). The origin reads what it lists after the request arrives,
+//! so it covers every key acknowledged before the ask; a copy answers "no" only if it covers
+//! at least as much
 //! ([`segment_usable`]). With an insert journal (the manifest names its head) that is a copy
 //! current to the head or past it: the head is read after the ask, and every acknowledged add
 //! was appended before it was acknowledged. Without one, a copy at least at the listed version
@@ -15,7 +17,8 @@
 //! wait ([`answer_now`]), and fetches for a manifest are given no more time than it can be used
 //! for ([`fetch_budget_ms`]). A slow origin thus turns into a forward or a 503, never a stale "no".
 
-use crate::held::Held;
+use crate::copy::SegmentCopy;
+use crate::manifest::is_fresh;
 use bloomgate_filter::{hash_key, Manifest};
 
 /// What the edge does with a lookup.
@@ -42,7 +45,7 @@ pub const ORIGIN_TIMEOUT_CAP_MS: u32 = 10_000;
 /// last wait before answering.
 pub fn answer_now(decision: Decision, asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> Decision {
     match decision {
-        Decision::NotSeen if !manifest_is_fresh(asked_at_ms, now_ms, freshness_secs) => Decision::ForwardStale,
+        Decision::NotSeen if !is_fresh(asked_at_ms, now_ms, freshness_secs) => Decision::ForwardStale,
         other => other,
     }
 }
@@ -52,7 +55,7 @@ pub fn answer_now(decision: Decision, asked_at_ms: f64, now_ms: f64, freshness_s
 /// [`ORIGIN_TIMEOUT_CAP_MS`]. None when nothing is left: do not fetch, forward. A manifest
 /// fetch itself passes `asked_at_ms = now_ms` and gets the whole bound.
 pub fn fetch_budget_ms(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> Option<u32> {
-    if !manifest_is_fresh(asked_at_ms, now_ms, freshness_secs) {
+    if !is_fresh(asked_at_ms, now_ms, freshness_secs) {
         return None;
     }
     let left = asked_at_ms + f64::from(freshness_secs) * 1000.0 - now_ms;
@@ -61,47 +64,9 @@ pub fn fetch_budget_ms(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> Op
     (left >= 1.0).then_some(left as u32)
 }
 
-/// Whether a manifest asked for at `asked_at_ms` may still be used at `now_ms`.
-pub fn manifest_is_fresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> bool {
-    // Negative control (test builds only): no bound.
-    if crate::planted::active(crate::planted::Bug::IgnoreFreshness) {
-        return now_ms >= asked_at_ms;
-    }
-    now_ms >= asked_at_ms && now_ms - asked_at_ms < f64::from(freshness_secs) * 1000.0
-}
-
-/// Whether a manifest still fresh at `now_ms` is old enough to fetch its successor in the
-/// background, so that under steady traffic no request waits for a manifest: past half its
-/// freshness.
-pub fn manifest_wants_refresh(asked_at_ms: f64, now_ms: f64, freshness_secs: u32) -> bool {
-    now_ms - asked_at_ms >= f64::from(freshness_secs) * 500.0
-}
-
 /// Which segment a normalised key lives in under this manifest.
 pub fn segment_of(manifest: &Manifest, key: &[u8]) -> u32 {
     manifest.params.locate(&hash_key(key, manifest.params.seed)).segment
-}
-
-/// The Cache API key a copy of segment `index` at `version` is kept under. Under a journal, one
-/// key per segment of the generation: a copy names its own position and is brought forward
-/// from there, so whichever copy is kept there is good for a start. Without one, one key per
-/// version: immutable content.
-pub fn segment_cache_url(manifest: &Manifest, index: u32, version: u64) -> String {
-    let path = bloomgate_client::paths::segment(&manifest.filter, manifest.generation, index);
-    let base = format!("https://bloomgate-edge.cache{path}");
-    match manifest.journal {
-        Some(_) => base,
-        None => format!("{base}?v={version}"),
-    }
-}
-
-/// The Cache API key to look for a copy of segment `index` under: see [`segment_cache_url`].
-/// None for an index the manifest does not have.
-pub fn wanted_cache_url(manifest: &Manifest, index: u32) -> Option<String> {
-    match manifest.journal {
-        Some(_) => (index < manifest.params.segment_count).then(|| segment_cache_url(manifest, index, 0)),
-        None => Some(segment_cache_url(manifest, index, manifest.segment_version(index)?)),
-    }
 }
 
 /// What a lookup needs of a segment under this manifest, to share one fetch among the lookups
@@ -125,7 +90,7 @@ pub fn wanted(manifest: &Manifest, index: u32) -> Option<Wanted> {
 /// Whether a segment we hold can answer "no" under `manifest`: same filter generation and
 /// params, and current to the manifest's journal head, or (a manifest naming no journal) at
 /// least at the version it lists. A copy naming no position never answers under a journal.
-pub fn segment_usable(manifest: &Manifest, held: &Held) -> bool {
+pub fn segment_usable(manifest: &Manifest, held: &SegmentCopy) -> bool {
     let header = held.segment().header();
     match manifest.journal {
         Some(head) => {
@@ -140,7 +105,7 @@ pub fn segment_usable(manifest: &Manifest, held: &Held) -> bool {
 
 /// What a segment says about a normalised key. A segment that is not usable, or is the
 /// wrong one, never produces a "no".
-pub fn decide(manifest: &Manifest, segment: Option<&Held>, key: &[u8]) -> Decision {
+pub fn decide(manifest: &Manifest, segment: Option<&SegmentCopy>, key: &[u8]) -> Decision {
     let Some(held) = segment.filter(|h| segment_usable(manifest, h)) else {
         return Decision::ForwardNoSegment;
     };
@@ -154,29 +119,19 @@ pub fn decide(manifest: &Manifest, segment: Option<&Held>, key: &[u8]) -> Decisi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloomgate_filter::{
-        encode_segment, encode_segment_at, BloomFilter, JournalPosition, KeyFormat, Params, Segment, SizingOptions,
-    };
+    use bloomgate_filter::{encode_segment, encode_segment_at, BloomFilter, JournalPosition, Segment};
 
-    fn held(bytes: Vec<u8>) -> Held {
-        Held::new(Segment::decode(bytes).unwrap())
+    fn held(bytes: Vec<u8>) -> SegmentCopy {
+        SegmentCopy::new(Segment::decode(bytes).unwrap())
     }
 
     fn setup() -> (Manifest, BloomFilter) {
-        let params = Params::for_capacity_with(5_000, 0.01, SizingOptions { seed: 7, segment_bytes: 1024 }).unwrap();
+        let params = crate::testing::params(7);
         let mut filter = BloomFilter::new(params);
         for i in 0u32..5_000 {
             filter.insert(&i.to_le_bytes());
         }
-        let manifest = Manifest {
-            filter: "f".into(),
-            key_format: KeyFormat::Bytes,
-            generation: 9,
-            params,
-            segment_versions: vec![3; params.segment_count as usize],
-            journal: None,
-        };
-        (manifest, filter)
+        (crate::testing::manifest(params, 3, None), filter)
     }
 
     #[test]
@@ -260,14 +215,6 @@ mod tests {
     }
 
     #[test]
-    fn freshness_window() {
-        assert!(manifest_is_fresh(1000.0, 1000.0, 5));
-        assert!(manifest_is_fresh(1000.0, 5999.0, 5));
-        assert!(!manifest_is_fresh(1000.0, 6000.0, 5));
-        assert!(!manifest_is_fresh(1000.0, 999.0, 5), "a clock going backwards is not fresh");
-    }
-
-    #[test]
     fn a_no_is_answered_only_while_its_manifest_is_fresh() {
         // A segment that took 4.5 s to load under a 5 s bound, for a manifest 1 s old.
         assert_eq!(answer_now(Decision::NotSeen, 1000.0, 5999.0, 5), Decision::NotSeen);
@@ -289,27 +236,5 @@ mod tests {
         assert_eq!(fetch_budget_ms(1000.0, 6000.0, 5), None);
         assert_eq!(fetch_budget_ms(1000.0, 999.0, 5), None, "clock went back");
         assert_eq!(fetch_budget_ms(0.0, 0.0, 3600), Some(ORIGIN_TIMEOUT_CAP_MS), "a long S is capped");
-    }
-
-    #[test]
-    fn a_manifest_is_refreshed_ahead_from_half_its_freshness() {
-        assert!(!manifest_wants_refresh(1000.0, 3499.0, 5));
-        assert!(manifest_wants_refresh(1000.0, 3500.0, 5));
-        assert!(manifest_is_fresh(1000.0, 3500.0, 5), "refresh starts while the copy is still in use");
-    }
-
-    #[test]
-    fn cache_urls_carry_generation_and_version_unless_copies_name_their_position() {
-        let (mut manifest, _) = setup();
-        assert_eq!(segment_cache_url(&manifest, 2, 7), "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=7");
-        assert_eq!(
-            wanted_cache_url(&manifest, 2).unwrap(),
-            "https://bloomgate-edge.cache/v1/filters/f/segments/9/2?v=3"
-        );
-        manifest.journal = Some(JournalPosition { added: 8, id_ms: 1, id_seq: 0 });
-        manifest.segment_versions.clear();
-        assert_eq!(segment_cache_url(&manifest, 2, 7), "https://bloomgate-edge.cache/v1/filters/f/segments/9/2");
-        assert_eq!(wanted_cache_url(&manifest, 2), Some(segment_cache_url(&manifest, 2, 7)));
-        assert_eq!(wanted_cache_url(&manifest, manifest.params.segment_count), None);
     }
 }

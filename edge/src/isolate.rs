@@ -1,16 +1,20 @@
 //! The isolate's state (wasm32 only) and the one-fetch-at-a-time machinery over it.
 //!
 //! State lives in a thread-local (an isolate runs one thread): manifests with the time they
-//! were asked for, a byte-bounded LRU of held segments, and the fetches in flight
-//! ([`Flights`]), so concurrent requests for the same missing manifest, segment or catch-up
-//! share one subrequest without ever awaiting another request's promise (workerd cancels a
-//! request that does).
+//! were asked for, the [`SegmentStore`] (copies, spare buffers, journal tails, within the
+//! budget), the fetches in flight ([`Flights`]), so concurrent requests for the same missing
+//! manifest, segment or catch-up share one subrequest without ever awaiting another request's
+//! promise (workerd cancels a request that does), and what the isolate reports about itself.
 
+use crate::cache_copy::WriteBacks;
 use crate::config::EdgeConfig;
+use crate::copy::SegmentCopy;
 use crate::decide::Wanted;
 use crate::flight::{Check, Flights, Role};
-use crate::held::Held;
-use crate::lru::ByteLru;
+use crate::manifest::ManifestFetch;
+use crate::report::GrowthLog;
+use crate::store::{SegmentKey, SegmentStore};
+use bloomgate_client::api::{CpuSpent, IsolateCounts};
 use bloomgate_filter::Manifest;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -25,27 +29,20 @@ const FOLLOW_POLL: Duration = Duration::from_millis(5);
 /// A fetch this old is presumed lost with its request (cancelled): a waiting request takes over.
 pub(crate) const TAKEOVER_MS: f64 = 10_000.0;
 
-/// A held segment's name: filter, generation, index.
-pub(crate) type SegmentKey = (String, u64, u32);
-
 /// A catch-up's name: filter, generation, the journal head it brings copies up to.
 pub(crate) type CatchUpKey = (String, u64, u64);
 
-/// Outcome of asking the origin for a manifest.
-#[derive(Clone)]
-pub(crate) enum ManifestFetch {
-    Found(Rc<Manifest>, f64),
-    /// The origin says the filter does not exist: its problem body, relayed.
-    Unknown(Rc<Vec<u8>>),
-    Failed,
-}
-
 pub(crate) struct Isolate {
     pub manifests: HashMap<String, (Rc<Manifest>, f64)>,
-    pub segments: ByteLru<SegmentKey, Held>,
-    pub segment_flights: Flights<(SegmentKey, Wanted), Option<Held>>,
+    pub store: SegmentStore,
+    pub segment_flights: Flights<(SegmentKey, Wanted), Option<SegmentCopy>>,
     pub manifest_flights: Flights<String, ManifestFetch>,
     pub catch_up_flights: Flights<CatchUpKey, ()>,
+    pub counts: IsolateCounts,
+    pub cpu: CpuSpent,
+    pub write_backs: WriteBacks,
+    pub growth: GrowthLog,
+    pub started_ms: f64,
 }
 
 thread_local! {
@@ -57,10 +54,15 @@ pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) 
         let mut slot = cell.borrow_mut();
         let isolate = slot.get_or_insert_with(|| Isolate {
             manifests: HashMap::new(),
-            segments: ByteLru::new(config.memory_cache_bytes),
+            store: SegmentStore::new(config.max_held_bytes),
             segment_flights: Flights::default(),
             manifest_flights: Flights::default(),
             catch_up_flights: Flights::default(),
+            counts: IsolateCounts::default(),
+            cpu: CpuSpent::default(),
+            write_backs: WriteBacks::default(),
+            growth: GrowthLog::default(),
+            started_ms: now_ms(),
         });
         f(isolate)
     })

@@ -1,14 +1,16 @@
-//! A least-recently-used map bounded by bytes, for segments held in isolate memory. wasm memory
-//! never shrinks, so the bound is on what we hold, not on what we once held.
+//! A least-recently-used map that counts bytes, for the segment copies held in isolate
+//! memory. It does not bound itself: its owner ([`crate::store`]) evicts down to what the
+//! isolate's budget leaves for copies, which moves as spare buffers and journal tails come and
+//! go. Evicted values are handed back, so their buffers can be reused.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
-/// LRU by bytes. Eviction scans for the oldest entry: a few hundred segments at most, so a
-/// scan is cheaper than the bookkeeping of a linked list.
+/// LRU by bytes; the oldest entry is found through an ordered index, so eviction costs a log,
+/// not a scan (a budget of 32 MiB holds 8,192 copies of 4 KiB).
 pub struct ByteLru<K, V> {
     entries: HashMap<K, Entry<V>>,
-    budget: usize,
+    order: BTreeMap<u64, K>,
     used: usize,
     tick: u64,
 }
@@ -19,41 +21,21 @@ struct Entry<V> {
     last_used: u64,
 }
 
-impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
-    /// An empty cache holding at most `budget` bytes.
-    pub fn new(budget: usize) -> Self {
-        ByteLru { entries: HashMap::new(), budget, used: 0, tick: 0 }
+impl<K: Eq + Hash + Clone, V: Clone> Default for ByteLru<K, V> {
+    fn default() -> Self {
+        ByteLru { entries: HashMap::new(), order: BTreeMap::new(), used: 0, tick: 0 }
     }
+}
 
+impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
     /// The value for `key`, marking it recently used.
     pub fn get(&mut self, key: &K) -> Option<V> {
         self.tick += 1;
-        let tick = self.tick;
-        self.entries.get_mut(key).map(|e| {
-            e.last_used = tick;
-            e.value.clone()
-        })
-    }
-
-    /// Inserts or replaces; evicts the least recently used until within budget. A value larger
-    /// than the whole budget is not kept.
-    pub fn insert(&mut self, key: K, value: V, bytes: usize) {
-        if let Some(old) = self.entries.remove(&key) {
-            self.used -= old.bytes;
-        }
-        if bytes > self.budget {
-            return;
-        }
-        while self.used + bytes > self.budget {
-            let oldest = self.entries.iter().min_by_key(|(_, e)| e.last_used).map(|(k, _)| k.clone());
-            match oldest.and_then(|k| self.entries.remove(&k)) {
-                Some(evicted) => self.used -= evicted.bytes,
-                None => break,
-            }
-        }
-        self.tick += 1;
-        self.used += bytes;
-        self.entries.insert(key, Entry { value, bytes, last_used: self.tick });
+        let entry = self.entries.get_mut(key)?;
+        self.order.remove(&entry.last_used);
+        entry.last_used = self.tick;
+        self.order.insert(self.tick, key.clone());
+        Some(entry.value.clone())
     }
 
     /// The value for `key`, without marking it used: for upkeep (bringing copies forward),
@@ -62,32 +44,51 @@ impl<K: Eq + Hash + Clone, V: Clone> ByteLru<K, V> {
         self.entries.get(key).map(|e| e.value.clone())
     }
 
+    /// Inserts as the most recently used; the value it replaces, if any.
+    pub fn insert(&mut self, key: K, value: V, bytes: usize) -> Option<V> {
+        let old = self.remove(&key);
+        self.tick += 1;
+        self.used += bytes;
+        self.order.insert(self.tick, key.clone());
+        self.entries.insert(key, Entry { value, bytes, last_used: self.tick });
+        old
+    }
+
+    /// Replaces the value of a held `key` in place, keeping its recency: upkeep again. The old
+    /// value, or `Err(value)` when `key` is not held.
+    pub fn replace(&mut self, key: &K, value: V, bytes: usize) -> Result<V, V> {
+        let Some(entry) = self.entries.get_mut(key) else {
+            return Err(value);
+        };
+        self.used = self.used - entry.bytes + bytes;
+        entry.bytes = bytes;
+        Ok(std::mem::replace(&mut entry.value, value))
+    }
+
+    /// Removes `key`; its value.
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        let old = self.entries.remove(key)?;
+        self.order.remove(&old.last_used);
+        self.used -= old.bytes;
+        Some(old.value)
+    }
+
+    /// Evicts the least recently used entries until at most `max_bytes` are held; their values.
+    pub fn evict_to(&mut self, max_bytes: usize) -> Vec<V> {
+        let mut evicted = Vec::new();
+        while self.used > max_bytes {
+            let Some((_, key)) = self.order.pop_first() else { break };
+            if let Some(old) = self.entries.remove(&key) {
+                self.used -= old.bytes;
+                evicted.push(old.value);
+            }
+        }
+        evicted
+    }
+
     /// The keys held that match `wanted`.
     pub fn keys_where(&self, wanted: impl Fn(&K) -> bool) -> Vec<K> {
         self.entries.keys().filter(|k| wanted(k)).cloned().collect()
-    }
-
-    /// Replaces the value of a held `key` in place, keeping its recency: upkeep again. False
-    /// (and nothing kept) if `key` is not held, or the new value would pass the budget.
-    pub fn replace(&mut self, key: &K, value: V, bytes: usize) -> bool {
-        let Some(entry) = self.entries.get_mut(key) else {
-            return false;
-        };
-        if self.used - entry.bytes + bytes > self.budget {
-            self.remove(key);
-            return false;
-        }
-        self.used = self.used - entry.bytes + bytes;
-        entry.value = value;
-        entry.bytes = bytes;
-        true
-    }
-
-    /// Removes `key`.
-    pub fn remove(&mut self, key: &K) {
-        if let Some(old) = self.entries.remove(key) {
-            self.used -= old.bytes;
-        }
     }
 
     /// Bytes held.
@@ -111,46 +112,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn evicts_least_recently_used_to_stay_within_bytes() {
-        let mut lru = ByteLru::new(100);
+    fn evicts_least_recently_used_down_to_the_bytes_asked() {
+        let mut lru = ByteLru::default();
         lru.insert("a", 1, 40);
         lru.insert("b", 2, 40);
         assert_eq!(lru.get(&"a"), Some(1)); // a is now more recent than b
         lru.insert("c", 3, 40);
-        assert_eq!(lru.get(&"b"), None, "b was least recently used");
-        assert_eq!(lru.get(&"a"), Some(1));
-        assert_eq!(lru.get(&"c"), Some(3));
-        assert!(lru.used_bytes() <= 100);
+        assert_eq!(lru.evict_to(100), vec![2], "b was least recently used");
+        assert_eq!(lru.get(&"b"), None);
+        assert_eq!((lru.get(&"a"), lru.get(&"c")), (Some(1), Some(3)));
+        assert_eq!(lru.used_bytes(), 80);
+        assert_eq!(lru.evict_to(0), vec![1, 3]);
+        assert!(lru.is_empty());
     }
 
     #[test]
-    fn replacing_updates_the_byte_count_and_oversized_values_are_not_kept() {
-        let mut lru = ByteLru::new(100);
-        lru.insert("a", 1, 60);
-        lru.insert("a", 2, 30);
+    fn inserting_again_and_removing_hand_back_the_old_value() {
+        let mut lru = ByteLru::default();
+        assert_eq!(lru.insert("a", 1, 60), None);
+        assert_eq!(lru.insert("a", 2, 30), Some(1));
         assert_eq!(lru.used_bytes(), 30);
-        lru.insert("huge", 9, 101);
-        assert_eq!(lru.get(&"huge"), None);
-        assert_eq!(lru.get(&"a"), Some(2));
-        lru.remove(&"a");
-        assert!(lru.is_empty());
-        assert_eq!(lru.used_bytes(), 0);
+        assert_eq!(lru.remove(&"a"), Some(2));
+        assert_eq!(lru.remove(&"a"), None);
+        assert!(lru.is_empty() && lru.used_bytes() == 0);
     }
 
     #[test]
     fn upkeep_does_not_change_what_is_evicted_next() {
-        let mut lru = ByteLru::new(100);
+        let mut lru = ByteLru::default();
         lru.insert("old", 1, 40);
         lru.insert("new", 2, 40);
         assert_eq!(lru.peek(&"old"), Some(1));
-        assert!(lru.replace(&"old", 11, 45));
+        assert_eq!(lru.replace(&"old", 11, 45), Ok(1));
         assert_eq!(lru.used_bytes(), 85);
         assert_eq!(lru.keys_where(|k| k.starts_with('o')), ["old"]);
         lru.insert("third", 3, 40);
-        assert_eq!(lru.peek(&"old"), None, "peeked and replaced, still the least recently used");
-        assert_eq!(lru.peek(&"new"), Some(2));
-        assert!(!lru.replace(&"gone", 4, 1), "only held keys are replaced");
-        assert!(!lru.replace(&"new", 5, 1_000), "a value past the budget is dropped");
-        assert_eq!(lru.peek(&"new"), None);
+        assert_eq!(lru.evict_to(100), vec![11], "peeked and replaced, still the least recently used");
+        assert_eq!(lru.replace(&"gone", 4, 1), Err(4), "only held keys are replaced");
+        assert_eq!(lru.len(), 2);
     }
 }

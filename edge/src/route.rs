@@ -1,5 +1,5 @@
-//! Which requests the edge serves: lookups, the health check; writes get a 405 pointing at the
-//! origin's write API; nothing else is forwarded.
+//! Which requests the edge serves: lookups, the health check, the isolate's report; writes get
+//! a 405 pointing at the origin's write API; nothing else is forwarded.
 
 use bloomgate_client::paths;
 
@@ -8,6 +8,8 @@ use bloomgate_client::paths;
 pub enum Route<'a> {
     /// `GET /healthz`.
     Health,
+    /// `GET /_bloomgate/isolate`: what the isolate holds and did (edge secret).
+    Isolate,
     /// `GET` or `HEAD /v1/filters/{filter}/keys/{key}` (`key` still percent-encoded: decode it
     /// with `bloomgate_filter::decode_path_key`, as the origin does).
     Lookup {
@@ -34,6 +36,9 @@ pub fn classify<'a>(method: &str, path: &'a str) -> Route<'a> {
         return if method == "GET" || method == "HEAD" { Route::Health } else { Route::WriteNotAllowed };
     }
     let reads = method == "GET" || method == "HEAD";
+    if paths::matches(paths::ISOLATE, path).is_some() {
+        return if reads { Route::Isolate } else { Route::WriteNotAllowed };
+    }
     if let Some([filter, key]) = paths::matches(paths::KEY, path).as_deref() {
         // HEAD is a GET without the body (the origin serves both from one route): a HEAD for a
         // stored key must find it, not fall through to "no route". An empty key is a lookup
@@ -82,6 +87,9 @@ mod tests {
         );
         assert_eq!(classify("GET", "/metrics"), Route::NotFound);
         assert_eq!(classify("GET", "/healthz"), Route::Health);
+        assert_eq!(classify("GET", "/_bloomgate/isolate"), Route::Isolate);
+        assert_eq!(classify("POST", "/_bloomgate/isolate"), Route::WriteNotAllowed);
+        assert_eq!(classify("GET", "/_bloomgate/other"), Route::NotFound);
     }
 
     #[test]

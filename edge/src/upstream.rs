@@ -2,10 +2,11 @@
 //! aborted when it runs out: a slow origin costs a bounded wait, then a forward or a 503.
 //!
 //! Forwarded lookups relay the origin's answers and refusals as they are (400, 413, 429 with
-//! its Retry-After: [`answer::relays`]); no answer, a timeout or a 5xx is a 503 with
-//! Retry-After, never "no".
+//! its Retry-After: [`answer::judge_origin_answer`]); an answer that is not bloomgate's (no
+//! `x-bloomgate-answered-by`, no problem body) is a 502; no answer, a timeout or a 5xx is a 503
+//! with Retry-After, never "no".
 
-use crate::answer;
+use crate::answer::{self, OriginAnswer};
 use crate::config::EdgeConfig;
 use crate::decide::ORIGIN_TIMEOUT_CAP_MS;
 use bloomgate_client::api::{Keys, Lookups};
@@ -55,15 +56,27 @@ async fn within<T>(ms: u32, fut: impl Future<Output = T>) -> Option<T> {
     .await
 }
 
+/// Where a subrequest's answer goes: the most body bytes read (a body over it, or of no
+/// declared length, is not read), and the buffer it is read into, given its exact length.
+pub(crate) struct Sink<B: FnOnce(usize) -> Vec<u8>> {
+    pub max_body: Option<usize>,
+    pub buffer: B,
+}
+
+/// Any body, into a buffer of its size.
+pub(crate) fn any_body() -> Sink<fn(usize) -> Vec<u8>> {
+    Sink { max_body: None, buffer: Vec::with_capacity }
+}
+
 /// One subrequest, answer and body within `timeout_ms`; aborted past it, or as soon as the
-/// answer's declared length is over `max_body` (a body that declares none is not read then).
-async fn call(
+/// answer's declared length is over the sink's `max_body`.
+async fn call<B: FnOnce(usize) -> Vec<u8>>(
     method: Method,
     url: &str,
     headers: Headers,
     body: Option<String>,
     timeout_ms: u32,
-    max_body: Option<usize>,
+    sink: Sink<B>,
 ) -> std::result::Result<Reply, Failure> {
     let controller = AbortController::default();
     let signal = controller.signal();
@@ -73,15 +86,16 @@ async fn call(
         if let Some(body) = body {
             init.with_body(Some(body.into()));
         }
-        let mut response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
-        if let Some(max) = max_body {
+        let response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
+        if let Some(max) = sink.max_body {
             let declared = response.headers().get("content-length")?.and_then(|v| v.trim().parse::<usize>().ok());
             if declared.is_none_or(|len| len > max) {
                 return Ok(Err(max));
             }
         }
-        let body = response.bytes().await?;
-        Ok::<_, worker::Error>(Ok(Reply { status: response.status_code(), headers: response.headers().clone(), body }))
+        let (status, headers) = (response.status_code(), response.headers().clone());
+        let body = crate::body::read_exact(response, sink.buffer).await?;
+        Ok::<_, worker::Error>(Ok(Reply { status, headers, body }))
     };
     match within(timeout_ms, exchange).await {
         Some(Ok(Ok(reply))) => Ok(reply),
@@ -98,16 +112,16 @@ async fn call(
 }
 
 /// GET of an edge endpoint (manifest, segment, journal) with the edge secret, within
-/// `timeout_ms`, reading at most `max_body` bytes of body if given.
-pub(crate) async fn edge_get(
+/// `timeout_ms`, its body into `sink`.
+pub(crate) async fn edge_get<B: FnOnce(usize) -> Vec<u8>>(
     config: &EdgeConfig,
     url: &str,
     timeout_ms: u32,
-    max_body: Option<usize>,
+    sink: Sink<B>,
 ) -> std::result::Result<Reply, Failure> {
     let sent = Headers::new();
     sent.set(headers::EDGE_SECRET, &config.edge_secret).map_err(Failure::Fetch)?;
-    call(Method::Get, url, sent, None, timeout_ms, max_body).await
+    call(Method::Get, url, sent, None, timeout_ms, sink).await
 }
 
 /// Forwards a lookup (GET or HEAD, same path and query) to the origin and relays its answer.
@@ -118,12 +132,15 @@ pub(crate) async fn forward(config: &EdgeConfig, req: &Request) -> Result<Respon
         None => url.path().to_owned(),
     };
     let target = answer::origin_url(&config.origin_url, &path_and_query);
-    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS, None).await {
-        Ok(reply) if answer::relays(reply.status) => relay(reply),
-        Ok(reply) => {
-            worker::console_error!("forward {target}: origin answered {}", reply.status);
-            unavailable()
-        }
+    match call(req.method(), &target, Headers::new(), None, ORIGIN_TIMEOUT_CAP_MS, any_body()).await {
+        Ok(reply) => match judge(&reply) {
+            OriginAnswer::Relay => relay(reply),
+            OriginAnswer::NotBloomgate => not_bloomgate(&target, &reply),
+            OriginAnswer::Unavailable => {
+                worker::console_error!("forward {target}: origin answered {}", reply.status);
+                unavailable()
+            }
+        },
         Err(e) => {
             worker::console_error!("forward {target}: {e}");
             unavailable()
@@ -146,7 +163,7 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<S
     sent.set(headers::CONTENT_TYPE, media::JSON)?;
     let asked = keys.len();
     let body = serde_json::to_string(&Keys { keys }).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let reply = match call(Method::Post, &url, sent, Some(body), ORIGIN_TIMEOUT_CAP_MS, None).await {
+    let reply = match call(Method::Post, &url, sent, Some(body), ORIGIN_TIMEOUT_CAP_MS, any_body()).await {
         Ok(reply) => reply,
         Err(e) => {
             worker::console_error!("batch {url}: {e}");
@@ -161,12 +178,30 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<S
                 unavailable().map(BatchForward::Refused)
             }
         },
-        status if answer::relays(status) => relay(reply).map(BatchForward::Refused),
-        status => {
-            worker::console_error!("batch {url}: origin answered {status}");
-            unavailable().map(BatchForward::Refused)
-        }
+        status => match judge(&reply) {
+            // A 200 is a batch answer, read above; a relayed batch answer is a refusal.
+            OriginAnswer::Relay if status != 200 => relay(reply).map(BatchForward::Refused),
+            OriginAnswer::Relay | OriginAnswer::NotBloomgate => not_bloomgate(&url, &reply).map(BatchForward::Refused),
+            OriginAnswer::Unavailable => {
+                worker::console_error!("batch {url}: origin answered {status}");
+                unavailable().map(BatchForward::Refused)
+            }
+        },
     }
+}
+
+/// What the origin's `reply` is (see [`answer::judge_origin_answer`]).
+pub(crate) fn judge(reply: &Reply) -> OriginAnswer {
+    let header = |name| reply.headers.get(name).ok().flatten();
+    answer::judge_origin_answer(reply.status, header(headers::ANSWERED_BY).as_deref(), header(headers::CONTENT_TYPE).as_deref())
+}
+
+/// 502: what answered at `url` is not bloomgate's origin.
+fn not_bloomgate(url: &str, reply: &Reply) -> Result<Response> {
+    worker::console_error!("{url}: answered {} without bloomgate's headers: check ORIGIN_URL", reply.status);
+    let r = Response::from_json(&answer::not_bloomgate(reply.status))?.with_status(502);
+    r.headers().set(headers::CONTENT_TYPE, media::PROBLEM_JSON)?;
+    Ok(r)
 }
 
 /// The origin's answer passed on: its status, body and the headers [`answer::relayed_headers`]

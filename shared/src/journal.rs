@@ -275,7 +275,7 @@ impl<'a> JournalView<'a> {
 
 /// ORs `mask` (the words a key sets in its block) into a block's stored bytes: word i is bytes
 /// 8i..8i+8, big-endian, as the block module reads them (`words_from_bytes`).
-fn set_mask(block: &mut [u8], mask: &[u64; 8]) {
+pub(crate) fn set_mask(block: &mut [u8], mask: &[u64; 8]) {
     for (bytes, m) in block.chunks_exact_mut(8).zip(mask) {
         for (byte, bit) in bytes.iter_mut().zip(m.to_be_bytes()) {
             *byte |= bit;

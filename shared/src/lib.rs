@@ -3,6 +3,7 @@
 
 extern crate alloc;
 
+mod advance;
 pub mod block;
 pub mod filter;
 pub mod hash;

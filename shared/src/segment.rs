@@ -234,7 +234,7 @@ fn encode(
 }
 
 /// The checksum of a header (its checksum field excluded) and payload.
-fn checksum(header: &[u8], payload: &[u8]) -> u64 {
+pub(crate) fn checksum(header: &[u8], payload: &[u8]) -> u64 {
     let seed = if header.len() == SEGMENT_HEADER_BYTES {
         xxh3_64(&header[..56])
     } else {
@@ -371,6 +371,16 @@ impl Segment {
     /// A view for lookups.
     pub fn view(&self) -> SegmentView<'_> {
         SegmentView { header: self.header, payload: &self.bytes[self.header.header_len()..] }
+    }
+
+    /// The bytes, given back: a cache can keep the allocation for the next segment of this size.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    /// A segment from parts the caller has just made consistent (`advance`).
+    pub(crate) fn from_parts(header: SegmentHeader, bytes: Vec<u8>) -> Segment {
+        Segment { header, bytes }
     }
 }
 

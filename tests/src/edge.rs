@@ -34,6 +34,9 @@ pub struct Options {
     /// Another build of the worker to serve than `wrangler.toml`'s (`edge/build`): a directory
     /// holding its `index.js`, relative to `root` (e.g. `edge/build-planted`).
     pub build: Option<std::path::PathBuf>,
+    /// Where the local simulators keep their state (`--persist-to`; the Cache API's entries
+    /// among it); `None` = wrangler's default, `.wrangler/state` in the checkout.
+    pub persist_to: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -41,7 +44,7 @@ impl Options {
     pub fn new(freshness_secs: u32) -> Options {
         let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(crate::repo_root, Into::into);
         let wrangler_inspector = std::env::var("BLOOMGATE_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
-        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector, build: None }
+        Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector, build: None, persist_to: None }
     }
 }
 
@@ -131,6 +134,9 @@ impl Wrangler {
         for (name, value) in &options.vars {
             command.args(["--var", &format!("{name}:{value}")]);
         }
+        if let Some(dir) = &options.persist_to {
+            command.arg("--persist-to").arg(dir);
+        }
         if !options.wrangler_inspector {
             command.env("VSCODE_INSPECTOR_OPTIONS", "1");
         }
@@ -157,6 +163,18 @@ impl Drop for Wrangler {
     fn drop(&mut self) {
         crate::procs::stop(&mut self.child, "INT", Duration::from_secs(5));
     }
+}
+
+/// The report of the edge isolate serving `base` on itself (`GET /_bloomgate/isolate`, with the
+/// test origins' edge secret): its wasm memory, what it holds, counts and CPU.
+pub async fn isolate_report(
+    http: &reqwest::Client,
+    base: &str,
+) -> anyhow::Result<bloomgate_client::api::IsolateReport> {
+    let url = format!("{base}{}", bloomgate_client::paths::ISOLATE);
+    let r = http.get(&url).header(bloomgate_client::headers::EDGE_SECRET, crate::origin::EDGE_SECRET).send().await?;
+    anyhow::ensure!(r.status().is_success(), "{url}: {}", r.status());
+    Ok(r.json().await?)
 }
 
 /// Batch lookups at the edge at `base`, 500 keys a request: (seen, answered_by) per key. A 503

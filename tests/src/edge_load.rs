@@ -61,6 +61,8 @@ pub struct Sample {
     pub answered: u64,
     /// Each process's resident memory.
     pub rss: Vec<Rss>,
+    /// The edge isolate's own report (wasm memory, what it holds), if it answered.
+    pub isolate: Option<bloomgate_client::api::IsolateReport>,
 }
 
 /// What a run did and saw.
@@ -105,12 +107,21 @@ impl Report {
         mib[mib.len() - 1] - mib[start]
     }
 
-    /// One line per sample: seconds, answered, and each process's MiB.
+    /// The isolate's wasm memory at each sample that has it, in MiB.
+    pub fn wasm_mib(&self) -> Vec<f64> {
+        self.samples.iter().filter_map(|s| s.isolate.as_ref()).map(|i| i.wasm_bytes as f64 / MIB).collect()
+    }
+
+    /// One line per sample: seconds, answered, each process's MiB, the isolate's wasm memory and
+    /// what it holds.
     pub fn table(&self) -> String {
-        let mut out = String::from("     t  answered  rss (MiB)\n");
+        let mut out = String::from("     t  answered  rss (MiB)                  isolate (MiB)\n");
         for s in &self.samples {
             let rss: Vec<String> = s.rss.iter().map(|r| format!("{} {:.0}", r.role, r.kib as f64 / 1024.0)).collect();
-            out.push_str(&format!("{:>5}s {:>9}  {}\n", s.at.as_secs(), s.answered, rss.join(", ")));
+            let isolate = s.isolate.as_ref().map_or("-".to_owned(), |i| {
+                format!("wasm {:.1}, held {:.1}", i.wasm_bytes as f64 / MIB, i.held.total as f64 / MIB)
+            });
+            out.push_str(&format!("{:>5}s {:>9}  {:<26} {isolate}\n", s.at.as_secs(), s.answered, rss.join(", ")));
         }
         out
     }
@@ -128,7 +139,11 @@ pub fn workerd_processes(root_pid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
-fn sample(processes: &[(u32, String)], at: Duration, answered: u64) -> Sample {
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A sample of the processes' memory and the isolate's report from the edge at `base`.
+pub async fn sample(processes: &[(u32, String)], base: &str, at: Duration, answered: u64) -> Sample {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     Sample {
         at,
         answered,
@@ -136,6 +151,7 @@ fn sample(processes: &[(u32, String)], at: Duration, answered: u64) -> Sample {
             .iter()
             .map(|(pid, role)| Rss { role: role.clone(), kib: procs::rss_kib(*pid).unwrap_or(0) })
             .collect(),
+        isolate: crate::edge::isolate_report(&http, base).await.ok(),
     }
 }
 
@@ -150,7 +166,7 @@ pub async fn drive(base: &str, filter: &str, present: &[String], wrangler_pid: u
         .unwrap();
     let present = Arc::new(present.to_vec());
     let counts = Arc::new(Counts::default());
-    let mut report = Report { samples: vec![sample(&processes, Duration::ZERO, 0)], ..Report::default() };
+    let mut report = Report { samples: vec![sample(&processes, base, Duration::ZERO, 0).await], ..Report::default() };
     let started = Instant::now();
     let interval = Duration::from_secs_f64(1.0 / f64::from(load.rate.max(1)));
     let mut next_sample = load.sample_every;
@@ -160,7 +176,7 @@ pub async fn drive(base: &str, filter: &str, present: &[String], wrangler_pid: u
         tokio::time::sleep_until(due.into()).await;
         n += 1;
         if started.elapsed() >= next_sample {
-            report.samples.push(sample(&processes, started.elapsed(), counts.answered.load(Relaxed)));
+            report.samples.push(sample(&processes, base, started.elapsed(), counts.answered.load(Relaxed)).await);
             next_sample += load.sample_every;
         }
         if counts.in_flight.load(Relaxed) >= load.max_in_flight {
@@ -198,7 +214,7 @@ pub async fn drive(base: &str, filter: &str, present: &[String], wrangler_pid: u
     while counts.in_flight.load(Relaxed) > 0 && drain.elapsed() < Duration::from_secs(20) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    report.samples.push(sample(&processes, started.elapsed(), counts.answered.load(Relaxed)));
+    report.samples.push(sample(&processes, base, started.elapsed(), counts.answered.load(Relaxed)).await);
     report.answered = counts.answered.load(Relaxed);
     report.errors = counts.errors.load(Relaxed);
     report.timeouts = counts.timeouts.load(Relaxed);

@@ -52,6 +52,52 @@ pub async fn request(base: &str, method: &str, target: &str) -> RawResponse {
     parse(&raw).unwrap_or_else(|| panic!("{method} {target} at {base}: unparsable answer {raw:?}"))
 }
 
+/// POSTs `body` to `target` at `base` with `Transfer-Encoding: chunked` (no `Content-Length`),
+/// in chunks of `chunk` bytes, and reads the response. The server may answer before it has
+/// read the whole body: the body is written alongside the read, and a write the server no
+/// longer takes ends the writing, not the exchange. A server that closes the connection with
+/// part of the body unread resets it, and its answer may be lost with it: `Err` then says so.
+pub async fn post_chunked(base: &str, target: &str, body: Vec<u8>, chunk: usize) -> Result<RawResponse, String> {
+    let host = base.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let exchange = async {
+        let stream = TcpStream::connect(&host).await?;
+        let (mut read, mut write) = stream.into_split();
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        let writer = tokio::spawn(async move {
+            write.write_all(head.as_bytes()).await?;
+            for part in body.chunks(chunk.max(1)) {
+                write.write_all(format!("{:x}\r\n", part.len()).as_bytes()).await?;
+                write.write_all(part).await?;
+                write.write_all(b"\r\n").await?;
+            }
+            write.write_all(b"0\r\n\r\n").await?;
+            Ok::<_, std::io::Error>(write)
+        });
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        while !complete(&raw, false) {
+            let n = read.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+        }
+        writer.abort();
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(60), exchange)
+        .await
+        .unwrap_or_else(|_| panic!("POST {target} at {base}: no answer within 60 s"))
+        .map_err(|e| format!("POST {target} at {base}: {e}"))?;
+    if raw.is_empty() {
+        return Err(format!("POST {target} at {base}: the connection closed without an answer"));
+    }
+    Ok(parse(&raw).unwrap_or_else(|| panic!("POST {target} at {base}: unparsable answer {raw:?}")))
+}
+
 /// Whether `raw` holds a whole response: head, and the body its framing announces.
 fn complete(raw: &[u8], head_request: bool) -> bool {
     let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {

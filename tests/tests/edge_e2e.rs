@@ -3,7 +3,9 @@
 //! behaviour with the origin cut off, corrupted segments, and bad keys; the edge following
 //! the origin to a new filter generation (a rebuild, a recovery after FLUSHALL) within S; odd
 //! key paths read alike by edge and origin (raw bytes on the wire); HEAD lookups; batch limits
-//! and the origin's refusals relayed; and a slow origin never turning into a stale "no".
+//! and the origin's refusals relayed; batch bodies bounded while read and parsed; an answer at
+//! `ORIGIN_URL` that is not bloomgate's never relayed; and a slow origin never turning into a
+//! stale "no".
 //!
 //! # Running
 //! `scripts/services start` and `scripts/edge-build` (builds the worker, installs wrangler),
@@ -11,7 +13,7 @@
 //! `scripts/test` does all of it. The edge reaches the origin through a proxy the test can cut
 //! or make corrupt large bodies.
 
-use bloomgate_tests::edge::{batch as edge_batch, edge_stack, EdgeStack, Wrangler};
+use bloomgate_tests::edge::{batch as edge_batch, edge_stack, isolate_report, EdgeStack, Wrangler};
 use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::raw_http::{self, RawResponse};
 use bloomgate_tests::redis_server::RedisServer;
@@ -586,4 +588,94 @@ async fn a_slow_origin_never_turns_into_a_stale_no() {
     assert!(r.status() == StatusCode::NOT_FOUND || r.status() == StatusCode::SERVICE_UNAVAILABLE, "{}", r.status());
     assert!(took < Duration::from_secs(u64::from(FRESHNESS_SECS) + 15), "the edge waited {took:?} for a slow origin");
     proxy.heal();
+}
+
+/// wasm memory an oversized batch may add to the isolate (the body's bytes up to its 4 MiB limit,
+/// read in chunks; the vector holding them may double once): a body or a key list held whole
+/// before it is judged adds several times that.
+const BOUNDED_BODY_GROWTH_MIB: u64 = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_bodies_are_bounded_while_read_and_while_parsed() {
+    let origin = TestOrigin::on_services(|_| {}).await;
+    let edge = Wrangler::start(&origin.base, EDGE_SECRET, FRESHNESS_SECS).await;
+    let http = reqwest::Client::new();
+    let filter = unique_filter("bounded");
+    origin.create_filter(&filter, 50_000, 0.01).await;
+    let target = format!("/v1/filters/{filter}/lookups");
+    let wasm_mib = || async { isolate_report(&http, &edge.base).await.expect("the isolate's report").wasm_bytes >> 20 };
+
+    // A small chunked body is read as any other.
+    let absent = random_keys(3);
+    let small = serde_json::to_vec(&json!({ "keys": absent })).unwrap();
+    let r = raw_http::post_chunked(&edge.base, &target, small, 7).await.unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let before = wasm_mib().await;
+
+    // 24 MiB without a Content-Length: refused at the 4 MiB limit, never read whole. The
+    // runtime closes the connection on the rest of the body, which may reset it before the
+    // 413 is read: either is a refusal; the memory below says the body was not taken.
+    let huge = format!(r#"{{"keys":["{}"]}}"#, "a".repeat(24 << 20)).into_bytes();
+    match raw_http::post_chunked(&edge.base, &target, huge, 256 << 10).await {
+        Ok(r) => {
+            assert_eq!(r.status, 413, "{r:?}");
+            assert!(r.body.contains("request body is over"), "{}", r.body);
+        }
+        Err(reset) => eprintln!("the oversized body: {reset}"),
+    }
+
+    // 900,000 one-letter keys in 3.6 MB, within the byte limit: refused for its keys, which
+    // are counted while parsed, not kept (held, they would take ~30 MiB).
+    let many = format!(r#"{{"keys":[{}"a"]}}"#, "\"a\",".repeat(899_999)).into_bytes();
+    let r = raw_http::post_chunked(&edge.base, &target, many, 256 << 10).await.unwrap();
+    assert_eq!(r.status, 413, "{r:?}");
+    assert!(r.body.contains("batch has 900000 keys"), "{}", r.body);
+
+    let answers = edge_batch(&http, &edge.base, &filter, &absent).await;
+    assert!(answers.iter().all(|(seen, _)| !seen), "the edge answers as before after the refusals");
+    let after = wasm_mib().await;
+    assert!(
+        after <= before + BOUNDED_BODY_GROWTH_MIB,
+        "wasm memory grew from {before} to {after} MiB for two refused bodies"
+    );
+}
+
+/// An HTTP server that answers every request `404` with an HTML page, as a load balancer or
+/// another service at a misconfigured `ORIGIN_URL` would; its address.
+async fn not_bloomgate() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = socket.read(&mut buf).await;
+                let page = "<html><body>Not Found</body></html>";
+                let answer = format!(
+                    "HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_that_is_not_bloomgates_is_never_relayed_as_not_seen() {
+    let elsewhere = not_bloomgate().await;
+    let edge = Wrangler::start(&format!("http://{elsewhere}"), EDGE_SECRET, FRESHNESS_SECS).await;
+    let http = reqwest::Client::new();
+    let key = &random_keys(1)[0];
+    for method in [reqwest::Method::GET, reqwest::Method::HEAD] {
+        let r = http.request(method.clone(), format!("{}/v1/filters/f/keys/{key}", edge.base)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_GATEWAY, "{method}: another server's 404 relayed");
+        assert!(!r.headers().contains_key("x-bloomgate-answered-by"));
+    }
+    let r = http.post(format!("{}/v1/filters/f/lookups", edge.base)).json(&json!({ "keys": [key] })).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_GATEWAY, "a batch: another server's 404 relayed");
+    let body: Value = r.json().await.unwrap();
+    assert!(body["hint"].as_str().is_some_and(|h| h.contains("ORIGIN_URL")), "{body}");
 }

@@ -4,7 +4,7 @@
 //! retention (410) fetches its segments whole and stays correct; a rebuild while the edge holds
 //! segments the journal brought forward; a damaged journal answer never turns into a "no" for an
 //! acknowledged key. The rules themselves (which copy may answer, what a chunk does to a copy,
-//! hand-built damaged and gapped chunks) are tested natively in `edge/src/{decide,held,catch_up}.rs`.
+//! hand-built damaged and gapped chunks) are tested natively in `edge/src/{decide,tail,catch_up}.rs`.
 //!
 //! Every check of an acknowledged key is against the bound S itself: a "not seen" from a lookup
 //! that started S or more after the acknowledgement fails the test; one that started earlier

@@ -4,6 +4,7 @@
 
 mod answers;
 mod filters;
+mod isolate;
 mod problem;
 mod stats;
 
@@ -12,5 +13,6 @@ pub use filters::{
     CreateFilter, DropKeys, DropQuery, FilterDropped, FilterList, FilterSummary, ReadConsistency, Rebuild,
     RebuildStarted,
 };
+pub use isolate::{CpuFigure, CpuSpent, HeldBytes, IsolateCounts, IsolateReport};
 pub use problem::{reason_phrase, Problem, ABOUT_BLANK};
 pub use stats::{FilterStats, RebuildProgress};

@@ -16,7 +16,8 @@
 //! # Layout
 //! - [`api`]: the bodies: what a request sends, what each answer holds, the problem body of
 //!   every error. The origin serializes these very types and serves their OpenAPI description
-//!   at `/openapi.json`; the edge writes its own "not seen" as a [`api::KeyAnswer`].
+//!   at `/openapi.json`; the edge writes its own "not seen" as a [`api::KeyAnswer`], and what an
+//!   isolate holds and did as an [`api::IsolateReport`].
 //! - [`paths`]: every endpoint's route pattern (as the origin's router spells it) and the
 //!   builders that fill one in; the matcher the edge routes with.
 //! - [`headers`]: the `x-bloomgate-*` header names and how `Retry-After` is written.

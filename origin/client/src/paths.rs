@@ -26,6 +26,9 @@ pub const MANIFEST: &str = "/v1/filters/{filter}/manifest";
 pub const SEGMENT: &str = "/v1/filters/{filter}/segments/{generation}/{index}";
 /// A generation's insert journal after a position (`GET ?after=&after_id=`, edge secret).
 pub const JOURNAL: &str = "/v1/filters/{filter}/journal/{generation}";
+/// What an edge isolate holds and has done (`GET`, edge secret; the edge only): see
+/// [`crate::api::IsolateReport`]. Outside `/v1/`: it is about one isolate, not the API.
+pub const ISOLATE: &str = "/_bloomgate/isolate";
 /// The process is up (`GET`; origin and edge).
 pub const HEALTHZ: &str = "/healthz";
 /// Both stores answer (`GET`; origin).

@@ -18,10 +18,10 @@ pub const FONT_CANDIDATES: [&str; 3] = [
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
 ];
 
-const FONT: &str = "sans-serif";
-const W: u32 = 1000;
-const H: u32 = 560;
-const PALETTE: [RGBColor; 6] = [
+pub(crate) const FONT: &str = "sans-serif";
+pub(crate) const W: u32 = 1000;
+pub(crate) const H: u32 = 560;
+pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(0x4c, 0x72, 0xb0),
     RGBColor(0xdd, 0x84, 0x52),
     RGBColor(0x55, 0xa8, 0x68),
@@ -64,7 +64,7 @@ fn save_png(path: &Path, (w, h): (u32, u32), rgb: &[u8]) -> DrawResult<()> {
     Ok(())
 }
 
-fn draw(
+pub(crate) fn draw(
     path: &Path,
     size: (u32, u32),
     f: impl FnOnce(&DrawingArea<BitMapBackend, Shift>) -> DrawResult<()>,
@@ -111,7 +111,9 @@ impl Bars<'_> {
 }
 
 /// The legend every chart with more than one series shows: upper right, on white.
-fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, DB, CT>) -> DrawResult<()>
+pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> DrawResult<()>
 where
     DB::ErrorType: 'static,
 {

@@ -20,12 +20,15 @@
 //! - [`lease_costs`]: what read leases cost besides lookups: write latency, Redis calls at rest.
 //! - [`report`]: results, the targets as checks, Markdown tables, JSON.
 //! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
+//! - [`churn`]: the edge under lookups, writes and new generations, its memory sampled
+//!   (`edge-memory`).
 
 #![forbid(unsafe_code)]
 
 pub mod ab;
 pub mod chart;
 pub mod chart_writes;
+pub mod churn;
 pub mod counters;
 pub mod counting_proxy;
 pub mod cpu;

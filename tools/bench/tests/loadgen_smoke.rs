@@ -79,6 +79,9 @@ fn smoke_config() -> BenchConfig {
             probe_interval: Duration::from_millis(50),
             probe_margin: Duration::from_millis(500),
             reuse_filters: None,
+            journal_only: false,
+            capacity: None,
+            edge_vars: Vec::new(),
         }),
         command: "cargo test -p bloomgate-bench --test loadgen_smoke".into(),
     }

@@ -149,8 +149,9 @@ struct RunArgs {
     /// Measure the filters of an earlier writes A/B again instead of preloading new ones:
     /// `--write-filters JOURNAL_SIDE NO_JOURNAL_SIDE` (same --seed and --write-present as that
     /// run). The run writes keys of its own (a salt per run): its first use re-added the earlier
-    /// run's keys, which set no bit, and its figures were not used (BENCHMARKS.md).
-    #[arg(long, num_args = 2)]
+    /// run's keys, which set no bit, and its figures were not used (BENCHMARKS.md). With
+    /// `--write-journal-only`, the journal side's alone.
+    #[arg(long, num_args = 1..=2)]
     write_filters: Option<Vec<String>>,
     /// Keys preloaded into each side's filter of the writes A/B.
     #[arg(long, default_value_t = 1_000_000)]
@@ -180,6 +181,16 @@ struct RunArgs {
     /// A/B rounds; the side that goes first alternates.
     #[arg(long, default_value_t = 1)]
     write_rounds: usize,
+    /// Run only the journal side of the writes A/B.
+    #[arg(long)]
+    write_journal_only: bool,
+    /// Capacity of the writes A/B's filters (0 = what the preload and the writes need): e.g. a
+    /// filter several times the edge isolate's budget.
+    #[arg(long, default_value_t = 0)]
+    write_capacity: u64,
+    /// A setting of the edge worker, `NAME=VALUE` (repeatable), e.g. `EDGE_MAX_HELD_BYTES=32MiB`.
+    #[arg(long = "edge-var", value_parser = edge_var)]
+    edge_vars: Vec<(String, String)>,
     /// Follow one acknowledged key in this many until the front answers "seen".
     #[arg(long, default_value_t = 100)]
     probe_every: u64,
@@ -302,13 +313,24 @@ fn config(args: &RunArgs, me: &std::path::Path) -> anyhow::Result<BenchConfig> {
             probe_every: args.probe_every.max(1),
             probe_interval: Duration::from_millis(args.probe_interval_ms.max(1)),
             probe_margin: Duration::from_millis(args.probe_margin_ms),
-            reuse_filters: args.write_filters.clone().map(|f| [f[0].clone(), f[1].clone()]),
+            reuse_filters: args.write_filters.clone().map(|f| [f[0].clone(), f.get(1).cloned().unwrap_or_default()]),
+            journal_only: args.write_journal_only,
+            capacity: (args.write_capacity > 0).then_some(args.write_capacity),
+            edge_vars: args.edge_vars.clone(),
         }),
         command: std::env::args()
             .map(|a| if a == me.to_string_lossy() { "bloomgate-loadgen".into() } else { a })
             .collect::<Vec<_>>()
             .join(" "),
     })
+}
+
+/// `NAME=VALUE`, as `--edge-var` takes it.
+fn edge_var(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
 }
 
 /// Prints the tables and writes `results.json` and the charts into `--out`.

@@ -14,7 +14,9 @@
 //! - this file: the A/B's settings, its two origins and filters, and the rounds.
 //! - [`side`]: one side in one round (the writes-only phase, then the front).
 //! - [`results`]: what each run measured, the side-by-side table and the checks.
+//! - [`isolate`]: what the edge isolate reported about itself over a run.
 
+mod isolate;
 mod results;
 mod side;
 
@@ -65,6 +67,13 @@ pub struct WritesConfig {
     /// no-journal side) to measure again instead of preloading new ones: another write rate on
     /// the same filters, without an hour of preload on this machine.
     pub reuse_filters: Option<[String; 2]>,
+    /// Only the journal side (no origin, filter or runs without the journal).
+    pub journal_only: bool,
+    /// The filters' capacity, instead of what the preload and the writes need (a filter larger
+    /// than the edge isolate's budget, whatever it holds).
+    pub capacity: Option<u64>,
+    /// More settings of the edge worker (`--var NAME:value`), e.g. `EDGE_MAX_HELD_BYTES`.
+    pub edge_vars: Vec<(String, String)>,
 }
 
 /// One side of the A/B.
@@ -99,15 +108,16 @@ pub(crate) struct Shared<'a> {
 pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<WritesReport> {
     anyhow::ensure!(w.rate > 0.0 && w.writers > 0, "--write-rate and the writers must be positive");
     let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build()?;
-    cfg.step("writes A/B: starting an origin with the insert journal and one without");
-    let origins = [
-        start_origin(&cfg.origin, &cfg.origin_settings(true, true)).await?,
-        start_origin(&cfg.origin, &cfg.origin_settings(true, false)).await?,
-    ];
+    cfg.step("writes A/B: starting an origin with the insert journal (and one without, unless journal only)");
+    let mut origins = vec![start_origin(&cfg.origin, &cfg.origin_settings(true, true)).await?];
+    if !w.journal_only {
+        origins.push(start_origin(&cfg.origin, &cfg.origin_settings(true, false)).await?);
+    }
     // Capacity for the preload and every write of every round, so no automatic resize (a new
     // generation: every segment refetched) lands in the middle of a measurement.
     let per_round = w.rate * (w.origin_duration + w.warmup + w.duration).as_secs_f64();
-    let capacity = cfg.capacity_for(w.present as f64 + per_round * w.rounds as f64 + 1000.0);
+    let capacity =
+        w.capacity.unwrap_or_else(|| cfg.capacity_for(w.present as f64 + per_round * w.rounds as f64 + 1000.0));
     let present = Arc::new(present_keys(cfg.seed, w.present));
     let preload_started = Instant::now();
     let filters = if let Some(reused) = &w.reuse_filters {
@@ -128,7 +138,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
     let mut runs = Vec::new();
     for round in 1..=w.rounds.max(1) {
         let order = if round % 2 == 1 { [Side::Journal, Side::NoJournal] } else { [Side::NoJournal, Side::Journal] };
-        for side in order {
+        for side in order.into_iter().filter(|s| !w.journal_only || *s == Side::Journal) {
             let i = side.index();
             runs.push(run_side(&shared, &http, &origins[i], &filters[i], side, round).await?);
         }
@@ -152,7 +162,7 @@ impl Side {
 /// no-journal side).
 async fn reuse_filters(
     http: &reqwest::Client,
-    origins: &[Server; 2],
+    origins: &[Server],
     reused: &[String; 2],
     writes: f64,
 ) -> anyhow::Result<Vec<String>> {
@@ -171,12 +181,12 @@ async fn preload_filters(
     cfg: &BenchConfig,
     w: &WritesConfig,
     http: &reqwest::Client,
-    origins: &[Server; 2],
+    origins: &[Server],
     capacity: u64,
     present: &Arc<Vec<String>>,
 ) -> anyhow::Result<Vec<String>> {
     let mut filters = Vec::new();
-    for side in [Side::Journal, Side::NoJournal] {
+    for side in [Side::Journal, Side::NoJournal].into_iter().take(origins.len()) {
         let name = format!("fresh-{}-{:016x}", side.name(), rand::random::<u64>());
         cfg.step(&format!("writes A/B: preloading {} keys into {name} (capacity {capacity})", w.present));
         let spec = FilterSpec { name: &name, fp_rate: cfg.fp_rate, capacity, segment_bytes: w.segment_bytes };
@@ -206,6 +216,8 @@ fn settings(shared: &Shared<'_>, capacity: u64, preload_secs: f64) -> BTreeMap<S
         ("rounds", w.rounds.to_string()),
         ("write_keys_salt", shared.write_salt.clone()),
         ("reused_filters", w.reuse_filters.as_ref().map_or("no (preloaded)".into(), |f| f.join(","))),
+        ("sides", if w.journal_only { "journal only".into() } else { "journal and no-journal".into() }),
+        ("edge_vars", w.edge_vars.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")),
         ("probe_every", w.probe_every.to_string()),
         ("probe_interval_ms", w.probe_interval.as_millis().to_string()),
         ("probe_margin_ms", w.probe_margin.as_millis().to_string()),

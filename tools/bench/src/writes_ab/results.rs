@@ -1,6 +1,7 @@
 //! What the writes A/B measured: per side and round, the writes-only phase and the front run;
 //! the side-by-side table of medians over rounds, one line per run, and the checks.
 
+use super::isolate::IsolateFigures;
 use crate::counting_proxy::{PerKind, ProxyTally};
 use crate::driver::Errors;
 use crate::report::{median, Check};
@@ -112,6 +113,9 @@ pub struct FrontRun {
     pub origin_served: BTreeMap<String, f64>,
     /// CPU by process group, cores busy on average.
     pub cpu_cores: BTreeMap<String, f64>,
+    /// What the edge isolate said about itself over the run (None without an edge, or one
+    /// without the report).
+    pub isolate: Option<IsolateFigures>,
     /// Every followed key.
     pub probe_outcomes: Vec<ProbeOutcome>,
 }
@@ -183,6 +187,10 @@ fn redis_per_write(r: &WriteRun, command: &str, usec: bool) -> Option<f64> {
     (!m.is_empty()).then(|| get(m, command).unwrap_or(0.0))
 }
 
+fn isolate_cpu(r: &WriteRun, kind: &str) -> Option<f64> {
+    r.front.isolate.as_ref().and_then(|i| get(&i.cpu_us, kind))
+}
+
 fn origin_cpu(r: &WriteRun, group: &str) -> Option<f64> {
     r.origin_writes.as_ref().and_then(|o| get(&o.cpu_us_per_write, group))
 }
@@ -226,6 +234,18 @@ const ROWS: &[Row] = &[
     ("bytes per write: journal", 0, |r| get(&r.front.bytes_per_write, "journal")),
     ("bytes per write: freshness (manifests + segments + journal)", 0, |r| get(&r.front.bytes_per_write, "freshness")),
     ("bytes per write: all (forwarded lookups too)", 0, |r| get(&r.front.bytes_per_write, "total")),
+    ("Cache API reads per lookup (isolate)", 3, |r| r.front.isolate.as_ref().map(|i| i.cache_reads_per_lookup)),
+    ("copies brought forward from the isolate's tail per lookup", 3, |r| {
+        r.front.isolate.as_ref().map(|i| i.local_catch_ups_per_lookup)
+    }),
+    ("Cache API write-backs", 0, |r| r.front.isolate.as_ref().map(|i| i.cache_write_backs as f64)),
+    ("isolate CPU per edge \"no\", µs", 1, |r| isolate_cpu(r, "edge_no")),
+    ("isolate CPU per forwarded lookup, µs (waits excluded)", 1, |r| isolate_cpu(r, "forwarded")),
+    ("isolate CPU per batch key, µs", 1, |r| isolate_cpu(r, "batch_key")),
+    ("isolate CPU per journal chunk taken in, µs", 1, |r| isolate_cpu(r, "catch_up")),
+    ("isolate CPU per segment decode, µs", 1, |r| isolate_cpu(r, "segment_decode")),
+    ("isolate wasm memory at the end, MiB", 1, |r| r.front.isolate.as_ref().map(|i| i.wasm_mib)),
+    ("isolate held at the end, MiB", 1, |r| r.front.isolate.as_ref().map(|i| i.held_mib)),
     ("CPU cores: edge", 2, |r| get(&r.front.cpu_cores, "edge")),
     ("CPU cores: origin", 2, |r| get(&r.front.cpu_cores, "origin")),
     ("CPU cores: redis", 2, |r| get(&r.front.cpu_cores, "redis")),

@@ -2,6 +2,7 @@
 //! the journal costs the write path), then the front serving lookups at a fixed rate while the
 //! same keys are written and a sampled share of them is followed until "seen".
 
+use super::isolate::IsolateFigures;
 use super::results::{per, scaled, FrontRun, OriginWrites, WriteFigures, WriteRun};
 use super::{Shared, Side};
 use crate::counters::{RedisCommands, Samples};
@@ -11,7 +12,8 @@ use crate::driver::{drive, DriveSpec, DriveStats, Errors};
 use crate::filters::filter_stats;
 use crate::servers::Server;
 use crate::writes::{lag_quantile_ms, write, ProbeSpec, WriteSpec, WriteStats};
-use bloomgate_tests::edge::Wrangler;
+use bloomgate_client::api::IsolateReport;
+use bloomgate_tests::edge::{isolate_report, Options, Wrangler};
 use bloomgate_tests::origin::EDGE_SECRET;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -58,10 +60,18 @@ struct SideRun<'a> {
     round: usize,
 }
 
+/// A running edge: `wrangler dev` through a counting proxy, with its own state directory.
+struct Front {
+    edge: Wrangler,
+    proxy: CountingProxy,
+    state: std::path::PathBuf,
+}
+
 /// The front's counters around the measured run: the counting proxy's tally (with an edge),
-/// the origin's samples, CPU.
+/// the edge isolate's report, the origin's samples, CPU.
 struct FrontReading {
     traffic: Option<ProxyTally>,
+    isolate: Option<IsolateReport>,
     origin: Samples,
     cpu: CpuReading,
 }
@@ -111,7 +121,7 @@ impl SideRun<'_> {
     /// Starts `wrangler dev` (S from the config) through a counting proxy in front of this side's
     /// origin, and adds its processes to `groups`; none without an edge. Dropped, the edge stops
     /// before the proxy it talks through.
-    async fn start_edge(&self, groups: &mut Vec<CpuGroup>) -> anyhow::Result<Option<(Wrangler, CountingProxy)>> {
+    async fn start_edge(&self, groups: &mut Vec<CpuGroup>) -> anyhow::Result<Option<Front>> {
         let Some(s) = self.sh.cfg.edge_freshness_secs else { return Ok(None) };
         let me = std::process::id();
         let known: HashSet<u32> = descendants(me).into_iter().collect();
@@ -122,10 +132,15 @@ impl SideRun<'_> {
         );
         self.sh.cfg.step(&what);
         let proxy = CountingProxy::start(self.origin.base.trim_start_matches("http://")).await?;
-        let edge = Wrangler::start(&format!("http://{}", proxy.addr), EDGE_SECRET, s).await;
+        let mut options = Options::new(s);
+        options.vars.extend(self.sh.w.edge_vars.iter().cloned());
+        // The Cache API's entries of this run only: an earlier run's would be read back.
+        let state = std::env::temp_dir().join(format!("bloomgate-writes-{:016x}", rand::random::<u64>()));
+        options.persist_to = Some(state.clone());
+        let edge = Wrangler::start_with(&format!("http://{}", proxy.addr), EDGE_SECRET, options).await;
         let pids = descendants(me).into_iter().filter(|p| !known.contains(p)).collect();
         groups.push(CpuGroup { name: "edge".into(), pids });
-        Ok(Some((edge, proxy)))
+        Ok(Some(Front { edge, proxy, state }))
     }
 
     /// The front (the edge, or the origin itself) serving lookups at a fixed rate while keys are
@@ -133,7 +148,7 @@ impl SideRun<'_> {
     async fn front(&self, mut groups: Vec<CpuGroup>) -> anyhow::Result<FrontRun> {
         let (cfg, w) = (self.sh.cfg, self.sh.w);
         let front = self.start_edge(&mut groups).await?;
-        let front_base = front.as_ref().map_or(self.origin.base.clone(), |(e, _)| e.base.clone());
+        let front_base = front.as_ref().map_or(self.origin.base.clone(), |f| f.edge.base.clone());
         let bound = Duration::from_secs(u64::from(cfg.edge_freshness_secs.unwrap_or(0)));
         let cap = bound + w.probe_margin;
         let lookups = |label: &str, duration: Duration| DriveSpec {
@@ -164,7 +179,7 @@ impl SideRun<'_> {
             // Keys acknowledged later could still be followed after the window closes.
             window: w.duration.checked_sub(cap).filter(|d| !d.is_zero()).unwrap_or(w.duration / 2),
         };
-        let proxy = front.as_ref().map(|(_, p)| p);
+        let proxy = front.as_ref().map(|f| (&f.proxy, f.edge.base.as_str()));
         let t0 = self.read_front(proxy, &groups).await?;
         let started = Instant::now();
         let ls = DriveSpec { progress: cfg.progress, ..lookups("measured", w.duration) };
@@ -173,14 +188,28 @@ impl SideRun<'_> {
         let (looked, wrote) = (l?, wr?);
         let seconds = started.elapsed().as_secs_f64();
         let t1 = self.read_front(proxy, &groups).await?;
-        drop(front);
+        if let Some(Front { edge, proxy, state }) = front {
+            // The edge stops before the proxy it talks through.
+            drop(edge);
+            drop(proxy);
+            let _ = std::fs::remove_dir_all(state);
+        }
         let cpu = cores_busy(&t0, &t1, &groups, seconds);
         Ok(front_figures(cfg.edge_freshness_secs, bound, looked, wrote, &t0, &t1, cpu))
     }
 
-    async fn read_front(&self, proxy: Option<&CountingProxy>, groups: &[CpuGroup]) -> anyhow::Result<FrontReading> {
+    async fn read_front(
+        &self,
+        edge: Option<(&CountingProxy, &str)>,
+        groups: &[CpuGroup],
+    ) -> anyhow::Result<FrontReading> {
+        let isolate = match edge {
+            Some((_, base)) => isolate_report(self.http, base).await.ok(),
+            None => None,
+        };
         Ok(FrontReading {
-            traffic: proxy.map(|p| p.counts.tally()),
+            traffic: edge.map(|(p, _)| p.counts.tally()),
+            isolate,
             origin: Samples::scrape(self.http, &self.origin.base).await?,
             cpu: CpuReading::now(groups),
         })
@@ -207,6 +236,10 @@ fn front_figures(
     let front_lookups = looked.lookups + probe_polls;
     let traffic = match (t0.traffic, t1.traffic) {
         (Some(a), Some(b)) => Some(b.since(&a)),
+        _ => None,
+    };
+    let isolate = match (&t0.isolate, &t1.isolate) {
+        (Some(a), Some(b)) => Some(IsolateFigures::between(a, b, front_lookups)),
         _ => None,
     };
     let thousand = front_lookups as f64 / 1000.0;
@@ -246,6 +279,7 @@ fn front_figures(
         bytes_per_write: traffic.map(|t| per(&t.body_bytes, wrote.acked as f64)).unwrap_or_default(),
         origin_served,
         cpu_cores,
+        isolate,
         probe_outcomes: wrote.probes,
     }
 }
