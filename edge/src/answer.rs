@@ -100,7 +100,9 @@ pub fn judge_origin_answer(status: u16, answered_by: Option<&str>, content_type:
 /// 502 for an answer at `ORIGIN_URL` that is not bloomgate's ([`OriginAnswer::NotBloomgate`]).
 pub fn not_bloomgate(status: u16) -> Problem {
     Problem::new(502, format!("the origin answered {status} without bloomgate's headers; the answer is unknown"))
-        .with_hint("ORIGIN_URL, or a route in front of the origin, reaches something that is not bloomgate's origin: check it.")
+        .with_hint(
+        "ORIGIN_URL, or a route in front of the origin, reaches something that is not bloomgate's origin: check it.",
+    )
 }
 
 /// Headers of the origin's answer that the edge passes on when it relays it. Not

@@ -148,8 +148,13 @@ mod tests {
 
     #[test]
     fn the_body_has_the_contracts_shape() {
-        for body in [&br#"{"keys":["a"],"x":1}"#[..], br#"{}"#, br#"["a"]"#, br#"{"keys":[1]}"#, br#"{"keys":["a"]} x"#] {
-            assert!(matches!(parse_keys(body, 10), Err(BatchBodyError::Invalid(_))), "{}", String::from_utf8_lossy(body));
+        for body in [&br#"{"keys":["a"],"x":1}"#[..], br#"{}"#, br#"["a"]"#, br#"{"keys":[1]}"#, br#"{"keys":["a"]} x"#]
+        {
+            assert!(
+                matches!(parse_keys(body, 10), Err(BatchBodyError::Invalid(_))),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
         }
         // The contract's own type reads the same bodies the same way.
         let keys: bloomgate_client::api::Keys = serde_json::from_slice(br#"{"keys":["a","b"]}"#).unwrap();

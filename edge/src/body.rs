@@ -9,8 +9,8 @@
 
 use crate::answer;
 use crate::batch_body::{BatchBodyError, BoundedBody};
-use futures_util::Stream;
 use bloomgate_client::{headers, media};
+use futures_util::Stream;
 use js_sys::Uint8Array;
 use serde::Serialize;
 use worker::wasm_bindgen::JsValue;

@@ -193,7 +193,11 @@ pub(crate) async fn forward_batch(config: &EdgeConfig, filter: &str, keys: Vec<S
 /// What the origin's `reply` is (see [`answer::judge_origin_answer`]).
 pub(crate) fn judge(reply: &Reply) -> OriginAnswer {
     let header = |name| reply.headers.get(name).ok().flatten();
-    answer::judge_origin_answer(reply.status, header(headers::ANSWERED_BY).as_deref(), header(headers::CONTENT_TYPE).as_deref())
+    answer::judge_origin_answer(
+        reply.status,
+        header(headers::ANSWERED_BY).as_deref(),
+        header(headers::CONTENT_TYPE).as_deref(),
+    )
 }
 
 /// 502: what answered at `url` is not bloomgate's origin.

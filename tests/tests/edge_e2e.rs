@@ -674,7 +674,8 @@ async fn an_answer_that_is_not_bloomgates_is_never_relayed_as_not_seen() {
         assert_eq!(r.status(), StatusCode::BAD_GATEWAY, "{method}: another server's 404 relayed");
         assert!(!r.headers().contains_key("x-bloomgate-answered-by"));
     }
-    let r = http.post(format!("{}/v1/filters/f/lookups", edge.base)).json(&json!({ "keys": [key] })).send().await.unwrap();
+    let r =
+        http.post(format!("{}/v1/filters/f/lookups", edge.base)).json(&json!({ "keys": [key] })).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_GATEWAY, "a batch: another server's 404 relayed");
     let body: Value = r.json().await.unwrap();
     assert!(body["hint"].as_str().is_some_and(|h| h.contains("ORIGIN_URL")), "{body}");
