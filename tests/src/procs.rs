@@ -108,6 +108,39 @@ pub fn is_named(pid: u32, name: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == name)
 }
 
+/// The shared Cassandra's pid, from the pid file `scripts/services` writes:
+/// `BLOOMGATE_CASSANDRA_PID_FILE`, else `$BLOOMGATE_STATE_DIR/run/cassandra.pid`, else this
+/// checkout's `.state/run/cassandra.pid`.
+pub fn cassandra_pid() -> Option<u32> {
+    let mut candidates: Vec<std::path::PathBuf> =
+        std::env::var_os("BLOOMGATE_CASSANDRA_PID_FILE").map(Into::into).into_iter().collect();
+    if let Some(state) = std::env::var_os("BLOOMGATE_STATE_DIR") {
+        candidates.push(std::path::PathBuf::from(state).join("run/cassandra.pid"));
+    }
+    candidates.push(crate::repo_root().join(".state/run/cassandra.pid"));
+    candidates.into_iter().find_map(|path| {
+        let pid: u32 = std::fs::read_to_string(path).ok()?.trim().parse().ok()?;
+        std::path::Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
+    })
+}
+
+/// A process stopped with SIGSTOP, continued (SIGCONT) when dropped, also while unwinding.
+pub struct Paused(pub u32);
+
+impl Paused {
+    /// Stops `pid`.
+    pub fn pause(pid: u32) -> Paused {
+        assert!(signal(pid, "STOP"), "kill -STOP {pid} failed");
+        Paused(pid)
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,6 +123,13 @@ async fn an_operator_sees_requests_lookups_stores_and_the_filter_s_health() {
     assert_eq!(sample(&text, &format!("bloomgate_rebuild_running{{filter=\"{filter}\"}}")), Some(0.0));
     assert!(text.contains("bloomgate_build_info{version=\""), "{text}");
     assert!(sample(&text, "bloomgate_http_in_flight").is_some());
+    // The process's own metrics, under the names every Prometheus client exports.
+    let rss = sample(&text, "process_resident_memory_bytes").expect("process_resident_memory_bytes");
+    assert!(rss > 1e6, "resident memory {rss} bytes");
+    assert!(sample(&text, "process_cpu_seconds_total").is_some_and(|s| s > 0.0), "{text}");
+    for name in ["process_open_fds", "process_max_fds", "process_threads", "process_start_time_seconds"] {
+        assert!(sample(&text, name).is_some_and(|v| v > 0.0), "{name}");
+    }
 
     // The dashboard and the alert rules query only what is exposed.
     let exposed = exposed_names(&text);

@@ -13,7 +13,8 @@
 //! callers record: `lookups` (who answered, fall-throughs, database reads, latency),
 //! `edge_feed`, `writes`, `requests` (HTTP), `filters` (per-filter counters and health
 //! gauges), `rebuilds`, `copies` (local copies), `leases` (read leases: how filter reads were
-//! answered, lapses, the background reads, writers' waits).
+//! answered, lapses, the background reads, writers' waits); and `process`, the process's own
+//! `process_*` metrics, under their standard names.
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -55,6 +56,7 @@ mod edge_feed;
 mod filters;
 mod leases;
 mod lookups;
+mod process;
 mod rebuilds;
 mod requests;
 mod writes;
@@ -64,6 +66,7 @@ pub use edge_feed::{EdgeFeedMetrics, EdgeKind};
 pub use filters::{Baseline, FilterCounters, FilterGauges, FilterMetrics};
 pub use leases::{FilterRead, LeaseMetrics, LeaseWait, TailRead};
 pub use lookups::{AnsweredBy, Fallthrough, LookupMetrics, Store};
+pub use process::{ProcessCollector, ProcessSample};
 pub use rebuilds::{RebuildGauges, RebuildMetrics};
 pub use requests::{RequestLabels, RequestMetrics};
 pub use writes::WriteMetrics;
@@ -124,7 +127,7 @@ impl Metrics {
     /// that event, and dashboards show 0.
     pub fn new() -> Metrics {
         let mut m = Metrics {
-            registry: Registry::with_prefix("bloomgate"),
+            registry: Registry::default(),
             lookups: LookupMetrics::new(),
             edge_feed: EdgeFeedMetrics::new(),
             writes: WriteMetrics::default(),
@@ -144,11 +147,14 @@ impl Metrics {
             m.copies.rows(),
             m.leases.rows(),
         ];
+        // The process's own metrics under their standard names; everything else is bloomgate_*.
+        m.registry.register_collector(Box::new(ProcessCollector));
+        let bloomgate = m.registry.sub_registry_with_prefix("bloomgate");
         for Row(register) in tables.into_iter().flatten() {
-            register(&mut m.registry);
+            register(bloomgate);
         }
         let build = Info::new(BuildLabels { version: env!("CARGO_PKG_VERSION").to_owned() });
-        m.registry.register("build", "The running binary.", build);
+        bloomgate.register("build", "The running binary.", build);
         m
     }
 

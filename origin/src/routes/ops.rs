@@ -1,6 +1,11 @@
-//! Operations: `/metrics` (Prometheus, OpenMetrics text), `/healthz` (the process is up), `/readyz` (both
-//! stores answer; the filter being down is reported but does not make the origin unready,
-//! since lookups still work without it).
+//! Operations: `/metrics` (Prometheus, OpenMetrics text), `/healthz` (the process is up: what a
+//! liveness probe asks, nothing of the stores), `/readyz` (the origin can answer lookups: the
+//! filter store or the database answers; what a load balancer or readiness probe asks).
+//!
+//! Ready needs one store, not both: with the database down every "no" still comes from the
+//! filter (only the "maybe"s are 503), and with the filter down every lookup falls through to
+//! the database. Taking an origin out of rotation because one store is down would remove every
+//! origin exactly when bloomgate helps most.
 
 use super::AppState;
 use axum::extract::State;
@@ -27,14 +32,77 @@ async fn healthz() -> impl IntoResponse {
     Json(json!({ "ok": true }))
 }
 
+/// How long `/readyz` waits for each store.
+const READY_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1000);
+
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    let database = s.gate.database().ping().await;
-    let filter = s.gate.filter_store().ping().await;
-    let status = if database.is_ok() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    // Each store gets a bounded time: a paused store must read as down within a probe's
+    // timeout (2 s in deploy/kubernetes), not hold the answer until the driver gives up.
+    let (database, filter) = tokio::join!(within(s.gate.database().ping()), within(s.gate.filter_store().ping()));
+    let readiness = Readiness::of(database.is_ok(), filter.is_ok());
+    let status = if readiness.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({
-        "ready": database.is_ok(),
-        "database": database.map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
-        "filter": filter.map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
+        "ready": readiness.ready(),
+        "reason": readiness.reason(),
+        "database": database.map(|_| "ok".to_string()).unwrap_or_else(|e| e),
+        "filter": filter.map(|_| "ok".to_string()).unwrap_or_else(|e| e),
     });
     (status, Json(body))
+}
+
+/// A store's ping, or why it did not answer within [`READY_PING_TIMEOUT`].
+async fn within<E: std::fmt::Display>(ping: impl std::future::Future<Output = Result<(), E>>) -> Result<(), String> {
+    match tokio::time::timeout(READY_PING_TIMEOUT, ping).await {
+        Ok(answer) => answer.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {} ms", READY_PING_TIMEOUT.as_millis())),
+    }
+}
+
+/// Whether the origin can answer lookups, from which stores answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Readiness {
+    Both,
+    FilterOnly,
+    DatabaseOnly,
+    Neither,
+}
+
+impl Readiness {
+    fn of(database: bool, filter: bool) -> Readiness {
+        match (database, filter) {
+            (true, true) => Readiness::Both,
+            (false, true) => Readiness::FilterOnly,
+            (true, false) => Readiness::DatabaseOnly,
+            (false, false) => Readiness::Neither,
+        }
+    }
+
+    fn ready(self) -> bool {
+        self != Readiness::Neither
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Readiness::Both => "the filter and the database answer",
+            Readiness::FilterOnly => {
+                "the database does not answer: \"no\" comes from the filter, \"maybe\" and writes are refused (503)"
+            }
+            Readiness::DatabaseOnly => "the filter does not answer: every lookup is asked of the database",
+            Readiness::Neither => "neither the filter nor the database answers: no lookup can be answered",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Readiness;
+
+    #[test]
+    fn ready_while_either_store_answers() {
+        assert!(Readiness::of(true, true).ready());
+        assert!(Readiness::of(false, true).ready(), "a database outage keeps every 'no' flowing");
+        assert!(Readiness::of(true, false).ready(), "a filter outage falls through to the database");
+        assert!(!Readiness::of(false, false).ready());
+        assert!(Readiness::of(false, false).reason().contains("no lookup"));
+    }
 }
