@@ -53,11 +53,14 @@
 //!   the decision (`reason`, pure) from the facts (`health`).
 //! - [`auth`]: writer and ops tokens, and the edge secret, as extractors.
 //! - [`request_metrics`]: every request counted, timed and held in the in-flight gauge.
+//! - [`admission`]: the in-flight caps derived from the memory budget (`budget`: the cgroup's
+//!   limit or the setting; `cost`: each kind of request's measured worst case; `caps`: the
+//!   budget divided), and the layer that admits a request or answers 429 (`limit`).
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`routes`]: the HTTP API, one file per resource (`keys`, `batch`, `filters`, `edge`,
 //!   `ops`, `status`, `openapi`), and the extractors whose rejections are problem+json.
-//! - This file: the wiring: [`build_state`] connects the stores, [`app`] puts the routes
-//!   behind their layers, [`run`] serves them.
+//! - This file: the wiring: [`build_state`] derives the caps and connects the stores, [`app`]
+//!   puts the routes behind their layers, [`run`] serves them.
 //!
 //! The binary (`main.rs`) parses the command line and runs a command; everything the command
 //! line alone uses lives in its `cli/` folder: the commands (`serve`, `filters`, `keys`),
@@ -65,6 +68,7 @@
 //! (`stats_table`).
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod auth;
 pub mod build_progress;
 pub mod clock;
@@ -86,6 +90,7 @@ pub mod sizing;
 pub mod status_history;
 pub mod store;
 
+use admission::{Admission, Caps, MemoryLimit};
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Request;
@@ -105,10 +110,18 @@ use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
 
-/// Connects the stores named in `config` (or the embedded ones) and builds the app state.
+/// Derives the in-flight caps, connects the stores named in `config` (or the embedded ones)
+/// and builds the app state.
 pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     config.validate()?;
     error::set_retry_after(config.retry_after_secs);
+    let redis_url = match config.redis_cluster_nodes.is_empty() {
+        true => config.redis_url.clone(),
+        false => Some(String::new()),
+    };
+    // Local copies only make sense of a filter in another process.
+    let local_copies_wanted = if redis_url.is_some() { config.local_copy_max_bytes } else { 0 };
+    let caps = caps_for(&config, local_copies_wanted)?;
     let embedded_keys = if config.cassandra_nodes.is_empty() {
         let path = config.data_dir.join("keys.redb");
         tracing::info!(path = %path.display(), "no cassandra_nodes configured: keys in an embedded file");
@@ -131,12 +144,6 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             Arc::new(CassandraDatabase::connect(&settings).await?)
         }
     };
-    let redis_url = match config.redis_cluster_nodes.is_empty() {
-        true => config.redis_url.clone(),
-        false => Some(String::new()),
-    };
-    // Local copies only make sense of a filter in another process.
-    let local_copy_max_bytes = if redis_url.is_some() { config.local_copy_max_bytes } else { 0 };
     let filters: Arc<dyn FilterStore> = match redis_url {
         Some(url) => {
             let redis = RedisFilterStore::connect(&RedisSettings {
@@ -160,15 +167,35 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             memory
         }
     };
-    let settings = GateSettings { local_copy_max_bytes, ..GateSettings::from_config(&config) };
+    let settings = GateSettings { local_copy_max_bytes: caps.local_copies, ..GateSettings::from_config(&config) };
     let gate = Arc::new(Gate::new(filters, keys, settings));
+    caps.export(&gate.metrics);
     if config.recovery_interval_ms > 0 {
         let interval = std::time::Duration::from_millis(config.recovery_interval_ms);
         let (thresholds, options) =
             (recovery::Thresholds::from_config(&config), RebuildOptions::from_config(&config, false));
         tokio::spawn(recovery::run(gate.clone(), thresholds, interval, options));
     }
-    Ok(AppState { gate, config: Arc::new(config) })
+    Ok(AppState { gate, config: Arc::new(config), caps: Arc::new(caps) })
+}
+
+/// The in-flight caps for `config` on this machine (its cgroup's memory limit, or the
+/// `memory_budget_bytes` setting), with local copies of at most `local_copies_wanted` bytes;
+/// logged in one line with what they come from.
+pub fn caps_for(config: &Config, local_copies_wanted: u64) -> Result<Caps, admission::CapsError> {
+    let limit = MemoryLimit::of_this_process(config.memory_budget_bytes);
+    let caps = Caps::derive(config, limit, local_copies_wanted)?;
+    tracing::info!(
+        budget_bytes = caps.limit.bytes,
+        lookups = caps.cap(metrics::Kind::Lookup),
+        batch_writes = caps.cap(metrics::Kind::BatchWrite),
+        batch_lookups = caps.cap(metrics::Kind::BatchLookup),
+        "{caps}"
+    );
+    if caps.explicit.is_some_and(|n| n as u64 * caps.costs.batch_lookup > caps.writes_and_batches) {
+        tracing::warn!("max_in_flight admits more writes and batches than the memory budget holds at worst");
+    }
+    Ok(caps)
 }
 
 /// How long insert journals keep their entries, as configured.
@@ -215,19 +242,15 @@ async fn rebuild_memory_filters(
 
 /// The whole HTTP app: API routes behind the overload layers, ops routes beside them.
 ///
-/// Single-key lookups, the path every "no" takes, carry only what they need: load shedding and
-/// the in-flight limit (one limit, shared with the rest of the API). No request timeout (a timer
-/// per request): each store call on their path has its own (`redis_timeout_ms`,
-/// `cassandra_timeout_ms`); no trace span. Everything else keeps the whole stack.
+/// Single-key lookups, the path every "no" takes, carry only what they need: admission into
+/// their own limiter (apart from writes and batches, so these cannot shed them). No request
+/// timeout (a timer per request): each store call on their path has its own
+/// (`redis_timeout_ms`, `cassandra_timeout_ms`); no trace span. Everything else keeps the
+/// whole stack.
 pub fn app(state: AppState) -> Router {
     let config = state.config.clone();
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_in_flight));
-    let lookups = routes::keys::lookup_router().with_state(state.clone()).layer(
-        ServiceBuilder::new()
-            .layer(overload_errors(&state))
-            .load_shed()
-            .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight.clone())),
-    );
+    let admission = Admission::new(&state.caps, state.gate.metrics.clone());
+    let lookups = routes::keys::lookup_router().with_state(state.clone()).layer(admission.layer());
     let api = Router::new()
         .merge(routes::keys::router())
         .merge(routes::filters::router())
@@ -235,11 +258,10 @@ pub fn app(state: AppState) -> Router {
         .with_state(state.clone())
         .layer(DefaultBodyLimit::max(config.max_body_bytes()))
         .layer(
-            // Outermost first: errors → load shed → concurrency limit → timeout → trace.
+            // Outermost first: errors → admission (429 above the cap) → timeout → trace.
             ServiceBuilder::new()
-                .layer(overload_errors(&state))
-                .load_shed()
-                .layer(tower::limit::GlobalConcurrencyLimitLayer::with_semaphore(in_flight))
+                .layer(timeout_errors())
+                .layer(admission.layer())
                 .timeout(config.request_timeout())
                 .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                     // Borrowed, not copied: this runs on every request, logged or not.
@@ -258,17 +280,10 @@ pub fn app(state: AppState) -> Router {
         .layer(tracked)
 }
 
-/// Turns the overload layers' errors into the API's answers: 429 when shedding load, 503 when a
-/// request ran out of time.
-fn overload_errors<S>(
-    state: &AppState,
-) -> HandleErrorLayer<impl Fn(BoxError) -> std::future::Ready<AppError> + Clone, S> {
-    let metrics = state.gate.metrics.clone();
+/// Turns the timeout layer's error into the API's answer: 503 when a request ran out of time.
+fn timeout_errors<S>() -> HandleErrorLayer<impl Fn(BoxError) -> std::future::Ready<AppError> + Clone, S> {
     HandleErrorLayer::new(move |err: BoxError| {
-        std::future::ready(if err.is::<tower::load_shed::error::Overloaded>() {
-            metrics.requests.overloaded.inc();
-            AppError::Overloaded
-        } else if err.is::<tower::timeout::error::Elapsed>() {
+        std::future::ready(if err.is::<tower::timeout::error::Elapsed>() {
             AppError::Timeout
         } else {
             AppError::BadRequest(format!("request failed: {err}"))

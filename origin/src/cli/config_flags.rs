@@ -79,10 +79,14 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edge_secret: Option<String>,
-    /// Requests in flight before 429.
+    /// Requests of each class in flight before 429 (0: derived from the memory budget).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<usize>,
+    /// Memory the in-flight caps are derived from, bytes (0: the cgroup's limit, or the machine's).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_budget_bytes: Option<u64>,
     /// Open client connections at once.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

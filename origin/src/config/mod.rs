@@ -74,8 +74,14 @@ pub struct Config {
     pub ops_tokens: Vec<String>,
     /// Secret the edge sends in `x-bloomgate-edge-secret` to read manifests and segments.
     pub edge_secret: Option<String>,
-    /// Requests handled at once; above it the answer is 429.
+    /// Requests of each class (single-key lookups; writes and batches) handled at once, above
+    /// which the answer is 429, whatever they cost in memory. 0 = derived from the memory budget
+    /// (see `admission`), which is what holds the origin's memory under any burst.
     pub max_in_flight: usize,
+    /// The memory the origin may use, in bytes, that its in-flight caps are derived from. 0 =
+    /// its cgroup's limit (a container's memory limit), or the machine's memory. Never above
+    /// the cgroup's limit: set higher, the limit is used.
+    pub memory_budget_bytes: u64,
     /// Open client connections at once; more wait in the listen backlog.
     pub max_connections: usize,
     /// A connection that has not sent a complete request head within this many ms (idle
@@ -184,7 +190,8 @@ impl Default for Config {
             writer_tokens: Vec::new(),
             ops_tokens: Vec::new(),
             edge_secret: None,
-            max_in_flight: 512,
+            max_in_flight: 0,
+            memory_budget_bytes: 0,
             max_connections: 4096,
             header_read_timeout_ms: 30_000,
             max_filter_bytes: 4 << 30,

@@ -10,7 +10,6 @@ impl Config {
     /// Checks the values that would otherwise fail later, and obscurely.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let positive = [
-            ("max_in_flight", self.max_in_flight as u64),
             ("max_connections", self.max_connections as u64),
             ("header_read_timeout_ms", self.header_read_timeout_ms),
             ("max_filter_bytes", self.max_filter_bytes),
@@ -106,8 +105,8 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
-        let c = Config { max_in_flight: 0, ..Config::default() };
-        assert!(c.validate().unwrap_err().to_string().contains("max_in_flight"));
+        let c = Config { max_connections: 0, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("max_connections"));
         let c = Config { cassandra_consistency: "most".into(), ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().contains("most"));
         let c = Config { writer_tokens: vec!["short".into()], ..Config::default() };

@@ -11,10 +11,11 @@
 //! # Layout
 //! One file per concern, each with its metrics, their registration table (`rows`) and what its
 //! callers record: `lookups` (who answered, fall-throughs, database reads, latency),
-//! `edge_feed`, `writes`, `requests` (HTTP), `filters` (per-filter counters and health
-//! gauges), `rebuilds`, `copies` (local copies), `leases` (read leases: how filter reads were
-//! answered, lapses, the background reads, writers' waits); and `process`, the process's own
-//! `process_*` metrics, under their standard names.
+//! `edge_feed`, `writes`, `requests` (HTTP), `admission` (429s by class, the caps in force and
+//! the memory budget behind them), `filters` (per-filter counters and health gauges),
+//! `rebuilds`, `copies` (local copies), `leases` (read leases: how filter reads were answered,
+//! lapses, the background reads, writers' waits); and `process`, the process's own `process_*`
+//! metrics, under their standard names.
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
@@ -51,6 +52,7 @@ macro_rules! label_enum {
     };
 }
 
+mod admission;
 mod copies;
 mod edge_feed;
 mod filters;
@@ -61,6 +63,7 @@ mod rebuilds;
 mod requests;
 mod writes;
 
+pub use admission::{AdmissionMetrics, BudgetPart, Class, Kind};
 pub use copies::{CopyLoad, CopyLookup, CopyMetrics, CopyRound};
 pub use edge_feed::{EdgeFeedMetrics, EdgeKind};
 pub use filters::{Baseline, FilterCounters, FilterGauges, FilterMetrics};
@@ -105,6 +108,8 @@ pub struct Metrics {
     pub writes: WriteMetrics,
     /// HTTP requests.
     pub requests: RequestMetrics,
+    /// Admission: 429s, the caps in force, the memory budget.
+    pub admission: AdmissionMetrics,
     /// Per filter.
     pub filters: FilterMetrics,
     /// Rebuilds.
@@ -122,9 +127,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Every metric, registered under `bloomgate_`. Every labelled series exists from the
-    /// start, at zero: a rate over a series that appears only with its first event would miss
-    /// that event, and dashboards show 0.
+    /// Every metric, registered under `bloomgate_` (the process's own under their standard
+    /// names). Every labelled series exists from the start, at zero: a rate over a series that
+    /// appears only with its first event would miss that event, and dashboards show 0.
     pub fn new() -> Metrics {
         let mut m = Metrics {
             registry: Registry::default(),
@@ -132,6 +137,7 @@ impl Metrics {
             edge_feed: EdgeFeedMetrics::new(),
             writes: WriteMetrics::default(),
             requests: RequestMetrics::new(),
+            admission: AdmissionMetrics::new(),
             filters: FilterMetrics::default(),
             rebuilds: RebuildMetrics::default(),
             copies: CopyMetrics::new(),
@@ -142,6 +148,7 @@ impl Metrics {
             m.edge_feed.rows(),
             m.writes.rows(),
             m.requests.rows(),
+            m.admission.rows(),
             m.filters.rows(),
             m.rebuilds.rows(),
             m.copies.rows(),
@@ -207,6 +214,10 @@ mod tests {
             "bloomgate_store_seconds_count{store=\"redis\"} 1",
             "bloomgate_http_requests_total{method=\"GET\",route=\"/v1/filters/{filter}/keys/{key}\",status=\"404\"} 1",
             "bloomgate_build_info{version=\"",
+            "bloomgate_overloaded_total{class=\"lookup\"} 0",
+            "process_resident_memory_bytes ",
+            "process_cpu_seconds_total ",
+            "process_start_time_seconds ",
             "# EOF",
         ] {
             assert!(text.contains(line), "{line:?} missing from\n{text}");

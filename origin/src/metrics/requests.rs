@@ -1,5 +1,5 @@
-//! HTTP requests: counted and timed by method, route and status; those in flight; those
-//! refused for overload.
+//! HTTP requests: counted and timed by method, route and status; those in flight. (Those
+//! refused for overload: `admission`.)
 
 use super::{latency_histogram, row, Row};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -28,8 +28,6 @@ pub struct RequestMetrics {
     latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
     /// HTTP requests being handled.
     pub in_flight: Gauge,
-    /// RequestMetrics refused with 429.
-    pub overloaded: Counter,
 }
 
 impl RequestMetrics {
@@ -38,13 +36,11 @@ impl RequestMetrics {
             counted: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             in_flight: Gauge::default(),
-            overloaded: Counter::default(),
         }
     }
 
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
-            row("overloaded", "RequestMetrics refused with 429 (max_in_flight).", &self.overloaded),
             row("http_requests", "HTTP requests by method, route and status.", &self.counted),
             row("http_request_seconds", "HTTP request latency by method, route and status, seconds.", &self.latency),
             row("http_in_flight", "HTTP requests being handled.", &self.in_flight),

@@ -24,6 +24,8 @@ pub struct AppState {
     pub gate: Arc<Gate>,
     /// The configuration.
     pub config: Arc<Config>,
+    /// The in-flight caps in force (derived from the memory budget, or `max_in_flight`).
+    pub caps: Arc<crate::admission::Caps>,
 }
 
 impl crate::auth::HasConfig for AppState {

@@ -101,7 +101,8 @@ impl Embedded {
     ) -> Embedded {
         let config = test_config(&dir, tune);
         let settings = GateSettings { local_copy_max_bytes: 0, ..GateSettings::from_config(&config) };
-        let state = AppState { gate: Arc::new(Gate::new(filters, keys, settings)), config: Arc::new(config) };
+        let caps = Arc::new(bloomgate_origin::caps_for(&config, 0).expect("caps for a test origin"));
+        let state = AppState { gate: Arc::new(Gate::new(filters, keys, settings)), config: Arc::new(config), caps };
         Embedded { app: bloomgate_origin::app(state.clone()), state, dir }
     }
 

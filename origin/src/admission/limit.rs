@@ -1,0 +1,291 @@
+//! The layer that admits a request or answers 429 at once: each class of requests has a
+//! limiter of its own (so a burst of writes cannot shed lookups), and a request takes its
+//! kind's worst case from its class's budget (`Caps::weight`), never waiting for room. A write
+//! or batch keeps what it took until its answer's body has been sent, not only until its
+//! handler returned: the answer is what holds its memory then, and a client that reads it
+//! slowly must not let more in.
+
+use super::caps::Caps;
+use crate::error::AppError;
+use crate::metrics::{Class, Kind, Metrics};
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use bloomgate_client::paths;
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The limiters of both classes and what each kind takes from its class.
+pub struct Admission {
+    lookups: Arc<Semaphore>,
+    writes_and_batches: Arc<Semaphore>,
+    weights: [u32; Kind::ALL.len()],
+    metrics: Arc<Metrics>,
+}
+
+impl Admission {
+    /// Limiters sized by `caps`, counting refusals into `metrics`.
+    pub fn new(caps: &Caps, metrics: Arc<Metrics>) -> Arc<Admission> {
+        let mut weights = [0; Kind::ALL.len()];
+        for (at, kind) in Kind::ALL.iter().enumerate() {
+            weights[at] = caps.weight(*kind);
+        }
+        Arc::new(Admission {
+            lookups: Arc::new(Semaphore::new(caps.permits(Class::Lookup))),
+            writes_and_batches: Arc::new(Semaphore::new(caps.permits(Class::WriteOrBatch))),
+            weights,
+            metrics,
+        })
+    }
+
+    /// The layer for a router.
+    pub fn layer(self: &Arc<Admission>) -> AdmitLayer {
+        AdmitLayer(self.clone())
+    }
+
+    /// Room for a request of `kind`, or None (the refusal counted).
+    fn admit(&self, kind: Kind) -> Option<OwnedSemaphorePermit> {
+        let class = class_of(kind);
+        let limiter = match class {
+            Class::Lookup => &self.lookups,
+            Class::WriteOrBatch => &self.writes_and_batches,
+        };
+        let weight = self.weights[Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)];
+        let permit = limiter.clone().try_acquire_many_owned(weight).ok();
+        if permit.is_none() {
+            self.metrics.admission.refused(class);
+        }
+        permit
+    }
+}
+
+/// The class a kind of request is limited in.
+pub fn class_of(kind: Kind) -> Class {
+    match kind {
+        Kind::Lookup => Class::Lookup,
+        Kind::BatchLookup | Kind::Write | Kind::BatchWrite | Kind::EdgeFeed => Class::WriteOrBatch,
+    }
+}
+
+/// The kind of a request, by its method and the route it matched.
+pub fn kind_of(method: &Method, route: &str) -> Kind {
+    match route {
+        paths::KEY if method == Method::GET || method == Method::HEAD => Kind::Lookup,
+        paths::LOOKUPS => Kind::BatchLookup,
+        paths::KEYS => Kind::BatchWrite,
+        paths::MANIFEST | paths::SEGMENT | paths::JOURNAL => Kind::EdgeFeed,
+        // Single-key writes and deletes, and the filters' own requests (small bodies).
+        _ => Kind::Write,
+    }
+}
+
+/// The layer: `Router::layer(admission.layer())`.
+#[derive(Clone)]
+pub struct AdmitLayer(Arc<Admission>);
+
+impl<S> tower::Layer<S> for AdmitLayer {
+    type Service = Admit<S>;
+
+    fn layer(&self, inner: S) -> Admit<S> {
+        Admit { inner, admission: self.0.clone() }
+    }
+}
+
+/// A route's service behind the limiters.
+#[derive(Clone)]
+pub struct Admit<S> {
+    inner: S,
+    admission: Arc<Admission>,
+}
+
+impl<S, B> tower::Service<Request> for Admit<S>
+where
+    S: tower::Service<Request, Response = axum::http::Response<B>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Admitted<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let route = request.extensions().get::<MatchedPath>().map_or("", MatchedPath::as_str);
+        let kind = kind_of(request.method(), route);
+        match self.admission.admit(kind) {
+            Some(permit) => {
+                // Lookups' answers are a few KiB, sent at once: their room is given back with
+                // the handler's end, sparing the hot path a body wrapper.
+                let hold_with_body = class_of(kind) == Class::WriteOrBatch;
+                Admitted { inner: Some(self.inner.call(request)), permit: Some(permit), hold_with_body, refused: None }
+            }
+            None => Admitted {
+                inner: None,
+                permit: None,
+                hold_with_body: false,
+                refused: Some(AppError::Overloaded.into_response()),
+            },
+        }
+    }
+}
+
+pin_project! {
+    /// An admitted request running (`inner`, holding `permit`), or a refusal to send.
+    pub struct Admitted<F> {
+        #[pin]
+        inner: Option<F>,
+        permit: Option<OwnedSemaphorePermit>,
+        hold_with_body: bool,
+        refused: Option<Response>,
+    }
+}
+
+impl<F, B, E> Future for Admitted<F>
+where
+    F: Future<Output = Result<axum::http::Response<B>, E>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Output = Result<Response, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            return Poll::Ready(Ok(this.refused.take().unwrap_or_else(|| AppError::Overloaded.into_response())));
+        };
+        let response = std::task::ready!(inner.poll(cx))?;
+        Poll::Ready(Ok(match (this.permit.take(), *this.hold_with_body) {
+            (Some(permit), true) => response.map(|body| Body::new(HoldingBody { body: Body::new(body), _permit: permit })),
+            // `Body::new` of a `Body` is the same body, not boxed again.
+            _ => response.map(Body::new),
+        }))
+    }
+}
+
+pin_project! {
+    /// An answer's body that gives its request's room back once sent (or dropped).
+    struct HoldingBody {
+        #[pin]
+        body: Body,
+        _permit: OwnedSemaphorePermit,
+    }
+}
+
+impl HttpBody for HoldingBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::budget::{MemoryLimit, Source};
+    use crate::config::Config;
+    use axum::routing::{get, post};
+    use axum::Router;
+    use tower::ServiceExt;
+
+    #[test]
+    fn each_route_is_the_kind_its_memory_was_measured_as() {
+        assert_eq!(kind_of(&Method::GET, paths::KEY), Kind::Lookup);
+        assert_eq!(kind_of(&Method::HEAD, paths::KEY), Kind::Lookup);
+        assert_eq!(kind_of(&Method::PUT, paths::KEY), Kind::Write);
+        assert_eq!(kind_of(&Method::DELETE, paths::KEY), Kind::Write);
+        assert_eq!(kind_of(&Method::POST, paths::LOOKUPS), Kind::BatchLookup);
+        assert_eq!(kind_of(&Method::POST, paths::KEYS), Kind::BatchWrite);
+        assert_eq!(kind_of(&Method::GET, paths::SEGMENT), Kind::EdgeFeed);
+        assert_eq!(kind_of(&Method::PUT, paths::FILTER), Kind::Write);
+    }
+
+    /// A router whose batch route waits until `gate` has a permit, behind limiters of `config`.
+    fn app(config: &Config, gate: Arc<Semaphore>) -> (Router, Arc<Metrics>) {
+        let limit = MemoryLimit { bytes: 1 << 30, source: Source::Setting };
+        let caps = Caps::derive(config, limit, 0).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let admission = Admission::new(&caps, metrics.clone());
+        let router = Router::new()
+            .route(paths::KEY, get(|| async { "seen" }))
+            .route(
+                paths::KEYS,
+                post(move || async move {
+                    let _ = gate.acquire().await;
+                    "stored"
+                }),
+            )
+            .layer(admission.layer());
+        (router, metrics)
+    }
+
+    async fn send(app: &Router, method: Method, path: &str) -> Response {
+        let request = Request::builder().method(method).uri(path).body(Body::empty()).unwrap();
+        app.clone().oneshot(request).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_full_class_refuses_at_once_with_429_and_the_other_class_still_answers() {
+        let gate = Arc::new(Semaphore::new(0));
+        let (app, metrics) = app(&Config { max_in_flight: 2, ..Config::default() }, gate.clone());
+        let held: Vec<_> = (0..2)
+            .map(|_| {
+                let app = app.clone();
+                tokio::spawn(async move { send(&app, Method::POST, "/v1/filters/f/keys").await.status() })
+            })
+            .collect();
+        // Both are in once a third is refused.
+        let refused = loop {
+            let response = send(&app, Method::POST, "/v1/filters/f/keys").await;
+            if response.status() == 429 {
+                break response;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert!(refused.headers().contains_key("retry-after"), "a 429 says when to retry");
+        assert_eq!(send(&app, Method::GET, "/v1/filters/f/keys/k").await.status(), 200, "writes do not shed lookups");
+        gate.add_permits(2);
+        for task in held {
+            assert_eq!(task.await.unwrap(), 200);
+        }
+        let text = metrics.render();
+        assert!(text.contains("bloomgate_overloaded_total{class=\"write_or_batch\"} 1"), "{text}");
+        assert!(text.contains("bloomgate_overloaded_total{class=\"lookup\"} 0"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn room_comes_back_when_the_answer_has_been_sent() {
+        let (app, _) = app(&Config { max_in_flight: 1, ..Config::default() }, Arc::new(Semaphore::new(1000)));
+        let answered = send(&app, Method::POST, "/v1/filters/f/keys").await;
+        assert_eq!(answered.status(), 200);
+        // Its handler is done, its body not sent yet: it still holds the room.
+        assert_eq!(send(&app, Method::POST, "/v1/filters/f/keys").await.status(), 429);
+        let body = axum::body::to_bytes(answered.into_body(), 1024).await.unwrap();
+        assert_eq!(&body[..], b"stored");
+        assert_eq!(send(&app, Method::POST, "/v1/filters/f/keys").await.status(), 200);
+        // Lookups give theirs back with the handler's end.
+        let seen = send(&app, Method::GET, "/v1/filters/f/keys/k").await;
+        assert_eq!(send(&app, Method::GET, "/v1/filters/f/keys/k").await.status(), 200);
+        drop(seen);
+    }
+}
