@@ -341,7 +341,8 @@ async fn filter_store_down(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut 
     }
 }
 
-/// Overloaded: one request in flight (a lookup held in the database), the cap is one.
+/// Overloaded: the cap of each class is one, and each has one request in flight, held in the
+/// database (a lookup, and a write: lookups are admitted apart from writes and batches).
 async fn overloaded(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut Seen) {
     let dir = common::temp_dir();
     let keys = Arc::new(Hooked::open(&dir));
@@ -351,16 +352,26 @@ async fn overloaded(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut Seen) {
     }));
     prepare(&busy).await;
     keys.hold_gets.store(true, Ordering::SeqCst);
-    let held = tokio::spawn({
+    let held_lookup = tokio::spawn({
         let busy = busy.clone();
         async move { busy.send(Method::GET, &paths::key("f", &key(1)), None, None).await.status }
+    });
+    keys.waiting.notified().await;
+    keys.hold_puts.store(true, Ordering::SeqCst);
+    let held_write = tokio::spawn({
+        let busy = busy.clone();
+        async move { busy.put("f", &key(2)).await.status }
     });
     keys.waiting.notified().await;
     for operation in ops.keys() {
         record(&busy, ops, &probes_of(operation)[..1], seen).await;
     }
+    keys.hold_gets.store(false, Ordering::SeqCst);
+    keys.hold_puts.store(false, Ordering::SeqCst);
     keys.release.notify_one();
-    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    keys.release.notify_one();
+    assert_eq!(held_lookup.await.unwrap(), StatusCode::OK);
+    assert_eq!(held_write.await.unwrap(), StatusCode::CREATED);
 }
 
 /// Each operation whose answers and description differ, and how.

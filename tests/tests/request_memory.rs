@@ -4,8 +4,10 @@
 //!
 //! # Running
 //! `scripts/services start`, then `cargo test -p bloomgate-tests --test request_memory --
-//! --nocapture` (prints the figures).
+//! --nocapture` (prints the figures). Fails if a kind costs more than `Costs` assumes.
 
+use bloomgate_origin::admission::cost::{Costs, CONNECTION_BYTES};
+use bloomgate_origin::metrics::Kind;
 use bloomgate_tests::origin::{TestOrigin, TOKEN};
 use bloomgate_tests::unique_filter;
 use peak_alloc::PeakAlloc;
@@ -72,7 +74,12 @@ async fn each_kind_of_request_costs_at_most_what_the_caps_assume() {
 }
 
 async fn measure(b: usize, v: usize) {
-    let origin = TestOrigin::on_services(|c| { c.local_copy_max_bytes = 0; c.max_batch = b; c.max_value_bytes = v; }).await;
+    let origin = TestOrigin::on_services(|c| {
+        c.local_copy_max_bytes = 0;
+        c.max_batch = b;
+        c.max_value_bytes = v;
+    })
+    .await;
     let addr = origin.base.trim_start_matches("http://").to_owned();
     let filter = unique_filter("memory");
     let create = bloomgate_client::api::CreateFilter {
@@ -97,10 +104,24 @@ async fn measure(b: usize, v: usize) {
     let lookups = request("POST", &addr, &format!("/v1/filters/{filter}/lookups"), true, &batch);
     let writes = request("POST", &addr, &format!("/v1/filters/{filter}/keys"), true, &fresh_batch);
     println!("body sizes: batch lookup {} B, batch write {} B", batch.len(), fresh_batch.len());
-    println!("lookup {:?}", peak_of(&addr, &lookup, 200, 5).await);
-    println!("write {:?}", peak_of(&addr, &write, 201, 5).await);
-    println!("batch lookup {:?}", peak_of(&addr, &lookups, 200, 3).await);
-    println!("batch write {:?}", peak_of(&addr, &writes, 200, 3).await);
+    // What the caps assume each kind costs, against the least peak of a few runs.
+    let costs = Costs::of(&config);
+    for (kind, request, status, runs) in [
+        (Kind::Lookup, &lookup, 200, 5),
+        (Kind::Write, &write, 201, 5),
+        (Kind::BatchLookup, &lookups, 200, 3),
+        (Kind::BatchWrite, &writes, 200, 3),
+    ] {
+        let peaks = peak_of(&addr, request, status, runs).await;
+        let least = *peaks.iter().min().unwrap() as u64;
+        println!("{kind:?} {peaks:?} (assumed {})", costs.of_kind(kind));
+        assert!(
+            least <= costs.of_kind(kind),
+            "a {kind:?} at max_batch {b}, max_value_bytes {v} held {least} bytes at its peak, more than the \
+             {} the in-flight caps assume (origin/src/admission/cost.rs): the caps would admit more than memory holds",
+            costs.of_kind(kind)
+        );
+    }
     // Idle connections.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let base = HEAP.current_usage();
@@ -109,7 +130,12 @@ async fn measure(b: usize, v: usize) {
         open.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    println!("idle connection {}", (HEAP.current_usage() - base) / 200);
+    let idle = (HEAP.current_usage().saturating_sub(base)) / 200;
+    println!("idle connection {idle}");
+    assert!(
+        idle as u64 <= CONNECTION_BYTES,
+        "an idle connection holds {idle} bytes, more than the {CONNECTION_BYTES} assumed"
+    );
     for s in open.iter_mut() {
         s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
         let mut head = [0u8; 12];

@@ -65,7 +65,11 @@ impl MemoryLimit {
             candidates.push(MemoryLimit { bytes: setting, source: Source::Setting });
         }
         // Ties go to the one listed last: a setting equal to the cgroup's limit is the setting.
-        candidates.into_iter().rev().min_by_key(|l| l.bytes).unwrap_or(MemoryLimit { bytes: setting, source: Source::Setting })
+        candidates
+            .into_iter()
+            .rev()
+            .min_by_key(|l| l.bytes)
+            .unwrap_or(MemoryLimit { bytes: setting, source: Source::Setting })
     }
 }
 
@@ -148,7 +152,11 @@ mod tests {
         assert_eq!(limit.bytes, 1 << 30);
         assert_eq!(limit.source, Source::CgroupV2(root.join("sys/fs/cgroup/kubepods/pod1/c1/memory.max")));
         assert_eq!(MemoryLimit::under(&root, 512 << 20), MemoryLimit { bytes: 512 << 20, source: Source::Setting });
-        assert_eq!(MemoryLimit::under(&root, 4 << 30).bytes, 1 << 30, "a setting above the cgroup's limit is not allowed");
+        assert_eq!(
+            MemoryLimit::under(&root, 4 << 30).bytes,
+            1 << 30,
+            "a setting above the cgroup's limit is not allowed"
+        );
 
         let unlimited = tree(&[MEMINFO, ("proc/self/cgroup", "0::/\n"), ("sys/fs/cgroup/memory.max", "max\n")]);
         assert_eq!(MemoryLimit::under(&unlimited, 0), MemoryLimit { bytes: MACHINE, source: Source::Machine });

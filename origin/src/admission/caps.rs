@@ -80,7 +80,8 @@ impl Caps {
         let available = limit.bytes.saturating_sub(FLOOR_BYTES);
         let local_copies = local_copies_wanted.min(available / 2);
         let connections = config.max_connections as u64 * CONNECTION_BYTES;
-        let requests = available.saturating_sub(local_copies + connections) * ALLOCATOR_OVERHEAD.1 / ALLOCATOR_OVERHEAD.0;
+        let requests =
+            available.saturating_sub(local_copies + connections) * ALLOCATOR_OVERHEAD.1 / ALLOCATOR_OVERHEAD.0;
         let lookups = (config.max_connections as u64 * costs.lookup).min(requests / 2);
         let writes_and_batches = requests - lookups;
         let largest = [Kind::BatchLookup, Kind::Write, Kind::BatchWrite, Kind::EdgeFeed]
@@ -169,7 +170,12 @@ impl fmt::Display for Caps {
             write!(f, "in-flight caps from max_in_flight = {n} (not from memory): ")?;
             caps(f)?;
             let worst = n as u64 * self.costs.batch_lookup;
-            return write!(f, "; at worst {} MiB in flight, against a budget of {} MiB", mib(worst), mib(self.limit.bytes));
+            return write!(
+                f,
+                "; at worst {} MiB in flight, against a budget of {} MiB",
+                mib(worst),
+                mib(self.limit.bytes)
+            );
         }
         write!(f, "in-flight caps from memory: ")?;
         caps(f)?;
@@ -238,22 +244,27 @@ mod tests {
     #[test]
     fn copies_take_at_most_half_and_more_memory_admits_more() {
         let config = Config::default();
-        let small = Caps::derive(&config, limit(512), 1 << 30).unwrap();
-        assert_eq!(small.local_copies, (512 - 64) << 19, "half of what the process leaves");
+        let small = Caps::derive(&config, limit(1024), 1 << 30).unwrap();
+        assert_eq!(small.local_copies, (1024 - 64) << 19, "half of what the process leaves");
         let large = Caps::derive(&config, limit(4096), 256 << 20).unwrap();
         assert!(large.cap(Kind::BatchWrite) > 4 * small.cap(Kind::BatchWrite));
-        let no_copies = Caps::derive(&config, limit(512), 0).unwrap();
+        let no_copies = Caps::derive(&config, limit(1024), 0).unwrap();
         assert_eq!(no_copies.local_copies, 0);
         assert!(no_copies.cap(Kind::BatchWrite) > small.cap(Kind::BatchWrite));
         let bigger_batches = Config { max_batch: 4000, ..Config::default() };
-        assert!(Caps::derive(&bigger_batches, limit(4096), 0).unwrap().cap(Kind::BatchWrite) < large.cap(Kind::BatchWrite));
+        assert!(
+            Caps::derive(&bigger_batches, limit(4096), 0).unwrap().cap(Kind::BatchWrite) < large.cap(Kind::BatchWrite)
+        );
     }
 
     #[test]
     fn too_small_a_budget_is_refused_with_what_it_needs_unless_the_caps_are_explicit() {
         let config = Config::default();
         let err = Caps::derive(&config, limit(256), 0).unwrap_err().to_string();
-        assert!(err.contains("256 MiB (memory_budget_bytes) is too small") && err.contains("max_connections = 4096"), "{err}");
+        assert!(
+            err.contains("256 MiB (memory_budget_bytes) is too small") && err.contains("max_connections = 4096"),
+            "{err}"
+        );
         let fewer = Config { max_connections: 256, ..Config::default() };
         assert!(Caps::derive(&fewer, limit(256), 0).is_ok(), "fewer connections leave room");
         let explicit = Config { max_in_flight: 8, ..Config::default() };

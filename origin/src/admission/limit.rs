@@ -163,7 +163,9 @@ where
         };
         let response = std::task::ready!(inner.poll(cx))?;
         Poll::Ready(Ok(match (this.permit.take(), *this.hold_with_body) {
-            (Some(permit), true) => response.map(|body| Body::new(HoldingBody { body: Body::new(body), _permit: permit })),
+            (Some(permit), true) => {
+                response.map(|body| Body::new(HoldingBody { body: Body::new(body), _permit: permit }))
+            }
             // `Body::new` of a `Body` is the same body, not boxed again.
             _ => response.map(Body::new),
         }))
@@ -206,6 +208,7 @@ mod tests {
     use crate::config::Config;
     use axum::routing::{get, post};
     use axum::Router;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::ServiceExt;
 
     #[test]
@@ -220,8 +223,9 @@ mod tests {
         assert_eq!(kind_of(&Method::PUT, paths::FILTER), Kind::Write);
     }
 
-    /// A router whose batch route waits until `gate` has a permit, behind limiters of `config`.
-    fn app(config: &Config, gate: Arc<Semaphore>) -> (Router, Arc<Metrics>) {
+    /// A router whose batch route counts itself into `entered`, then waits until `gate` has a
+    /// permit, behind limiters of `config`.
+    fn app(config: &Config, gate: Arc<Semaphore>, entered: Arc<AtomicUsize>) -> (Router, Arc<Metrics>) {
         let limit = MemoryLimit { bytes: 1 << 30, source: Source::Setting };
         let caps = Caps::derive(config, limit, 0).unwrap();
         let metrics = Arc::new(Metrics::new());
@@ -231,6 +235,7 @@ mod tests {
             .route(
                 paths::KEYS,
                 post(move || async move {
+                    entered.fetch_add(1, Ordering::SeqCst);
                     let _ = gate.acquire().await;
                     "stored"
                 }),
@@ -246,22 +251,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_class_refuses_at_once_with_429_and_the_other_class_still_answers() {
-        let gate = Arc::new(Semaphore::new(0));
-        let (app, metrics) = app(&Config { max_in_flight: 2, ..Config::default() }, gate.clone());
+        let (gate, entered) = (Arc::new(Semaphore::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (app, metrics) = app(&Config { max_in_flight: 2, ..Config::default() }, gate.clone(), entered.clone());
         let held: Vec<_> = (0..2)
             .map(|_| {
                 let app = app.clone();
                 tokio::spawn(async move { send(&app, Method::POST, "/v1/filters/f/keys").await.status() })
             })
             .collect();
-        // Both are in once a third is refused.
-        let refused = loop {
-            let response = send(&app, Method::POST, "/v1/filters/f/keys").await;
-            if response.status() == 429 {
-                break response;
-            }
+        // Both in their handlers (a third sent earlier could take a room and wait at the gate).
+        while entered.load(Ordering::SeqCst) < 2 {
             tokio::task::yield_now().await;
-        };
+        }
+        let refused = send(&app, Method::POST, "/v1/filters/f/keys").await;
+        assert_eq!(refused.status(), 429, "a full class refuses at once");
         assert!(refused.headers().contains_key("retry-after"), "a 429 says when to retry");
         assert_eq!(send(&app, Method::GET, "/v1/filters/f/keys/k").await.status(), 200, "writes do not shed lookups");
         gate.add_permits(2);
@@ -275,7 +278,8 @@ mod tests {
 
     #[tokio::test]
     async fn room_comes_back_when_the_answer_has_been_sent() {
-        let (app, _) = app(&Config { max_in_flight: 1, ..Config::default() }, Arc::new(Semaphore::new(1000)));
+        let entered = Arc::new(AtomicUsize::new(0));
+        let (app, _) = app(&Config { max_in_flight: 1, ..Config::default() }, Arc::new(Semaphore::new(1000)), entered);
         let answered = send(&app, Method::POST, "/v1/filters/f/keys").await;
         assert_eq!(answered.status(), 200);
         // Its handler is done, its body not sent yet: it still holds the room.
