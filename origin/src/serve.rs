@@ -2,7 +2,7 @@
 //! does not set. A client that opens connections and sends nothing, or sends its request head
 //! a byte at a time, holds a connection for at most `header_read_timeout` (idle keep-alive
 //! connections included), and at most `max_connections` are open at once: the next ones wait
-//! in the kernel's listen backlog. Neither costs a request slot (`max_in_flight`).
+//! in the kernel's listen backlog. Neither takes room under an in-flight cap (`admission`).
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
