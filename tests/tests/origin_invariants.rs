@@ -345,7 +345,7 @@ async fn a_burst_above_the_cap_is_refused_with_429() {
     proxy.heal();
     assert!(ok >= 8, "{ok} answered");
     assert!(refused > 100, "only {refused} of 600 refused with a cap of 8");
-    assert!(origin.metric("bloomgate_overloaded_total").await >= refused as f64);
+    assert!(origin.metric("bloomgate_overloaded_total{class=\"lookup\"}").await >= refused as f64);
     let growth = rss_kib().saturating_sub(rss_before);
     assert!(growth < 64 * 1024, "memory grew by {growth} KiB during the burst");
 }
