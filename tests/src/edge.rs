@@ -110,16 +110,41 @@ impl Wrangler {
     /// [`start`](Self::start) with more options.
     pub async fn start_with(origin_url: &str, edge_secret: &str, options: Options) -> Wrangler {
         let root = options.root.clone();
-        let wrangler = wrangler_command(&root);
         let build = options.build.clone().unwrap_or_else(|| "edge/build".into());
+        assert!(
+            root.join(build.join("index.js")).exists(),
+            "the edge is not built in {}: run `scripts/edge-build`",
+            build.display()
+        );
+        // A free port is free only when asked: tests starting servers side by side (and
+        // workerd's own ports) can take it before wrangler binds it. Such a start is retried
+        // on another port; any other early exit fails at once with wrangler's words.
+        for attempt in 1..=PORT_ATTEMPTS {
+            let mut w = Wrangler::spawn(origin_url, edge_secret, &options, &build);
+            match w.wait_healthy(Duration::from_secs(90)).await {
+                Ok(()) => return w,
+                Err(Start::PortTaken) if attempt < PORT_ATTEMPTS => continue,
+                Err(Start::PortTaken) => panic!("wrangler dev found its port taken {PORT_ATTEMPTS} times"),
+                Err(Start::Exited(tail)) => panic!("wrangler dev exited before answering /healthz:\n{tail}"),
+                Err(Start::Silent) => panic!(
+                    "wrangler dev did not answer /healthz within 90 s (log: {})",
+                    w.log.display()
+                ),
+            }
+        }
+        unreachable!("every attempt returns or panics")
+    }
+
+    /// Starts `wrangler dev` on a port free at the time of asking.
+    fn spawn(origin_url: &str, edge_secret: &str, options: &Options, build: &std::path::Path) -> Wrangler {
+        let root = &options.root;
         let entry = build.join("index.js");
-        assert!(root.join(&entry).exists(), "the edge is not built in {}: run `scripts/edge-build`", build.display());
         let port = crate::free_port().unwrap();
         let log_path = std::env::temp_dir().join(format!("bloomgate-wrangler-{port}.log"));
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut command = Command::new(wrangler);
+        let mut command = Command::new(wrangler_command(root));
         command
-            .current_dir(&root)
+            .current_dir(root)
             .arg("dev")
             // Another build's entry instead of wrangler.toml's `main`.
             .args(options.build.as_ref().map(|_| &entry))
@@ -149,14 +174,49 @@ impl Wrangler {
             .stderr(log)
             .spawn()
             .expect("start wrangler dev");
-        let base = format!("http://127.0.0.1:{port}");
-        let w = Wrangler { base, log: log_path, child };
-        let healthz = format!("{}/healthz", w.base);
-        let http = reqwest::Client::new();
-        let up = crate::wait_until_ok(&http, &healthz, Duration::from_secs(90), Duration::from_millis(250)).await;
-        assert!(up, "wrangler dev did not answer /healthz within 90 s (log in the temp dir)");
-        w
+        Wrangler { base: format!("http://127.0.0.1:{port}"), log: log_path, child }
     }
+
+    /// Waits until `/healthz` answers, watching the process: an exit ends the wait at once.
+    async fn wait_healthy(&mut self, within: Duration) -> Result<(), Start> {
+        let healthz = format!("{}/healthz", self.base);
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+                return Err(start_failure(&log));
+            }
+            if http.get(&healthz).send().await.is_ok_and(|r| r.status().is_success()) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        Err(Start::Silent)
+    }
+}
+
+/// Starts of `wrangler dev` tried before giving up on finding a free port.
+const PORT_ATTEMPTS: usize = 5;
+
+/// Why `wrangler dev` did not come up.
+#[derive(Debug, PartialEq)]
+enum Start {
+    /// Another process took the port between asking and binding.
+    PortTaken,
+    /// It exited for another reason: the end of its log.
+    Exited(String),
+    /// Still running, but never answered.
+    Silent,
+}
+
+/// What an exited `wrangler dev`'s `log` says went wrong.
+fn start_failure(log: &str) -> Start {
+    if log.contains("Address already in use") {
+        return Start::PortTaken;
+    }
+    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+    Start::Exited(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
 }
 
 impl Drop for Wrangler {
@@ -203,4 +263,19 @@ pub async fn batch(http: &reqwest::Client, base: &str, filter: &str, keys: &[Str
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{start_failure, Start};
+
+    #[test]
+    fn a_taken_port_is_told_apart_from_other_exits() {
+        let taken = "✘ [ERROR] Address already in use (127.0.0.1:45077). Please check that you are not already running a server on this address";
+        assert_eq!(start_failure(taken), Start::PortTaken);
+        match start_failure("line 1\n✘ [ERROR] wrangler.toml: unknown field") {
+            Start::Exited(tail) => assert!(tail.ends_with("unknown field"), "{tail}"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
