@@ -126,10 +126,9 @@ impl Wrangler {
                 Err(Start::PortTaken) if attempt < PORT_ATTEMPTS => continue,
                 Err(Start::PortTaken) => panic!("wrangler dev found its port taken {PORT_ATTEMPTS} times"),
                 Err(Start::Exited(tail)) => panic!("wrangler dev exited before answering /healthz:\n{tail}"),
-                Err(Start::Silent) => panic!(
-                    "wrangler dev did not answer /healthz within 90 s (log: {})",
-                    w.log.display()
-                ),
+                Err(Start::Silent) => {
+                    panic!("wrangler dev did not answer /healthz within 90 s (log: {})", w.log.display())
+                }
             }
         }
         unreachable!("every attempt returns or panics")
