@@ -17,6 +17,8 @@ pub mod held;
 #[cfg(test)]
 mod leased_tests;
 mod load;
+#[cfg(test)]
+mod load_tests;
 pub mod rounds;
 pub mod tail;
 #[cfg(test)]
@@ -44,12 +46,20 @@ pub const RETRY_LOAD_AFTER: Duration = Duration::from_secs(5);
 
 /// What a filter's slot holds.
 enum Slot {
-    /// Being loaded.
-    Loading(FilterMeta),
+    /// Being loaded; the load stops when this slot is given to something else (the ticket is
+    /// held for its drop alone).
+    Loading(FilterMeta, #[allow(dead_code)] LoadTicket),
     /// Held, with its catch-up task running.
     Held(Arc<HeldCopy>),
     /// Not held: the load failed or did not fit the budget; tried again after the instant.
     Refused(FilterMeta, Instant),
+}
+
+/// Held by a loading slot: dropping it (the slot was replaced, say by a newer generation of a
+/// flapping filter, or removed) stops the load at once, so its bits are freed instead of being
+/// read to the end and thrown away, and loads of one filter never pile up.
+struct LoadTicket {
+    _cancel_on_drop: tokio::sync::oneshot::Sender<()>,
 }
 
 struct Shared {
@@ -127,7 +137,7 @@ impl LocalCopies {
         let mut slots = self.shared.slots.lock().unwrap_or_else(|e| e.into_inner());
         match slots.get(filter) {
             Some(Slot::Held(copy)) if copy.meta == meta => return Some(copy.clone()),
-            Some(Slot::Loading(loading)) if *loading == meta => return None,
+            Some(Slot::Loading(loading, _)) if *loading == meta => return None,
             Some(Slot::Refused(refused, until)) if *refused == meta && Instant::now() < *until => return None,
             _ => {}
         }
@@ -137,7 +147,7 @@ impl LocalCopies {
             .filter(|(name, _)| name.as_str() != filter)
             .map(|(_, slot)| match slot {
                 Slot::Held(copy) => copy.bytes(),
-                Slot::Loading(m) => m.params.total_bytes(),
+                Slot::Loading(m, _) => m.params.total_bytes(),
                 Slot::Refused(..) => 0,
             })
             .sum();
@@ -147,11 +157,14 @@ impl LocalCopies {
             self.shared.metrics.copies.set_bytes(held_bytes(&slots));
             return None;
         }
-        if let Some(Slot::Held(replaced)) = slots.insert(filter.to_owned(), Slot::Loading(meta)) {
+        let (ticket, cancelled) = tokio::sync::oneshot::channel();
+        if let Some(Slot::Held(replaced)) =
+            slots.insert(filter.to_owned(), Slot::Loading(meta, LoadTicket { _cancel_on_drop: ticket }))
+        {
             replaced.close();
         }
         self.shared.metrics.copies.set_bytes(held_bytes(&slots));
-        tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta));
+        tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta, cancelled));
         None
     }
 
@@ -184,13 +197,24 @@ impl Shared {
     }
 }
 
-/// Loads `meta`'s copy into `filter`'s slot (unless the slot was given to another generation
-/// meanwhile), then keeps it until it is dropped.
-async fn load_and_hold(shared: Arc<Shared>, filter: String, meta: FilterMeta) {
-    let loaded = load::load(shared.store.as_ref(), &filter, meta).await;
+/// Loads `meta`'s copy into `filter`'s slot, then keeps it until it is dropped. Stops as soon
+/// as the slot is given to another generation (`cancelled`: its ticket was dropped).
+async fn load_and_hold(
+    shared: Arc<Shared>,
+    filter: String,
+    meta: FilterMeta,
+    cancelled: tokio::sync::oneshot::Receiver<()>,
+) {
+    let loaded = tokio::select! {
+        loaded = load::load(shared.store.as_ref(), &filter, meta) => loaded,
+        _ = cancelled => {
+            shared.metrics.copies.load(CopyLoad::Cancelled);
+            return;
+        }
+    };
     let copy = {
         let mut slots = shared.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if !matches!(slots.get(&filter), Some(Slot::Loading(loading)) if *loading == meta) {
+        if !matches!(slots.get(&filter), Some(Slot::Loading(loading, _)) if *loading == meta) {
             return;
         }
         match loaded {
@@ -226,7 +250,7 @@ mod tests {
 
     pub(super) const FILTER: &str = "f";
 
-    async fn store_with_generation(generation: u64) -> (Arc<MemoryFilterStore>, FilterMeta) {
+    pub(super) async fn store_with_generation(generation: u64) -> (Arc<MemoryFilterStore>, FilterMeta) {
         store_with_leased_generation(generation, None).await
     }
 
@@ -243,7 +267,7 @@ mod tests {
         (store, meta)
     }
 
-    async fn generation_of(store: &MemoryFilterStore, generation: u64) -> FilterMeta {
+    pub(super) async fn generation_of(store: &MemoryFilterStore, generation: u64) -> FilterMeta {
         let options = SizingOptions { seed: generation, segment_bytes: 1024 };
         let params = Params::for_capacity_with(10_000, 0.01, options).unwrap();
         let incarnation = store.incarnation().await.unwrap();

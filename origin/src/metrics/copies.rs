@@ -30,6 +30,8 @@ label_enum!(
         Failed => "failed",
         /// It did not fit `local_copy_max_bytes` beside the copies held.
         OverBudget => "over_budget",
+        /// Stopped midway: its slot went to another generation first.
+        Cancelled => "cancelled",
     }
 );
 
