@@ -2,8 +2,12 @@
 //! replicas that acknowledged the write and those that answer the read overlap, i.e.
 //! R + W > RF. bloomgate reads and writes at one configured level, so the level must overlap
 //! itself for the keyspace's replication, or a "maybe" could read a replica that lacks an
-//! acknowledged key and answer "not seen". Checked at start-up against the keyspace as it is.
+//! acknowledged key and answer "not seen". Checked at start-up against the keyspace as it is,
+//! and again before every read and write against the driver's schema metadata, so an
+//! `ALTER KEYSPACE` that raises the replication factor past the level stops reads and writes
+//! (503, the reason logged) instead of letting a read miss a write.
 
+use scylla::cluster::metadata::Strategy;
 use scylla::statement::Consistency;
 use std::collections::HashMap;
 
@@ -36,6 +40,31 @@ impl Replication {
             return Err(format!("replication class {class:?} names no data centres"));
         }
         Ok(Replication { replicas })
+    }
+
+    /// The replication in the driver's schema metadata (refreshed by the driver on every schema
+    /// change event, and at its metadata refresh interval).
+    pub fn from_driver(strategy: &Strategy) -> Result<Replication, String> {
+        let count = |n: usize| u32::try_from(n).map_err(|_| format!("replication factor {n} is out of range"));
+        match strategy {
+            Strategy::SimpleStrategy { replication_factor } => {
+                Ok(Replication { replicas: vec![(String::new(), count(*replication_factor)?)] })
+            }
+            Strategy::NetworkTopologyStrategy { datacenter_repfactors } => Ok(Replication {
+                replicas: datacenter_repfactors
+                    .iter()
+                    .map(|(dc, n)| Ok((dc.clone(), count(*n)?)))
+                    .collect::<Result<_, String>>()?,
+            }),
+            Strategy::LocalStrategy => Ok(Replication { replicas: vec![(String::new(), 1)] }),
+            // Transient replication ("3/1") and strategies the driver does not parse.
+            Strategy::Other { name, data } => {
+                let mut map = data.clone();
+                map.insert("class".into(), name.clone());
+                Replication::from_schema(&map)
+            }
+            other => Err(format!("replication strategy {other:?} is not known to bloomgate")),
+        }
     }
 
     fn total(&self) -> u32 {
@@ -120,5 +149,18 @@ mod tests {
         let nts = map(&[("class", "org.apache.cassandra.locator.NetworkTopologyStrategy"), ("datacenter1", "3/1")]);
         assert_eq!(Replication::from_schema(&nts).unwrap().replicas, [("datacenter1".to_string(), 3)]);
         assert!(Replication::from_schema(&map(&[("class", "SimpleStrategy")])).is_err());
+    }
+
+    #[test]
+    fn the_driver_s_metadata_is_read_alike() {
+        assert_eq!(Replication::from_driver(&Strategy::SimpleStrategy { replication_factor: 3 }).unwrap(), simple(3));
+        let nts = Strategy::NetworkTopologyStrategy { datacenter_repfactors: [("dc1".to_string(), 2)].into() };
+        assert_eq!(Replication::from_driver(&nts).unwrap().replicas, [("dc1".to_string(), 2)]);
+        assert_eq!(Replication::from_driver(&Strategy::LocalStrategy).unwrap(), simple(1));
+        let transient = Strategy::Other {
+            name: "org.apache.cassandra.locator.NetworkTopologyStrategy".into(),
+            data: [("dc1".to_string(), "3/1".to_string())].into(),
+        };
+        assert_eq!(Replication::from_driver(&transient).unwrap().replicas, [("dc1".to_string(), 3)]);
     }
 }

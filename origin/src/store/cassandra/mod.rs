@@ -39,6 +39,7 @@ pub use scan::token_ranges;
 use super::{Database, DatabaseError, FilterDef};
 use async_trait::async_trait;
 use bloomgate_filter::KeyFormat;
+use consistency::Replication;
 use scylla::client::session::Session;
 use scylla::errors::{ExecutionError, RequestAttemptError};
 use scylla::response::query_result::QueryResult;
@@ -74,6 +75,8 @@ pub struct CassandraDatabase {
     session: Arc<Session>,
     statements: Statements,
     delete_margin: Duration,
+    keyspace: String,
+    consistency: Consistency,
 }
 
 fn classify(e: ExecutionError) -> DatabaseError {
@@ -114,7 +117,29 @@ impl CassandraDatabase {
     pub async fn connect(settings: &CassandraSettings) -> Result<CassandraDatabase, DatabaseError> {
         let session = connect::open(settings).await?;
         let statements = Statements::prepare(&session, settings).await?;
-        Ok(CassandraDatabase { session: Arc::new(session), statements, delete_margin: settings.delete_margin })
+        Ok(CassandraDatabase {
+            session: Arc::new(session),
+            statements,
+            delete_margin: settings.delete_margin,
+            keyspace: settings.keyspace.clone(),
+            consistency: settings.consistency,
+        })
+    }
+
+    /// Whether reads at the configured level still see every acknowledged write for the
+    /// keyspace's replication as the driver's schema metadata has it now (see
+    /// [`consistency`]): an error, which fails the read or write, once it does not.
+    fn replication_overlaps(&self) -> Result<(), DatabaseError> {
+        let state = self.session.get_cluster_state();
+        // Not in the metadata (the driver fetches no schema, or it is being refreshed): the
+        // check at start-up stands.
+        let Some(keyspace) = state.get_keyspace(&self.keyspace) else { return Ok(()) };
+        let replication = Replication::from_driver(&keyspace.strategy)
+            .and_then(|replication| consistency::check_overlap(self.consistency, &replication));
+        replication.map_err(|e| {
+            tracing::error!(keyspace = self.keyspace, cause = %e, "the keyspace's replication changed: reads and writes refused");
+            DatabaseError::other(format!("keyspace {} changed after start-up: {e}", self.keyspace))
+        })
     }
 
     /// Whether a rebuild's scan reads only its filter's keys (the filter index exists).
@@ -125,6 +150,7 @@ impl CassandraDatabase {
     /// Stores `key` as a write made when this origin's clock read `now_us` (see
     /// [`write_order`]); `Database::put` is this at the clock's reading now.
     pub async fn put_at(&self, filter: &str, key: &[u8], value: &[u8], now_us: u64) -> Result<(), DatabaseError> {
+        self.replication_overlaps()?;
         let stamp = write_order::write_timestamp(now_us);
         let values = (filter.to_owned(), key.to_vec(), value.to_vec(), stamp);
         self.session.execute_unpaged(&self.statements.put_key, values).await.map_err(classify)?;
@@ -195,6 +221,7 @@ impl Database for CassandraDatabase {
 
     #[instrument(skip_all, fields(filter))]
     async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
+        self.replication_overlaps()?;
         let values = (filter.to_owned(), key.to_vec());
         let result = self.session.execute_unpaged(&self.statements.get_key, values).await.map_err(classify)?;
         let rows = result.into_rows_result().map_err(DatabaseError::other)?;
