@@ -1,6 +1,6 @@
 //! `bloomgate-bench`: measures what bloomgate saves, side by side, on one machine: the load
 //! generator (`bloomgate-loadgen`) and the A/B binaries built on it (`negative-path`,
-//! `shard-throughput`), plus `rebuild-throughput` and `edge-memory`.
+//! `shard-throughput`), plus `rebuild-throughput`, `edge-memory` and `origin-burst`.
 //!
 //! # Layout
 //! - [`workload`]: seeded present keys (hex SHA-256), miss streams that never repeat, Zipf hits.
@@ -22,10 +22,13 @@
 //! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
 //! - [`churn`]: the edge under lookups, writes and new generations, its memory sampled
 //!   (`edge-memory`).
+//! - [`burst`]: an origin in a memory-limited cgroup under a burst of batch writes, and the
+//!   autoscaling signal it gives, as a promtool rule test (`origin-burst`).
 
 #![forbid(unsafe_code)]
 
 pub mod ab;
+pub mod burst;
 pub mod chart;
 pub mod chart_writes;
 pub mod churn;

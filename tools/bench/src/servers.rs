@@ -22,6 +22,14 @@ pub enum Launch {
     Process(PathBuf),
     /// A thread of this process with its own multi-threaded runtime (tests; no binary needed).
     Thread,
+    /// A child process placed in a cgroup (its `cgroup.procs` file) before it execs, so all it
+    /// ever allocates counts against that cgroup's limit.
+    Confined {
+        /// The binary.
+        bin: PathBuf,
+        /// The cgroup's `cgroup.procs`.
+        cgroup_procs: PathBuf,
+    },
 }
 
 /// Where an origin keeps its filter and keys.
@@ -127,28 +135,12 @@ pub fn cores() -> usize {
 pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow::Result<Server> {
     let port = bloomgate_tests::free_port()?;
     let server = match launch {
-        Launch::Process(bin) => {
-            let log_path = std::env::temp_dir().join(format!("bloomgate-loadgen-origin-{port}.log"));
-            let log = std::fs::File::create(&log_path)?;
-            let child = Command::new(bin)
-                .arg("serve")
-                .env("BLOOMGATE_LISTEN", format!("127.0.0.1:{port}"))
-                .env("BLOOMGATE_REDIS_URL", &settings.redis_url)
-                .env("BLOOMGATE_REDIS_CLUSTER_NODES", settings.redis_cluster_nodes.join(","))
-                .env("BLOOMGATE_CASSANDRA_NODES", &settings.cassandra)
-                .env("BLOOMGATE_CASSANDRA_KEYSPACE", &settings.keyspace)
-                .env("BLOOMGATE_WRITER_TOKENS", TOKEN)
-                .env("BLOOMGATE_EDGE_SECRET", EDGE_SECRET)
-                .env("BLOOMGATE_FILTER_ENABLED", settings.filter_enabled.to_string())
-                .env("BLOOMGATE_JOURNAL_ENABLED", settings.journal_enabled.to_string())
-                .envs(settings.extra_env.iter().cloned())
-                .env("RUST_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()
-                .with_context(|| format!("start {}", bin.display()))?;
-            Server::child(port, child)
+        Launch::Process(bin) => Server::child(port, spawn_origin(Command::new(bin), bin, port, settings)?),
+        Launch::Confined { bin, cgroup_procs } => {
+            // `sh` writes its own pid into the cgroup, then becomes the origin.
+            let mut command = Command::new("sh");
+            command.args(["-c", r#"echo $$ > "$0" && exec "$@""#]).arg(cgroup_procs).arg(bin);
+            Server::child(port, spawn_origin(command, bin, port, settings)?)
         }
         Launch::Thread => {
             let no_flags = serde_json::Map::new();
@@ -188,6 +180,36 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
     };
     wait_ready(&format!("{}/readyz", server.base), "the origin").await?;
     Ok(server)
+}
+
+/// Runs `command serve` (the origin binary `bin`, or a wrapper that execs it) with `settings`,
+/// its output in a log in the temp dir.
+fn spawn_origin(
+    mut command: Command,
+    bin: &std::path::Path,
+    port: u16,
+    settings: &OriginSettings,
+) -> anyhow::Result<Child> {
+    let log_path = std::env::temp_dir().join(format!("bloomgate-loadgen-origin-{port}.log"));
+    let log = std::fs::File::create(&log_path)?;
+    command
+        .arg("serve")
+        .env("BLOOMGATE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("BLOOMGATE_REDIS_URL", &settings.redis_url)
+        .env("BLOOMGATE_REDIS_CLUSTER_NODES", settings.redis_cluster_nodes.join(","))
+        .env("BLOOMGATE_CASSANDRA_NODES", &settings.cassandra)
+        .env("BLOOMGATE_CASSANDRA_KEYSPACE", &settings.keyspace)
+        .env("BLOOMGATE_WRITER_TOKENS", TOKEN)
+        .env("BLOOMGATE_EDGE_SECRET", EDGE_SECRET)
+        .env("BLOOMGATE_FILTER_ENABLED", settings.filter_enabled.to_string())
+        .env("BLOOMGATE_JOURNAL_ENABLED", settings.journal_enabled.to_string())
+        .envs(settings.extra_env.iter().cloned())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("start {}", bin.display()))
 }
 
 /// The floor: what axum alone costs for the same route, a 404 with a small JSON body and the
@@ -232,6 +254,7 @@ pub async fn start_floor(launch: &Launch) -> anyhow::Result<Server> {
             })
             .await;
         })?,
+        Launch::Confined { .. } => anyhow::bail!("the floor runs unconfined: launch it as a process or a thread"),
     };
     wait_ready(&format!("{}/readyz", server.base), "the floor").await?;
     Ok(server)
