@@ -10,15 +10,24 @@ use bloomgate_tests::procs::signal;
 use bloomgate_tests::redis_cluster as redis_nodes;
 use std::time::{Duration, Instant};
 
+/// Rebuilds started to catch one in a phase before the fault is given up (and the run fails
+/// its floor of every fault kind injected).
+const KILL_ATTEMPTS: u32 = 5;
+
 impl Faults {
     /// Starts a rebuild on a random origin, watches its phase from another origin's stats,
     /// and `kill -9`s it in `phase`; then restarts it. A rebuild that ends before the phase is
-    /// seen is retried (at most three times).
+    /// seen is retried (at most [`KILL_ATTEMPTS`] times).
     pub(super) async fn kill_builder(&self, phase: Phase) -> anyhow::Result<()> {
-        for attempt in 1..=3 {
+        for attempt in 1..=KILL_ATTEMPTS {
             let builder = self.live_origin(None).context("no origin running")?;
             let watcher = self.live_origin(Some(builder)).context("no second origin running")?;
-            let stats = self.stats_within(self.settings.recovery_wait).await?;
+            // A rebuild already under way (a recovery after the fault before) would take this
+            // one's request and may be past the phase: wait for it to end first.
+            let stats = match self.settled_stats(None, self.settings.recovery_wait).await {
+                Some(stats) => stats,
+                None => self.stats_within(self.settings.recovery_wait).await?,
+            };
             let before = stats["generation"].as_u64();
             let origin = &self.cluster.origins[builder as usize];
             let capacity = (phase == Phase::Uploading)
@@ -57,7 +66,7 @@ impl Faults {
             self.record(phase.kill_fault(), at, Some(builder), None, note);
             return Ok(());
         }
-        anyhow::bail!("could not catch a rebuild while {} in 3 attempts", phase.name())
+        anyhow::bail!("could not catch a rebuild while {} in {KILL_ATTEMPTS} attempts", phase.name())
     }
 
     /// Watches the rebuild `origin` was asked for (`asked`, its phase published since
