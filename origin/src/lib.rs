@@ -249,7 +249,7 @@ async fn rebuild_memory_filters(
 /// whole stack.
 pub fn app(state: AppState) -> Router {
     let config = state.config.clone();
-    let admission = Admission::new(&state.caps, state.gate.metrics.clone());
+    let admission = Admission::new(&state.caps, state.gate.metrics.clone(), state.config.max_body_bytes());
     let lookups = routes::keys::lookup_router().with_state(state.clone()).layer(admission.layer());
     let api = Router::new()
         .merge(routes::keys::router())

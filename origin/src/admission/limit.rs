@@ -4,6 +4,10 @@
 //! or batch keeps what it took until its answer's body has been sent, not only until its
 //! handler returned: the answer is what holds its memory then, and a client that reads it
 //! slowly must not let more in.
+//!
+//! A refused request's body is read and thrown away before its 429 is sent ([`refuse`]): a
+//! server that answers and closes with a body unread makes the kernel reset the connection,
+//! and the client reads "connection reset" instead of the 429 and its Retry-After.
 
 use super::caps::Caps;
 use crate::error::AppError;
@@ -26,11 +30,18 @@ pub struct Admission {
     writes_and_batches: Arc<Semaphore>,
     weights: [u32; Kind::ALL.len()],
     metrics: Arc<Metrics>,
+    /// The most of a refused request's body read (and discarded) before its 429.
+    drain_bytes: usize,
 }
 
+/// How long a refused request's body is read before its 429 is sent anyway (the connection then
+/// closed): a client sending slowly must not hold the refusal open.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Admission {
-    /// Limiters sized by `caps`, counting refusals into `metrics`.
-    pub fn new(caps: &Caps, metrics: Arc<Metrics>) -> Arc<Admission> {
+    /// Limiters sized by `caps`, counting refusals into `metrics`; a refused request's body is
+    /// read up to `drain_bytes` (the largest body a request may have) before its 429.
+    pub fn new(caps: &Caps, metrics: Arc<Metrics>, drain_bytes: usize) -> Arc<Admission> {
         let mut weights = [0; Kind::ALL.len()];
         for (at, kind) in Kind::ALL.iter().enumerate() {
             weights[at] = caps.weight(*kind);
@@ -40,6 +51,7 @@ impl Admission {
             writes_and_batches: Arc::new(Semaphore::new(caps.permits(Class::WriteOrBatch))),
             weights,
             metrics,
+            drain_bytes,
         })
     }
 
@@ -131,7 +143,7 @@ where
                 inner: None,
                 permit: None,
                 hold_with_body: false,
-                refused: Some(AppError::Overloaded.into_response()),
+                refused: Some(Box::pin(refuse(request.into_body(), self.admission.drain_bytes))),
             },
         }
     }
@@ -144,8 +156,34 @@ pin_project! {
         inner: Option<F>,
         permit: Option<OwnedSemaphorePermit>,
         hold_with_body: bool,
-        refused: Option<Response>,
+        refused: Option<Pin<Box<dyn Future<Output = Response> + Send>>>,
     }
+}
+
+/// The 429 for a refused request, sent once its body has been read and discarded (up to
+/// `limit` bytes within [`DRAIN_TIME`]; past either, sent with `Connection: close`). Nothing of
+/// the body is kept: a refusal takes no memory.
+async fn refuse(body: Body, limit: usize) -> Response {
+    let drained = tokio::time::timeout(DRAIN_TIME, drain(body, limit)).await;
+    let mut response = AppError::Overloaded.into_response();
+    if !matches!(drained, Ok(true)) {
+        response.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// Reads `body` to its end, keeping nothing; false if it is over `limit` bytes or fails.
+async fn drain(body: Body, limit: usize) -> bool {
+    use futures::StreamExt as _;
+    let mut chunks = body.into_data_stream();
+    let mut read = 0;
+    while let Some(chunk) = chunks.next().await {
+        match chunk {
+            Ok(chunk) if read + chunk.len() <= limit => read += chunk.len(),
+            _ => return false,
+        }
+    }
+    true
 }
 
 impl<F, B, E> Future for Admitted<F>
@@ -159,7 +197,10 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let Some(inner) = this.inner.as_pin_mut() else {
-            return Poll::Ready(Ok(this.refused.take().unwrap_or_else(|| AppError::Overloaded.into_response())));
+            return match this.refused.as_mut() {
+                Some(refusal) => refusal.as_mut().poll(cx).map(Ok),
+                None => Poll::Ready(Ok(AppError::Overloaded.into_response())),
+            };
         };
         let response = std::task::ready!(inner.poll(cx))?;
         Poll::Ready(Ok(match (this.permit.take(), *this.hold_with_body) {
@@ -229,7 +270,7 @@ mod tests {
         let limit = MemoryLimit { bytes: 1 << 30, source: Source::Setting };
         let caps = Caps::derive(config, limit, 0).unwrap();
         let metrics = Arc::new(Metrics::new());
-        let admission = Admission::new(&caps, metrics.clone());
+        let admission = Admission::new(&caps, metrics.clone(), 1 << 20);
         let router = Router::new()
             .route(paths::KEY, get(|| async { "seen" }))
             .route(
@@ -291,5 +332,45 @@ mod tests {
         let seen = send(&app, Method::GET, "/v1/filters/f/keys/k").await;
         assert_eq!(send(&app, Method::GET, "/v1/filters/f/keys/k").await.status(), 200);
         drop(seen);
+    }
+
+    /// A body of `chunks` chunks of 64 KiB that counts the bytes read from it into `read`.
+    fn counted_body(chunks: usize, read: Arc<AtomicUsize>) -> Body {
+        use futures::StreamExt as _;
+        let stream = futures::stream::iter(0..chunks).map(move |_| {
+            read.fetch_add(65536, Ordering::SeqCst);
+            Ok::<_, std::io::Error>(Bytes::from(vec![b'a'; 65536]))
+        });
+        Body::from_stream(stream)
+    }
+
+    #[tokio::test]
+    async fn a_refused_body_is_read_to_its_end_before_the_429_so_the_client_gets_it() {
+        let (gate, entered) = (Arc::new(Semaphore::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (app, _) = app(&Config { max_in_flight: 1, ..Config::default() }, gate.clone(), entered.clone());
+        let held = {
+            let app = app.clone();
+            tokio::spawn(async move { send(&app, Method::POST, "/v1/filters/f/keys").await.status() })
+        };
+        while entered.load(Ordering::SeqCst) < 1 {
+            tokio::task::yield_now().await;
+        }
+        let post = |body| Request::builder().method(Method::POST).uri("/v1/filters/f/keys").body(body).unwrap();
+
+        // 512 KiB, within the 1 MiB drain limit: read whole, then the 429 on an open connection.
+        let read = Arc::new(AtomicUsize::new(0));
+        let refused = app.clone().oneshot(post(counted_body(8, read.clone()))).await.unwrap();
+        assert_eq!(refused.status(), 429);
+        assert_eq!(read.load(Ordering::SeqCst), 8 * 65536, "the refused body was read to its end");
+        assert!(!refused.headers().contains_key("connection"));
+
+        // 2 MiB, over the limit: the 429 is sent once the limit is passed, the connection closed.
+        let read = Arc::new(AtomicUsize::new(0));
+        let refused = app.clone().oneshot(post(counted_body(32, read.clone()))).await.unwrap();
+        assert_eq!(refused.status(), 429);
+        assert!(read.load(Ordering::SeqCst) <= (1 << 20) + 65536, "read past the limit");
+        assert_eq!(refused.headers()["connection"], "close");
+        gate.add_permits(1);
+        assert_eq!(held.await.unwrap(), 200);
     }
 }

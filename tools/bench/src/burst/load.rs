@@ -14,18 +14,36 @@ use tokio::task::JoinHandle;
 /// How long a writer waits before sending a refused batch again.
 const RETRY_AFTER_REFUSAL: Duration = Duration::from_millis(100);
 
-/// Answers counted by status (0 = no answer).
+/// Answers counted by status (0 = no answer), and the requests with no answer by what failed.
 #[derive(Clone, Default)]
-pub struct Answers(Arc<Mutex<BTreeMap<u16, u64>>>);
+pub struct Answers {
+    statuses: Arc<Mutex<BTreeMap<u16, u64>>>,
+    failures: Arc<Mutex<BTreeMap<String, u64>>>,
+}
 
 impl Answers {
     fn count(&self, status: u16) {
-        *self.0.lock().expect("answers lock").entry(status).or_default() += 1;
+        *self.statuses.lock().expect("answers lock").entry(status).or_default() += 1;
+    }
+
+    /// A request that got no answer: counted as status 0, and by its error's innermost cause.
+    fn failed(&self, error: &reqwest::Error) {
+        self.count(0);
+        let mut cause: &dyn std::error::Error = error;
+        while let Some(inner) = cause.source() {
+            cause = inner;
+        }
+        *self.failures.lock().expect("answers lock").entry(cause.to_string()).or_default() += 1;
     }
 
     /// The counts so far.
     pub fn by_status(&self) -> BTreeMap<u16, u64> {
-        self.0.lock().expect("answers lock").clone()
+        self.statuses.lock().expect("answers lock").clone()
+    }
+
+    /// The requests with no answer, by cause.
+    pub fn failures(&self) -> BTreeMap<String, u64> {
+        self.failures.lock().expect("answers lock").clone()
     }
 }
 
@@ -104,11 +122,14 @@ async fn write_until(writer: usize, url: String, size: usize, answers: Answers, 
             Ok(response) => {
                 let status = response.status().as_u16();
                 let _ = response.bytes().await;
+                answers.count(status);
                 status
             }
-            Err(_) => 0,
+            Err(e) => {
+                answers.failed(&e);
+                0
+            }
         };
-        answers.count(status);
         if status == 200 {
             acknowledged.push(batch);
             batch += 1;
@@ -141,11 +162,10 @@ pub fn lookups(
                     tick.tick().await;
                     let key = format!("{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>());
                     let url = format!("{base}{}", bloomgate_client::paths::key(&filter, &key));
-                    let status = match http.get(url).send().await {
-                        Ok(r) => r.status().as_u16(),
-                        Err(_) => 0,
-                    };
-                    answers.count(status);
+                    match http.get(url).send().await {
+                        Ok(r) => answers.count(r.status().as_u16()),
+                        Err(e) => answers.failed(&e),
+                    }
                 }
             })
         })

@@ -66,6 +66,8 @@ pub struct BurstReport {
     pub burst_secs: u64,
     /// Batch writes by status (0 = no answer).
     pub writes: BTreeMap<u16, u64>,
+    /// Batch writes with no answer, by the error's innermost cause.
+    pub write_failures: BTreeMap<String, u64>,
     /// 429s among the batch writes answered.
     pub refused_share: f64,
     /// Lookups answered 200 or 404, and the other answers by status.
@@ -188,6 +190,7 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
         batch_body_bytes: writers.body_bytes,
         burst_secs: spec.burst_secs,
         refused_share: refused as f64 / answered.max(1) as f64,
+        write_failures: writers.answers.failures(),
         writes,
         lookups_answered: lookups_by_status.iter().filter(|(s, _)| matches!(s, 200 | 404)).map(|(_, n)| n).sum(),
         lookups_other: lookups_by_status.into_iter().filter(|(s, _)| !matches!(s, 200 | 404)).collect(),

@@ -57,7 +57,10 @@ pub fn markdown(r: &BurstReport, command: &str) -> String {
         r.burst_secs
     );
     let _ = writeln!(s, "| batch writes answered | {answered}: {:?} (status → count) |", r.writes);
-    let _ = writeln!(s, "| refused with 429 | {:.1} % |", 100.0 * r.refused_share);
+    let _ = writeln!(s, "| refused with 429 | {:.1} % of those answered |", 100.0 * r.refused_share);
+    if !r.write_failures.is_empty() {
+        let _ = writeln!(s, "| batch writes with no answer, by cause | {:?} |", r.write_failures);
+    }
     let _ = writeln!(s, "| lookups | {} answered 200/404, other {:?} |", r.lookups_answered, r.lookups_other);
     let _ = writeln!(
         s,
