@@ -42,8 +42,13 @@ pub fn pids_matching(needle: &str, also: Option<&str>) -> Vec<u32> {
 
 /// `VmRSS` of a process in KiB, from `/proc/<pid>/status`.
 pub fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS")
+}
+
+/// A field of `/proc/<pid>/status` given in KiB (`VmRSS`, `VmHWM`: the kernel's own peak RSS).
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let line = status.lines().find(|l| l.strip_prefix(field).is_some_and(|rest| rest.starts_with(':')))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
@@ -181,5 +186,13 @@ mod tests {
         let procs = processes();
         let (name, parent) = procs.get(&me).cloned().unwrap();
         assert!(descendants_named(&procs, parent, &name).contains(&me));
+    }
+
+    #[test]
+    fn the_peak_resident_memory_is_at_least_the_current() {
+        let me = std::process::id();
+        let (rss, peak) = (rss_kib(me).unwrap(), status_kib(me, "VmHWM").unwrap());
+        assert!(rss > 0 && peak >= rss, "VmRSS {rss} KiB, VmHWM {peak} KiB");
+        assert_eq!(status_kib(me, "VmRS"), None, "a field is matched whole, not by its prefix");
     }
 }

@@ -23,7 +23,7 @@ use serde::Serialize;
 use series::Series;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub struct BurstReport {
     pub limit_bytes: u64,
     /// The origin's derived caps and budget, from its /metrics at rest.
     pub caps: BTreeMap<String, f64>,
-    /// Writers and the bytes of one batch body.
+    /// Writers in the burst.
     pub writers: usize,
     /// The bytes of one batch write's body.
     pub batch_body_bytes: usize,
@@ -132,9 +132,7 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
     };
     client.create_filter(&filter, &create).await?;
 
-    let peak_rss = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
-    let memory = tokio::spawn(sample_memory(origin.pid, peak_rss.clone(), stop.clone()));
     let lookups = Answers::default();
     let lookers = load::lookups(&origin.base, &filter, spec.lookups_per_sec, &lookups, stop.clone());
 
@@ -163,11 +161,12 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
     for looker in lookers {
         looker.await?;
     }
-    memory.await?;
     let writers = writers.expect("the burst started");
     let survived = bloomgate_tests::procs::rss_kib(origin.pid).is_some();
     let (checked, lost) = writers.check_stored(&client, &filter).await?;
-    let peak_rss_bytes = peak_rss.load(Ordering::SeqCst).max(vm_hwm_bytes(origin.pid).unwrap_or(0));
+    // The kernel's own peak (VmHWM) misses no spike; a process that is gone has none, and the
+    // cgroup's peak and OOM count below speak for it.
+    let peak_rss_bytes = bloomgate_tests::procs::status_kib(origin.pid, "VmHWM").unwrap_or(0) * 1024;
     drop(origin);
     let (cgroup_peak_bytes, oom_kills) = match &cgroup {
         Some(c) => (Some(c.peak_bytes()?), c.oom_kills()?),
@@ -232,24 +231,6 @@ fn labelled(samples: &Samples, metric: &str, label: &str) -> BTreeMap<String, f6
             Some((rest.split('"').next()?.to_owned(), *value))
         })
         .collect()
-}
-
-/// Samples the origin's RSS every 100 ms into `peak` until `stop`.
-async fn sample_memory(pid: u32, peak: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::SeqCst) {
-        if let Some(kib) = bloomgate_tests::procs::rss_kib(pid) {
-            peak.fetch_max(kib * 1024, Ordering::SeqCst);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The kernel's own peak RSS of `pid` (`VmHWM`), in bytes: it misses no spike between samples.
-fn vm_hwm_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 #[cfg(test)]
