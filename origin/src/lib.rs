@@ -40,8 +40,9 @@
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
 //!   without a Redis call per lookup, or under a read lease without one at all (`rounds`: the
 //!   barrier's bookkeeping; `held`: one copy; `load`: loading one; `tail`: keeping one current
-//!   and its lease alive; `two_origins` and `leased_tests`: two gates over one store, and a
-//!   leased copy on a hand-moved clock, in process, as tests).
+//!   and its lease alive; `two_origins`, `leased_tests` and `load_tests`: two gates over one
+//!   store, a leased copy on a hand-moved clock, and a load superseded midway, in process, as
+//!   tests).
 //! - [`gate`]: the paths through the two stores, behind the one `Gate`: lookups (`lookup`:
 //!   filter first, database on "maybe" or when the filter cannot answer), writes (`write`:
 //!   filter first, then database), the edge's manifests, journal chunks and segments
