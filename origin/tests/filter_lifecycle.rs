@@ -150,6 +150,7 @@ fn gate_with_held_puts(dir: &std::path::Path) -> (Arc<Gate>, Arc<Hooked>) {
         lease: bloomgate_origin::lease::LeaseSettings::OFF,
         lease_tail_every: Duration::from_millis(4),
         rebuild_lease: Duration::from_secs(30),
+        write_recovery_wait: Duration::from_secs(3),
     };
     (Arc::new(Gate::new(Arc::new(MemoryFilterStore::default()), keys.clone(), settings)), keys)
 }

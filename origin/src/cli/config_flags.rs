@@ -103,6 +103,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout_ms: Option<u64>,
+    /// How long a write that finds the filter's bits lost waits for a rebuild's generation, ms.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_recovery_wait_ms: Option<u64>,
     /// Keys per batch request.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -144,6 +144,11 @@ pub struct Config {
     pub status_page: bool,
     /// How often to check filters for lost bits or drift and rebuild on its own, in ms; 0 = off.
     pub recovery_interval_ms: u64,
+    /// How long a write that finds the filter's bits lost (Redis back empty or from an older
+    /// snapshot, metadata or a segment gone) waits for a rebuild to name a generation that can
+    /// take it, in ms, before it is refused with 503; 0 = refuse at once. Below
+    /// `request_timeout_ms`.
+    pub write_recovery_wait_ms: u64,
     /// Wait between naming a rebuild's generation and scanning, in ms. Not needed for
     /// correctness (writes re-read the state after the database; see `rebuild`); 0 = none.
     pub rebuild_settle_ms: u64,
@@ -211,6 +216,7 @@ impl Default for Config {
             filter_enabled: true,
             status_page: false,
             recovery_interval_ms: 5000,
+            write_recovery_wait_ms: 3000,
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,
             rebuild_concurrency: 4,

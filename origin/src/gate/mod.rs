@@ -67,6 +67,8 @@ pub struct Gate {
     clock: Arc<dyn Clock>,
     /// The rebuild lease's life: how long a create waits for a rebuild's lease.
     rebuild_lease: Duration,
+    /// How long a write that found the bits lost waits for a generation that can take it.
+    write_recovery_wait: Duration,
 }
 
 /// Settings of the gate.
@@ -91,6 +93,9 @@ pub struct GateSettings {
     /// How long the rebuild lease lives without renewal (a create names its filter's first
     /// generation under it; see `gate::filters`).
     pub rebuild_lease: Duration,
+    /// How long a write that finds the filter's bits lost waits for a generation that can take
+    /// it (see `Gate::insert_many`).
+    pub write_recovery_wait: Duration,
 }
 
 impl GateSettings {
@@ -106,6 +111,7 @@ impl GateSettings {
             lease: config.lease_settings(),
             lease_tail_every: config.read_lease_tail(),
             rebuild_lease: Duration::from_millis(config.rebuild_lease_ms),
+            write_recovery_wait: Duration::from_millis(config.write_recovery_wait_ms),
         }
     }
 }
@@ -139,6 +145,7 @@ impl Gate {
             lease: settings.lease,
             clock,
             rebuild_lease: settings.rebuild_lease,
+            write_recovery_wait: settings.write_recovery_wait,
         }
     }
 

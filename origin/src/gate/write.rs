@@ -9,7 +9,7 @@ use crate::metrics::Store;
 use crate::store::{FilterMeta, FilterUnavailable};
 use bloomgate_filter::{hash_key, KeyHash};
 use futures::StreamExt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 impl Gate {
     /// Stores one key: filter first, then the database.
@@ -48,13 +48,59 @@ impl Gate {
     /// Last, the read leases: the write is acknowledged only once `W` of every generation either
     /// read named has passed since the adds answered (`lease`), so no origin's local copy can
     /// still answer "no" for it from a lease older than the add.
+    ///
+    /// A write that finds the bits lost (Redis back empty or from an older snapshot, metadata or
+    /// a segment gone) is not refused at once: a rebuild (nudged here) names a generation that
+    /// can take it within a second or so, and the write then starts over, as a client's retry
+    /// would, up to `write_recovery_wait`. It is refused only while no generation can take it.
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
+        let give_up_at = Instant::now() + self.write_recovery_wait;
+        let mut tried = Vec::new();
+        let mut waited = false;
+        loop {
+            tried.clear();
+            let result = self.insert_once(name, &entries, &mut tried).await;
+            let lost = matches!(&result, Err(AppError::FilterWrite(e)) if bits_lost(e));
+            if !lost || !self.wait_for_new_generation(name, &tried, give_up_at).await {
+                if matches!(result, Err(AppError::FilterWrite(_))) {
+                    self.metrics.writes.filter_failures.inc();
+                }
+                return result;
+            }
+            if !waited {
+                self.metrics.writes.recovery_waits.inc();
+                waited = true;
+            }
+        }
+    }
+
+    /// Waits, until `give_up_at`, for the filter's state to name a generation this store holds
+    /// that the failed attempt did not try (or for the filter to be dropped, which the next
+    /// attempt answers): whether the write should start over.
+    async fn wait_for_new_generation(&self, name: &str, tried: &[FilterMeta], give_up_at: Instant) -> bool {
+        loop {
+            if let Ok(state) = self.store.write.state_for_write(name).await {
+                if state.dropped.is_some() || state.write_targets().any(|m| !tried.contains(&m)) {
+                    return true;
+                }
+            }
+            if Instant::now() + RECOVERY_POLL >= give_up_at {
+                return false;
+            }
+            tokio::time::sleep(RECOVERY_POLL).await;
+        }
+    }
+
+    /// One attempt at the write (see `insert_many`); `tried` gets the generations it added to
+    /// or found, so a retry waits for another.
+    async fn insert_once(
+        &self,
+        name: &str,
+        entries: &[(Vec<u8>, Vec<u8>)],
+        tried: &mut Vec<FilterMeta>,
+    ) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
-            self.metrics.writes.filter_failures.inc();
-            if matches!(
-                e,
-                FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation | FilterUnavailable::SegmentMissing(_)
-            ) {
+            if bits_lost(&e) {
                 self.recovery_nudge.notify_one();
             }
             AppError::FilterWrite(e)
@@ -64,6 +110,7 @@ impl Gate {
             return Err(AppError::UnknownFilter(name.into()));
         }
         let added: Vec<FilterMeta> = before.write_targets().collect();
+        tried.extend(&added);
         if added.is_empty() {
             let why = if before.stale().next().is_some() {
                 FilterUnavailable::Incarnation
@@ -75,7 +122,7 @@ impl Gate {
         // The read leases to wait out before acknowledging (see `lease`): of every generation a
         // state read named, stale ones too, from when the adds answered.
         let mut deadline = WriteDeadline::default();
-        self.add_to(name, &added, &entries).await.map_err(fail)?;
+        self.add_to(name, &added, entries).await.map_err(fail)?;
         deadline.add_answered(self.clock.now(), before.named().map(|m| m.lease));
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
         let stored_at = Instant::now();
@@ -95,7 +142,8 @@ impl Gate {
             ))));
         }
         let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
-        self.add_to(name, &named_since, &entries).await.map_err(fail)?;
+        tried.extend(&named_since);
+        self.add_to(name, &named_since, entries).await.map_err(fail)?;
         let newly_named = after.named().filter(|m| !before.named().any(|b| b == *m));
         deadline.add_answered(self.clock.now(), named_since.iter().copied().chain(newly_named).map(|m| m.lease));
         self.wait_out_leases(deadline).await;
@@ -161,4 +209,13 @@ impl Gate {
             }
         }
     }
+}
+
+/// How often a write waiting for a rebuild's generation reads the filter's state.
+const RECOVERY_POLL: Duration = Duration::from_millis(50);
+
+/// Whether the filter store answered that the bits a write needs are lost (not down, not slow):
+/// the recovery check rebuilds them, and a new generation can take the write.
+fn bits_lost(e: &FilterUnavailable) -> bool {
+    matches!(e, FilterUnavailable::MetaMissing | FilterUnavailable::Incarnation | FilterUnavailable::SegmentMissing(_))
 }

@@ -53,6 +53,7 @@ async fn origins(name: &str, lease: LeaseSettings) -> Origins {
         lease,
         lease_tail_every: Duration::from_millis(4),
         rebuild_lease: Duration::from_secs(30),
+        write_recovery_wait: Duration::from_secs(3),
     };
     let gate = || Arc::new(Gate::new(filters.clone(), database.clone(), settings));
     let (a, b) = (gate(), gate());

@@ -6,7 +6,7 @@ use crate::config::Config;
 use crate::gate::{CreateFilter, Created, Gate, GateSettings};
 use crate::rebuild::{self, RebuildError, RebuildOptions};
 use crate::store::embedded::{MemoryFilterStore, RedbDatabase};
-use crate::store::{Database, StateStore, StatsStore};
+use crate::store::{Database, LookupStore, StateStore, StatsStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +77,57 @@ async fn a_create_racing_a_recovery_check_keeps_the_generation_it_names() {
     let state = filters.state("f").await.unwrap();
     let active = state.active.expect("the filter has an active generation");
     filters.segments_intact("f", active).await.expect("the active generation's bits are whole");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The bits lost (as after `FLUSHALL`), then at once a write: the recovery check, nudged by the
+/// write, names a generation, and the write goes into it instead of being refused until the
+/// rebuild has begun. Before writes waited, this one was answered 503.
+#[tokio::test]
+async fn a_write_right_after_the_bits_are_lost_goes_into_the_rebuilds_generation() {
+    let config = Config { rebuild_grace_ms: 0, ..Config::default() };
+    let (gate, filters, keys, dir) = gate(&config);
+    gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
+    let before = random_key();
+    gate.insert("f", before.as_bytes(), b"").await.unwrap();
+    // Checks only when nudged: an hour between scheduled ones.
+    let options = RebuildOptions::from_config(&config, false);
+    let recovery =
+        tokio::spawn(super::run(gate.clone(), Thresholds::from_config(&config), Duration::from_secs(3600), options));
+
+    filters.flush();
+    let key = random_key();
+    gate.insert("f", key.as_bytes(), b"").await.expect("acknowledged into the rebuild's generation");
+    assert_eq!(gate.metrics.writes.recovery_waits.get(), 1, "the write waited for the rebuild");
+    assert_eq!(gate.metrics.writes.filter_failures.get(), 0, "no refusal counted for a write acknowledged");
+    let state = filters.state("f").await.unwrap();
+    let def = keys.filter("f").await.unwrap().unwrap();
+    assert!(state.write_targets().next().is_some(), "the rebuild named a generation");
+    for named in state.write_targets() {
+        let hash = bloomgate_filter::hash_key(&def.key_format.normalize(key.as_bytes()).unwrap(), named.params.seed);
+        let held = filters.may_contain("f", named, hash).await;
+        assert!(matches!(held, Ok(true)), "the acknowledged key's bits in {named:?} of {state:?}: {held:?}");
+    }
+    for k in [&before, &key] {
+        assert!(gate.lookup("f", k.as_bytes()).await.unwrap().seen, "{k} acknowledged, answered 'not seen'");
+    }
+    recovery.abort();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With no recovery check to name a generation, a write after the bits are lost is refused once
+/// `write_recovery_wait_ms` has passed: it waits, but not forever.
+#[tokio::test]
+async fn without_a_rebuild_a_write_after_the_bits_are_lost_is_refused_after_the_wait() {
+    let config = Config { write_recovery_wait_ms: 300, ..Config::default() };
+    let (gate, filters, _, dir) = gate(&config);
+    gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
+    filters.flush();
+    let started = std::time::Instant::now();
+    let refused = gate.insert("f", random_key().as_bytes(), b"").await;
+    assert!(matches!(refused, Err(crate::error::AppError::FilterWrite(_))), "{refused:?}");
+    assert!(started.elapsed() >= Duration::from_millis(250), "refused after {:?}", started.elapsed());
+    assert_eq!(gate.metrics.writes.filter_failures.get(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

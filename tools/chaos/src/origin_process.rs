@@ -23,7 +23,8 @@ pub struct OriginTuning {
     pub redis_write_timeout_ms: u64,
     /// Cassandra per-request timeout, ms.
     pub cassandra_timeout_ms: u64,
-    /// Whole-request timeout, ms.
+    /// Whole-request timeout, ms: above the default `write_recovery_wait_ms` (3 s), so a write
+    /// that waits for a rebuild's generation is answered 503 + Retry-After, not timed out.
     pub request_timeout_ms: u64,
     /// Settle wait of rebuilds, ms: not needed for correctness (writes re-read the state after
     /// the database), long enough to catch a builder in its `settling` phase.
@@ -54,7 +55,7 @@ impl Default for OriginTuning {
             redis_timeout_ms: 250,
             redis_write_timeout_ms: 1000,
             cassandra_timeout_ms: 1500,
-            request_timeout_ms: 3000,
+            request_timeout_ms: 4000,
             rebuild_settle_ms: 4000,
             rebuild_grace_ms: 5000,
             recovery_interval_ms: 500,

@@ -119,6 +119,19 @@ impl MemoryFilterStore {
         }
     }
 
+    /// Forgets every filter, as `FLUSHALL` does to Redis (the incarnation stays, as it does
+    /// there).
+    #[cfg(test)]
+    pub fn flush(&self) {
+        write(&self.journals).clear();
+        write(&self.generations).clear();
+        write(&self.retired).clear();
+        write(&self.states).clear();
+        write(&self.leases).clear();
+        write(&self.deletes).clear();
+        write(&self.progress).clear();
+    }
+
     /// Appends the hashes of one add to its generation's journal, after its bits: see
     /// `WriteStore::add`.
     fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {

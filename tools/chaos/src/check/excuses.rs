@@ -126,7 +126,8 @@ pub const TABLE: &[Excuse] = &[
         keys: Keys::Any,
         after: after(1000),
         because: "Redis flushed, restarted empty or from a snapshot, failed over, or the metadata key missing: \
-                  writes 503 until the rebuild names its generation; lookups answer from Cassandra",
+                  a write waits (write_recovery_wait_ms) for the rebuild to name its generation, and is refused \
+                  with 503 only if none comes by then; lookups answer from Cassandra",
     },
     Excuse {
         faults: REDIS_SLOW,
