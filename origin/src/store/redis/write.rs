@@ -112,13 +112,8 @@ impl RedisFilterStore {
     /// asked for at most as many as it has: one whose replica was just promoted away does not
     /// stop the writes, nor does it stop the others' waits.
     pub(super) async fn wait_for_replicas(&self, reached: &[(String, Added)]) -> Result<(), FilterUnavailable> {
-        let mut masters: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
-        for (slot_key, (_, replicas, identity)) in reached {
-            let wanted = i64::from(self.min_replicas_acked.min(*replicas));
-            masters.entry(identity.as_str()).or_insert((slot_key.as_str(), wanted));
-        }
         let wait_ms = (self.write_timeout / 2).as_millis() as u64;
-        let waits = masters.into_values().filter(|(_, wanted)| *wanted > 0).map(|(slot_key, wanted)| {
+        let waits = replica_waits(reached, self.min_replicas_acked).into_iter().map(|(slot_key, wanted)| {
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
                 slot_key,
                 SlotAddr::Master,
@@ -143,5 +138,41 @@ impl RedisFilterStore {
             }
         });
         futures::future::try_join_all(waits).await.map(|_| ())
+    }
+}
+
+/// The `WAIT`s an add owes: per master it reached (told apart by identity), one key of its slot
+/// to route by and how many replicas to wait for, `min_replicas_acked` capped at the replicas
+/// that master had. Masters with none to wait for are left out. Capped per master, not at the
+/// fewest any master has: one replica-less master must not turn the wait off for the others.
+fn replica_waits(reached: &[(String, Added)], min_replicas_acked: u32) -> Vec<(&str, i64)> {
+    let mut masters: BTreeMap<&str, (&str, i64)> = BTreeMap::new();
+    for (slot_key, (_, replicas, identity)) in reached {
+        let wanted = i64::from(min_replicas_acked.min(*replicas));
+        masters.entry(identity.as_str()).or_insert((slot_key.as_str(), wanted));
+    }
+    masters.into_values().filter(|(_, wanted)| *wanted > 0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replica_waits;
+
+    fn reached(slot_key: &str, replicas: u32, master: &str) -> (String, super::Added) {
+        (slot_key.to_owned(), (1, replicas, master.to_owned()))
+    }
+
+    #[test]
+    fn a_master_without_replicas_does_not_turn_off_the_others_wait() {
+        let adds = [reached("{f:1:0}", 1, "a"), reached("{f:1:1}", 0, "b"), reached("{f:1:2}", 2, "c")];
+        assert_eq!(replica_waits(&adds, 1), [("{f:1:0}", 1), ("{f:1:2}", 1)]);
+        assert_eq!(replica_waits(&adds, 2), [("{f:1:0}", 1), ("{f:1:2}", 2)], "each capped at its own replicas");
+        assert!(replica_waits(&adds, 0).is_empty(), "the wait off");
+    }
+
+    #[test]
+    fn one_wait_per_master_however_many_of_its_slots_the_add_reached() {
+        let adds = [reached("{f:1:0}", 1, "a"), reached("{f:1:1}", 1, "a"), reached("{f:jnl}", 1, "a")];
+        assert_eq!(replica_waits(&adds, 1), [("{f:1:0}", 1)]);
     }
 }
