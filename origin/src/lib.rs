@@ -40,9 +40,8 @@
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
 //!   without a Redis call per lookup, or under a read lease without one at all (`rounds`: the
 //!   barrier's bookkeeping; `held`: one copy; `load`: loading one; `tail`: keeping one current
-//!   and its lease alive; `two_origins`, `leased_tests` and `load_tests`: two gates over one
-//!   store, a leased copy on a hand-moved clock, and a load superseded midway, in process, as
-//!   tests).
+//!   and its lease alive; `leased_tests` and `load_tests`: a leased copy on a hand-moved clock,
+//!   and a load superseded midway, in process, as tests).
 //! - [`gate`]: the paths through the two stores, behind the one `Gate`: lookups (`lookup`:
 //!   filter first, database on "maybe" or when the filter cannot answer), writes (`write`:
 //!   filter first, then database), the edge's manifests, journal chunks and segments
@@ -361,7 +360,7 @@ mod tests {
             let top = relative.components().next().unwrap().as_os_str().to_str().unwrap().trim_end_matches(".rs");
             let Some(at) = order.iter().position(|m| *m == top) else { continue };
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-            if stem == "tests" || stem == "two_origins" {
+            if stem == "tests" {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();

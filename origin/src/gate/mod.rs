@@ -13,6 +13,9 @@
 //! - `filters`: filters created, listed and dropped, and why a drop never lets an old bit or
 //!   cache answer "no".
 //!
+//! Two gates over one filter store and one database, as two origins share Redis and
+//! Cassandra, are tested in `origin/tests/two_origins.rs`.
+//!
 //! Each path reaches the filter store through its own role (`store.lookup`, `store.write`,
 //! `store.edge_feed`, `store.stats`, `store.lifecycle`: see `store::roles`).
 

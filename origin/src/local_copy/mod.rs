@@ -21,8 +21,6 @@ mod load;
 mod load_tests;
 pub mod rounds;
 pub mod tail;
-#[cfg(test)]
-mod two_origins;
 
 use crate::lease::boot_clock::{BootClock, Clock};
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};

@@ -8,10 +8,10 @@
 //! a process of its own with `BLOOMGATE_PLANTED_BUG=skip-lease-wait`, and passes only if the
 //! race then reports acknowledged keys answered "not seen".
 
-use crate::gate::{AnsweredBy, CreateFilter, Gate, GateSettings};
-use crate::lease::{LeaseSettings, LeaseTerms, ReadConsistency};
-use crate::store::embedded::{MemoryFilterStore, RedbDatabase};
-use crate::store::{FilterStore, JournalRetention, StateStore};
+use bloomgate_origin::gate::{AnsweredBy, CreateFilter, Gate, GateSettings};
+use bloomgate_origin::lease::{LeaseSettings, LeaseTerms, ReadConsistency};
+use bloomgate_origin::store::embedded::{MemoryFilterStore, RedbDatabase};
+use bloomgate_origin::store::{FilterStore, JournalRetention, StateStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,7 +159,7 @@ async fn a_switch_and_a_retirement_during_live_leases_lose_no_write() {
     let filters: Arc<dyn FilterStore> = o.filters.clone();
     for _ in 0..2 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let options = crate::rebuild::RebuildOptions {
+        let options = bloomgate_origin::rebuild::RebuildOptions {
             capacity: None,
             fp_rate: None,
             concurrency: 1,
@@ -171,7 +171,7 @@ async fn a_switch_and_a_retirement_during_live_leases_lose_no_write() {
             journal: true,
             lease: LEASE,
         };
-        crate::rebuild::rebuild(filters.clone(), o.database.clone(), FILTER, options).await.unwrap();
+        bloomgate_origin::rebuild::rebuild(filters.clone(), o.database.clone(), FILTER, options).await.unwrap();
     }
     let missed = racing.await.unwrap();
     assert!(missed.is_empty(), "lost across a switch: {:?}", &missed[..missed.len().min(5)]);
@@ -185,7 +185,7 @@ async fn a_switch_and_a_retirement_during_live_leases_lose_no_write() {
 #[ignore = "a negative control: needs the planted bug, run by the_lease_race_catches_a_writer_that_skips_its_wait"]
 async fn planted_skip_lease_wait_makes_the_lease_race_see_false_negatives() {
     assert!(
-        crate::planted::active(crate::planted::Bug::SkipLeaseWait),
+        bloomgate_origin::planted::active(bloomgate_origin::planted::Bug::SkipLeaseWait),
         "run with the feature planted-bugs and BLOOMGATE_PLANTED_BUG=skip-lease-wait"
     );
     let o = origins("planted", LEASE).await;
@@ -204,10 +204,10 @@ async fn planted_skip_lease_wait_makes_the_lease_race_see_false_negatives() {
 #[cfg(feature = "planted-bugs")]
 #[test]
 fn the_lease_race_catches_a_writer_that_skips_its_wait() {
-    let name = "local_copy::two_origins::planted_skip_lease_wait_makes_the_lease_race_see_false_negatives";
+    let name = "planted_skip_lease_wait_makes_the_lease_race_see_false_negatives";
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([name, "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
-        .env(crate::planted::VAR, crate::planted::Bug::SkipLeaseWait.name())
+        .env(bloomgate_origin::planted::VAR, bloomgate_origin::planted::Bug::SkipLeaseWait.name())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
