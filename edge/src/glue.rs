@@ -1,6 +1,6 @@
 //! The Workers runtime glue (wasm32 only): the entry points, routing, and the isolate's report
 //! on itself. Every decision it acts on comes from the pure modules; the lookup handlers are in
-//! `lookup`, manifests in `manifest::fetch`, segments in `segments`, journal requests in
+//! `lookup`, manifests in `manifest_fetch`, segments in `segments`, journal requests in
 //! `journal_sync`, the isolate's state in `isolate`, subrequests in `upstream`.
 
 use crate::body::{json, problem};

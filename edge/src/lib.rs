@@ -14,7 +14,7 @@
 //! - [`decide`]: the per-key decision shared by single and batch lookups: which segment, whether
 //!   a copy may answer, what it says, whether that "no" still stands when answering.
 //! - [`manifest`]: when a manifest may be used and is refreshed, what a journal chunk makes of
-//!   it, which one is kept (its I/O in `manifest::fetch`).
+//!   it, which one is kept (its I/O in `manifest_fetch`).
 //! - [`copy`]: a segment copy and the journal position it is current to.
 //! - [`tail`]: the journal's tail kept in the isolate, by segment, to bring any copy forward.
 //! - [`catch_up`]: which copies are behind, where journal requests start, how much to read.
@@ -32,6 +32,7 @@
 //! wasm32 only (the Workers runtime):
 //! - `glue`: the `#[event]` entry points, routing, the isolate report.
 //! - `lookup`: the lookup handlers, single and batch.
+//! - `manifest_fetch`: a manifest from isolate memory, the journal alone, or the origin.
 //! - `segments`: a usable copy from isolate memory, the Cache API or the origin.
 //! - `journal_sync`: journal requests: refreshes, catch-ups, the tail.
 //! - `isolate`: the isolate's state and the one-fetch-at-a-time machinery.
@@ -71,6 +72,8 @@ mod isolate;
 mod journal_sync;
 #[cfg(target_arch = "wasm32")]
 mod lookup;
+#[cfg(target_arch = "wasm32")]
+mod manifest_fetch;
 #[cfg(target_arch = "wasm32")]
 mod segments;
 #[cfg(target_arch = "wasm32")]

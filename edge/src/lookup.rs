@@ -12,7 +12,8 @@ use crate::body::{json, problem, relay_not_found, request_bounded};
 use crate::config::EdgeConfig;
 use crate::decide::{self, Decision};
 use crate::isolate::{now_ms, with_isolate};
-use crate::manifest::{fetch, ManifestFetch};
+use crate::manifest::ManifestFetch;
+use crate::manifest_fetch;
 use crate::segments;
 use crate::upstream::{self, BatchForward};
 use bloomgate_client::api::{CpuFigure, CpuSpent, KeyAnswer, Keys, Lookups};
@@ -54,11 +55,11 @@ impl Stopwatch {
 
 /// The manifest, at hand or fetched (the stopwatch then marks a load).
 async fn manifest(config: &EdgeConfig, ctx: &Context, filter: &str, sw: &mut Stopwatch) -> ManifestFetch {
-    if let Some((m, asked_at)) = fetch::at_hand(config, ctx, filter) {
+    if let Some((m, asked_at)) = manifest_fetch::at_hand(config, ctx, filter) {
         return ManifestFetch::Found(m, asked_at);
     }
     sw.loaded = true;
-    sw.wait(fetch::get(config, ctx, filter)).await
+    sw.wait(manifest_fetch::get(config, ctx, filter)).await
 }
 
 /// What the edge does with one normalised key under `manifest` (asked for at `asked_at`): its

@@ -6,11 +6,11 @@
 //! and the copies held are brought up to its journal head (`journal_sync::catch_up`):
 //! published first, it would make them unusable and send lookups to fetch them whole.
 
-use super::{is_fresh, replaces, wants_refresh, ManifestFetch};
 use crate::config::EdgeConfig;
 use crate::decide;
 use crate::isolate::{lead, now_ms, once, with_isolate, TAKEOVER_MS};
 use crate::journal_sync;
+use crate::manifest::{is_fresh, replaces, wants_refresh, ManifestFetch};
 use crate::upstream::{self, any_body};
 use bloomgate_client::paths;
 use bloomgate_filter::Manifest;
@@ -95,7 +95,7 @@ async fn fetch_and_keep(config: EdgeConfig, filter: String) -> ManifestFetch {
         with_isolate(&config, |iso| {
             if replaces(kept_at(iso), *asked_at) {
                 iso.manifests.insert(filter.clone(), (m.clone(), *asked_at));
-                let bytes = iso.manifests.values().map(|(m, _)| super::bytes_of(m)).sum();
+                let bytes = iso.manifests.values().map(|(m, _)| crate::manifest::bytes_of(m)).sum();
                 iso.store.reserve(bytes);
             }
         });

@@ -10,9 +10,6 @@
 //! ([`refreshed`]): a generation's params and key format never change, so all a new manifest
 //! would add is the journal's head.
 
-#[cfg(target_arch = "wasm32")]
-pub(crate) mod fetch;
-
 use bloomgate_filter::{JournalPosition, Manifest};
 use std::rc::Rc;
 
