@@ -61,15 +61,20 @@ impl Gate {
             tried.clear();
             let result = self.insert_once(name, &entries, &mut tried).await;
             let lost = matches!(&result, Err(AppError::FilterWrite(e)) if bits_lost(e));
-            if !lost || !self.wait_for_new_generation(name, &tried, give_up_at).await {
+            // With no time left (or the wait off) the write is refused at once, without the
+            // state read a wait would start with.
+            let retry = lost && Instant::now() < give_up_at && {
+                if !waited {
+                    self.metrics.writes.recovery_waits.inc();
+                    waited = true;
+                }
+                self.wait_for_new_generation(name, &tried, give_up_at).await
+            };
+            if !retry {
                 if matches!(result, Err(AppError::FilterWrite(_))) {
                     self.metrics.writes.filter_failures.inc();
                 }
                 return result;
-            }
-            if !waited {
-                self.metrics.writes.recovery_waits.inc();
-                waited = true;
             }
         }
     }

@@ -128,6 +128,7 @@ async fn without_a_rebuild_a_write_after_the_bits_are_lost_is_refused_after_the_
     assert!(matches!(refused, Err(crate::error::AppError::FilterWrite(_))), "{refused:?}");
     assert!(started.elapsed() >= Duration::from_millis(250), "refused after {:?}", started.elapsed());
     assert_eq!(gate.metrics.writes.filter_failures.get(), 1);
+    assert_eq!(gate.metrics.writes.recovery_waits.get(), 1, "a wait that ended in a refusal is counted too");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
