@@ -123,6 +123,14 @@ impl RedisCommands {
     }
 }
 
+/// The false-positive rate the origin counted between two scrapes: of the absent keys its
+/// filter was asked about, the share it did not stop.
+pub fn fp_from_origin(before: &Samples, after: &Samples, filter: &str) -> Option<f64> {
+    let neg = after.delta(before, &format!("bloomgate_filter_negatives_total{{filter=\"{filter}\"}}"));
+    let fp = after.delta(before, &format!("bloomgate_false_positives_total{{filter=\"{filter}\"}}"));
+    (neg + fp > 0.0).then(|| fp / (neg + fp))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,9 +9,11 @@
 //! - [`writes`]: fixed-rate writes of fresh keys, and the probe following them to "seen".
 //! - [`servers`]: origins (child process or own-runtime thread) and the hello-world floor.
 //! - [`counting_proxy`]: a proxy counting the edge's requests to the origin and the bytes back.
-//! - [`counters`]: the origin's samples, Cassandra's coordinator reads, Redis's command counts.
+//! - [`counters`]: the origin's samples (and the fp rate they show), Cassandra's coordinator
+//!   reads, Redis's command counts.
 //! - [`cpu`]: CPU time per process, per group and of the whole machine; waiting for quiet.
 //! - [`filters`]: filters created and preloaded for a run, and their stats.
+//! - [`config`]: what a run is asked to do: targets, sweep and writes A/B settings.
 //! - [`run`]: one run as configured: the side-by-side targets, the sweep, the writes A/B.
 //! - [`side_by_side`]: floor, baseline, filtered origin and edge, measured alike, and checks.
 //! - [`sweep`]: Cassandra reads per lookup over miss share × fp_rate, against theory.
@@ -19,6 +21,7 @@
 //! - [`ab`]: servers measured in alternating rounds, CPU per lookup, medians (A/B binaries).
 //! - [`lease_costs`]: what read leases cost besides lookups: write latency, Redis calls at rest.
 //! - [`report`]: results, the targets as checks, Markdown tables, JSON.
+//! - [`check`]: a promise held to what was measured; [`stats`]: the median the reports share.
 //! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
 //! - [`churn`]: the edge under lookups, writes and new generations, its memory sampled
 //!   (`edge-memory`).
@@ -31,7 +34,9 @@ pub mod ab;
 pub mod burst;
 pub mod chart;
 pub mod chart_writes;
+pub mod check;
 pub mod churn;
+pub mod config;
 pub mod counters;
 pub mod counting_proxy;
 pub mod cpu;
@@ -43,6 +48,7 @@ pub mod report;
 pub mod run;
 pub mod servers;
 pub mod side_by_side;
+pub mod stats;
 pub mod sweep;
 pub mod workload;
 pub mod writes;

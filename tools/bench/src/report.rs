@@ -1,9 +1,10 @@
 //! The results of a bench run: per target, the sweep, the machine, the side-by-side targets as
 //! checks, the JSON written to disk and the Markdown tables printed.
 
+use crate::check::Check;
 use crate::counting_proxy::ProxyTally;
 use crate::driver::Errors;
-use crate::writes_ab::WritesReport;
+use crate::writes_ab::results::WritesReport;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -101,17 +102,6 @@ pub struct SweepPoint {
     pub errors: u64,
     /// Wrong answers.
     pub wrong_answers: u64,
-}
-
-/// A target the figures are held to, measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Check {
-    /// What is promised.
-    pub target: String,
-    /// What was measured, in words and numbers.
-    pub measured: String,
-    /// Whether the promise held.
-    pub met: bool,
 }
 
 /// The machine the run was on.
@@ -313,15 +303,4 @@ impl BenchReport {
             }
         }
     }
-}
-
-/// The median of the values present (none if there are none).
-pub fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 })
 }

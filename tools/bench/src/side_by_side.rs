@@ -4,13 +4,14 @@
 //! the same workload; then the sweep ([`crate::sweep`]) on the filtered origin, and the targets'
 //! checks.
 
-use crate::counters::{CassandraReads, Samples};
+use crate::check::Check;
+use crate::config::BenchConfig;
+use crate::counters::{fp_from_origin, CassandraReads, Samples};
 use crate::counting_proxy::{CountingProxy, ProxyTally};
 use crate::cpu::{descendants, service_groups, wait_quiet, CpuGroup, CpuReading, OTHERS};
 use crate::driver::{drive, DriveSpec, DriveStats};
 use crate::filters::{filter_stats, preload, FilterSpec};
-use crate::report::{BenchReport, Check, Machine, TargetResult};
-use crate::run::BenchConfig;
+use crate::report::{BenchReport, Machine, TargetResult};
 use crate::servers::{start_floor, start_origin, Server};
 use crate::sweep::run_sweep;
 use crate::workload::{present_keys, Workload};
@@ -99,14 +100,6 @@ impl Env {
             cpu: CpuReading::now(&self.groups),
         })
     }
-}
-
-/// The false-positive rate the origin counted between two scrapes: of the absent keys its
-/// filter was asked about, the share it did not stop.
-pub(crate) fn fp_from_origin(before: &Samples, after: &Samples, filter: &str) -> Option<f64> {
-    let neg = after.delta(before, &format!("bloomgate_filter_negatives_total{{filter=\"{filter}\"}}"));
-    let fp = after.delta(before, &format!("bloomgate_false_positives_total{{filter=\"{filter}\"}}"));
-    (neg + fp > 0.0).then(|| fp / (neg + fp))
 }
 
 /// Measures one target: waits for the machine to go quiet, warms up, then drives the measured

@@ -1,13 +1,12 @@
 //! The miss-share × fp_rate sweep: Cassandra reads per lookup against theory, one filter per
 //! fp_rate, every miss share against it.
 
-use crate::counters::Samples;
+use crate::config::{BenchConfig, SweepConfig};
+use crate::counters::{fp_from_origin, Samples};
 use crate::driver::{drive, DriveSpec};
 use crate::filters::{filter_stats, preload, FilterSpec};
 use crate::report::SweepPoint;
-use crate::run::{BenchConfig, SweepConfig};
 use crate::servers::Server;
-use crate::side_by_side::fp_from_origin;
 use crate::workload::{present_keys, Workload};
 use std::collections::BTreeMap;
 use std::sync::Arc;

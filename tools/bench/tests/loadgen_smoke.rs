@@ -11,10 +11,10 @@
 //! The full run (edge included) is `bloomgate-loadgen run`; see BENCHMARKS.md.
 
 use bloomgate_bench::chart::{draw_all, load_font};
+use bloomgate_bench::config::{BenchConfig, SweepConfig, WritesConfig};
 use bloomgate_bench::report::BenchReport;
-use bloomgate_bench::run::{run_bench, BenchConfig, SweepConfig};
+use bloomgate_bench::run::run_bench;
 use bloomgate_bench::servers::Launch;
-use bloomgate_bench::writes_ab::WritesConfig;
 use bloomgate_tests::{cassandra_addr, redis_addr, require};
 use std::time::Duration;
 

@@ -16,10 +16,10 @@
 use anyhow::Context as _;
 use bloomgate_bench::chart::draw_all;
 use bloomgate_bench::chart_writes::draw_writes;
+use bloomgate_bench::config::{BenchConfig, SweepConfig, WritesConfig};
 use bloomgate_bench::report::BenchReport;
-use bloomgate_bench::run::{run_bench, BenchConfig, SweepConfig};
+use bloomgate_bench::run::run_bench;
 use bloomgate_bench::servers::{serve_floor, Launch};
-use bloomgate_bench::writes_ab::WritesConfig;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;

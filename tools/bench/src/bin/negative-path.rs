@@ -41,8 +41,8 @@
 use bloomgate_bench::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
 use bloomgate_bench::cpu::CpuGroup;
 use bloomgate_bench::lease_costs::{redis_calls_per_sec, write_run, WriteRun};
-use bloomgate_bench::report::median;
 use bloomgate_bench::servers::{start_floor, start_origin, Launch, OriginSettings};
+use bloomgate_bench::stats::median;
 use bloomgate_bench::workload::{present_keys, Workload};
 use bloomgate_tests::procs::pids_matching;
 use clap::Parser;

@@ -17,14 +17,14 @@
 //! - [`isolate`]: what the edge isolate reported about itself over a run.
 
 mod isolate;
-mod results;
+pub mod results;
 mod side;
 
 pub use results::{checks, FrontRun, OriginWrites, WriteFigures, WriteRun, WritesReport};
 
+use crate::config::{BenchConfig, WritesConfig};
 use crate::cpu::{service_groups, CpuGroup};
 use crate::filters::{preload, FilterSpec};
-use crate::run::BenchConfig;
 use crate::servers::{start_origin, Server};
 use crate::workload::{present_keys, Workload};
 use bloomgate_tests::origin::TOKEN;
@@ -32,49 +32,6 @@ use side::run_side;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The write A/B's settings (the seed, fp_rate, miss share, services and S come from
-/// [`BenchConfig`]).
-#[derive(Clone, Debug)]
-pub struct WritesConfig {
-    /// Keys written per second, W.
-    pub rate: f64,
-    /// Connections the writes go over.
-    pub writers: usize,
-    /// Keys preloaded into each side's filter.
-    pub present: usize,
-    /// Segment size of those filters; `None` = the origin's default (64 KiB), what edges fetch.
-    pub segment_bytes: Option<u64>,
-    /// Lookups per second at the front (fixed, the same for both sides); 0 = closed loop.
-    pub lookup_rate: f64,
-    /// Connections the lookups go over.
-    pub lookup_connections: usize,
-    /// Measured time of each side's front run.
-    pub duration: Duration,
-    /// Lookups and writes before it, unmeasured (the edge fetches its segments).
-    pub warmup: Duration,
-    /// Writes-only phase against the origin before each front run; zero = none.
-    pub origin_duration: Duration,
-    /// A/B pairs, alternating which side goes first.
-    pub rounds: usize,
-    /// Follow one acknowledged key in this many.
-    pub probe_every: u64,
-    /// Time between two lookups of a followed key.
-    pub probe_interval: Duration,
-    /// Followed for S plus this long before it counts as never seen.
-    pub probe_margin: Duration,
-    /// The filters of an earlier A/B run with the same seed and `present` (journal side, then
-    /// no-journal side) to measure again instead of preloading new ones: another write rate on
-    /// the same filters, without an hour of preload on this machine.
-    pub reuse_filters: Option<[String; 2]>,
-    /// Only the journal side (no origin, filter or runs without the journal).
-    pub journal_only: bool,
-    /// The filters' capacity, instead of what the preload and the writes need (a filter larger
-    /// than the edge isolate's budget, whatever it holds).
-    pub capacity: Option<u64>,
-    /// More settings of the edge worker (`--var NAME:value`), e.g. `EDGE_MAX_HELD_BYTES`.
-    pub edge_vars: Vec<(String, String)>,
-}
 
 /// One side of the A/B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

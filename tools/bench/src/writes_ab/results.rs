@@ -2,9 +2,10 @@
 //! the side-by-side table of medians over rounds, one line per run, and the checks.
 
 use super::isolate::IsolateFigures;
+use crate::check::Check;
 use crate::counting_proxy::{PerKind, ProxyTally};
 use crate::driver::Errors;
-use crate::report::{median, Check};
+use crate::stats::median;
 use crate::writes::{ProbeOutcome, WriteStats};
 use serde::Serialize;
 use std::collections::BTreeMap;
