@@ -124,6 +124,7 @@ impl DefCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::KeySink;
     use bloomgate_filter::KeyFormat;
 
     fn def(name: &str) -> FilterDef {
@@ -162,12 +163,7 @@ mod tests {
         async fn delete(&self, _: &str, _: &[u8]) -> Result<bool, DatabaseError> {
             unreachable!()
         }
-        async fn scan_keys<'a>(
-            &'a self,
-            _: &'a str,
-            _: usize,
-            _: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-        ) -> Result<u64, DatabaseError> {
+        async fn scan_keys(&self, _: &str, _: usize, _: KeySink<'_>) -> Result<u64, DatabaseError> {
             unreachable!()
         }
         async fn resize_filter(&self, _: &str, _: u64, _: f64) -> Result<(), DatabaseError> {

@@ -9,7 +9,7 @@
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
-use bloomgate_origin::store::{FilterMeta, JournalRead};
+use bloomgate_origin::store::{FilterMeta, JournalPage, JournalRead};
 use bloomgate_tests::origin::TestOrigin;
 use bloomgate_tests::{random_keys, redis_addr, unique_filter};
 use reqwest::StatusCode;
@@ -218,11 +218,11 @@ async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() 
         create(&origin, &filter).await;
         let meta = store.state(&filter).await.unwrap().readable().unwrap();
         let at = store.journal_head(&filter, meta).await.unwrap();
-        let read = store.catch_up_journal(&filter, meta, at, 1024).await.unwrap();
+        let read = store.catch_up_journal(&filter, meta, JournalPage { after: at, max_entries: 1024 }).await.unwrap();
         assert_eq!(read, JournalRead::caught_up(at), "nothing after the head");
         let key = &random_keys(1)[0];
         assert_eq!(origin.put(&filter, key).await.status(), StatusCode::CREATED);
-        let read = store.catch_up_journal(&filter, meta, at, 1024).await.unwrap();
+        let read = store.catch_up_journal(&filter, meta, JournalPage { after: at, max_entries: 1024 }).await.unwrap();
         assert!(matches!(&read, JournalRead::Entries { entries, .. } if entries.len() == 1), "{read:?}");
         (filter, meta, at)
     };
@@ -231,23 +231,26 @@ async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() 
     let (filter, meta, at) = behind_by_one_add("jbarrier-trim").await;
     let () =
         redis::cmd("XTRIM").arg(journal_key(&filter, meta)).arg("MAXLEN").arg(0).query_async(&mut redis).await.unwrap();
-    let read = store.catch_up_journal(&filter, meta, at, 1024).await;
+    let read = store.catch_up_journal(&filter, meta, JournalPage { after: at, max_entries: 1024 }).await;
     assert!(matches!(read, Ok(JournalRead::Reset)), "trimmed past the copy: load it anew, got {read:?}");
 
     let (filter, meta, at) = behind_by_one_add("jbarrier-gone").await;
     let head = store.journal_head(&filter, meta).await.unwrap();
     let () = redis::cmd("DEL").arg(journal_key(&filter, meta)).query_async(&mut redis).await.unwrap();
-    let read = store.catch_up_journal(&filter, meta, at, 1024).await;
+    let read = store.catch_up_journal(&filter, meta, JournalPage { after: at, max_entries: 1024 }).await;
     assert!(read.is_err(), "a journal gone: the copy cannot answer, got {read:?}");
-    let read = store.catch_up_journal(&filter, meta, head, 1024).await;
+    let read = store.catch_up_journal(&filter, meta, JournalPage { after: head, max_entries: 1024 }).await;
     assert!(read.is_err(), "a journal gone, read from its old head: never complete, got {read:?}");
 
     let (filter, meta, at) = behind_by_one_add("jbarrier-retired").await;
     let head = store.journal_head(&filter, meta).await.unwrap();
-    assert_eq!(store.catch_up_journal(&filter, meta, head, 1024).await.unwrap(), JournalRead::caught_up(head));
+    assert_eq!(
+        store.catch_up_journal(&filter, meta, JournalPage { after: head, max_entries: 1024 }).await.unwrap(),
+        JournalRead::caught_up(head)
+    );
     store.retire_generation(&filter, meta).await.unwrap();
     for from in [at, head] {
-        let read = store.catch_up_journal(&filter, meta, from, 1024).await;
+        let read = store.catch_up_journal(&filter, meta, JournalPage { after: from, max_entries: 1024 }).await;
         assert!(read.is_err(), "a retired journal is never a complete read, got {read:?}");
     }
 }

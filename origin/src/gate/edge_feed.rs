@@ -3,7 +3,7 @@
 
 use super::Gate;
 use crate::error::AppError;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, JournalRead};
+use crate::store::{FilterMeta, FilterState, FilterUnavailable, JournalPage, JournalRead};
 use bloomgate_filter::{encode_journal, encode_segment, encode_segment_at, JournalPosition, Manifest};
 
 /// A chunk of a generation's insert journal as the edge receives it.
@@ -86,7 +86,13 @@ impl Gate {
                 "generation {generation} of filter {name:?} keeps no insert journal (it was named by an origin with journal_enabled = false)"
             )));
         }
-        match self.store.edge_feed.read_journal(name, meta, after, max_entries).await.map_err(AppError::FilterRead)? {
+        match self
+            .store
+            .edge_feed
+            .read_journal(name, meta, JournalPage { after, max_entries })
+            .await
+            .map_err(AppError::FilterRead)?
+        {
             JournalRead::Reset => Ok(None),
             JournalRead::Entries { to, entries, head } => Ok(Some(JournalChunk {
                 wire: encode_journal(meta.generation, meta.params.seed, after.added, to, &entries),

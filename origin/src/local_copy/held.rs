@@ -25,7 +25,7 @@ use crate::lease::boot_clock::{BootInstant, Clock};
 use crate::lease::LeaseTerms;
 use crate::metrics::FilterRead;
 use crate::metrics::Metrics;
-use crate::store::{CopySource, FilterMeta, FilterUnavailable, JournalRead};
+use crate::store::{CopySource, FilterMeta, FilterUnavailable, JournalPage, JournalRead};
 use bloomgate_filter::{BloomFilter, JournalPosition, KeyHash};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -356,7 +356,15 @@ impl HeldCopy {
     /// hashes; moves `position` along.
     async fn catch_up(&self, position: &mut JournalPosition) -> RoundEnd {
         for _ in 0..MAX_READS_PER_ROUND {
-            match self.store.catch_up_journal(&self.filter, self.meta, *position, ENTRIES_PER_READ).await {
+            match self
+                .store
+                .catch_up_journal(
+                    &self.filter,
+                    self.meta,
+                    JournalPage { after: *position, max_entries: ENTRIES_PER_READ },
+                )
+                .await
+            {
                 Ok(JournalRead::Entries { to, entries, head }) => {
                     for hash in entries.iter().flatten() {
                         self.bits.insert_hash_shared(hash);

@@ -40,10 +40,9 @@ impl CopySource for HeldSegments {
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: bloomgate_filter::JournalPosition,
-        max_entries: u32,
+        page: crate::store::JournalPage,
     ) -> Result<crate::store::JournalRead, FilterUnavailable> {
-        self.inner.catch_up_journal(filter, meta, after, max_entries).await
+        self.inner.catch_up_journal(filter, meta, page).await
     }
 }
 

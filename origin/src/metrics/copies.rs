@@ -91,7 +91,7 @@ impl CopyMetrics {
         vec![
             row(
                 "local_copy_lookups",
-                "LookupMetrics offered to this origin's local copy of the filter, by outcome.",
+                "Lookups offered to this origin's local copy of the filter, by outcome.",
                 &self.lookups,
             ),
             row("local_copy_loads", "Local copies loaded, by result.", &self.loads),

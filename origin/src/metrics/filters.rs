@@ -113,8 +113,8 @@ pub struct FilterMetrics {
 impl FilterMetrics {
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
-            row("filter_negatives", "LookupMetrics the filter answered 'no', by filter.", &self.negatives),
-            row("filter_maybes", "LookupMetrics the filter answered 'maybe', by filter.", &self.maybes),
+            row("filter_negatives", "Lookups the filter answered 'no', by filter.", &self.negatives),
+            row("filter_maybes", "Lookups the filter answered 'maybe', by filter.", &self.maybes),
             row("false_positives", "'Maybe' answers the database answered 'absent', by filter.", &self.false_positives),
             row("deletes", "Keys deleted through this origin (their bits stay set until a rebuild).", &self.deletes),
             row("filter_fill_ratio", "Share of the filter's bits set (sampled).", &self.fill_ratio),

@@ -133,9 +133,9 @@ impl LookupMetrics {
     pub(super) fn rows(&self) -> Vec<Row> {
         vec![
             row("lookups", "Key lookups by who answered (single and batch).", &self.answered),
-            row("filter_fallthroughs", "LookupMetrics the filter could not answer, by reason.", &self.fallthroughs),
+            row("filter_fallthroughs", "Lookups the filter could not answer, by reason.", &self.fallthroughs),
             row("database_reads", "Database reads made for lookups.", &self.database_reads),
-            row("database_errors", "LookupMetrics failed (503) because the database failed.", &self.database_errors),
+            row("database_errors", "Lookups failed (503) because the database failed.", &self.database_errors),
             row("lookup_seconds", "Single-key lookup latency, seconds.", &self.single_latency),
             row("batch_lookup_seconds", "Batch lookup latency (a whole batch), seconds.", &self.batch_latency),
             row(

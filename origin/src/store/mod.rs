@@ -75,6 +75,16 @@ pub struct SegmentBits {
     pub payload: Vec<u8>,
 }
 
+/// Which entries a read of a generation's insert journal asks for: those after `after`, at
+/// most `max_entries` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalPage {
+    /// The reader's position: entries after it.
+    pub after: JournalPosition,
+    /// At most this many entries.
+    pub max_entries: u32,
+}
+
 /// What a read of a generation's insert journal found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JournalRead {
@@ -137,6 +147,10 @@ impl DatabaseError {
     }
 }
 
+/// What a scan of the database hands every stored key to (normalised bytes). Called from as
+/// many concurrent scans as the store runs, so it must be `Sync`.
+pub type KeySink<'a> = &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync + 'a);
+
 /// The source of truth for keys and filter definitions.
 #[async_trait]
 pub trait Database: Send + Sync + 'static {
@@ -148,12 +162,7 @@ pub trait Database: Send + Sync + 'static {
     async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError>;
     /// Calls `sink` with every stored key of `filter` (normalised bytes), from as many
     /// concurrent scans as the store likes (bounded by `concurrency`); returns the count.
-    async fn scan_keys<'a>(
-        &'a self,
-        filter: &'a str,
-        concurrency: usize,
-        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError>;
+    async fn scan_keys(&self, filter: &str, concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError>;
     /// Every filter definition (for recovery checks).
     async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError>;
     /// Changes a filter's sizing (a resize); the next rebuild uses it.

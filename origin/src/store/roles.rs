@@ -17,7 +17,7 @@
 //! Every method taking a `meta` fails with `Incarnation` if the store process answering is
 //! not the one that holds `meta`'s bits.
 
-use super::{FilterMeta, FilterState, FilterUnavailable, JournalRead, JournalSize, SegmentBits};
+use super::{FilterMeta, FilterState, FilterUnavailable, JournalPage, JournalRead, JournalSize, SegmentBits};
 use crate::build_progress::BuildProgress;
 use crate::lease::boot_clock::{BootClock, Clock};
 use async_trait::async_trait;
@@ -73,15 +73,14 @@ pub trait CopySource: Send + Sync + 'static {
     /// A segment's version and bits, read atomically (under the write timeout: an edge may
     /// wait for a 64 KiB read, a lookup may not).
     async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable>;
-    /// Up to `max_entries` journal entries after `after` (as
+    /// The journal entries `page` asks for (as
     /// [`EdgeFeedStore::read_journal`]), for a local copy's read barrier, which lookups wait on:
     /// under the lookup timeout rather than the write timeout.
     async fn catch_up_journal(
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
     ) -> Result<JournalRead, FilterUnavailable>;
 }
 
@@ -91,13 +90,12 @@ pub trait CopySource: Send + Sync + 'static {
 pub trait EdgeFeedStore: StateStore + CopySource {
     /// Current versions of all segments of a generation.
     async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable>;
-    /// Up to `max_entries` entries after `after`.
+    /// The journal entries `page` asks for.
     async fn read_journal(
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
     ) -> Result<JournalRead, FilterUnavailable>;
 }
 

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use bloomgate_origin::store::embedded::RedbDatabase;
-use bloomgate_origin::store::{Database, DatabaseError, FilterDef};
+use bloomgate_origin::store::{Database, DatabaseError, FilterDef, KeySink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Notify;
 
@@ -67,12 +67,7 @@ impl Database for Hooked {
         self.up()?;
         self.inner.delete(filter, key).await
     }
-    async fn scan_keys<'a>(
-        &'a self,
-        filter: &'a str,
-        concurrency: usize,
-        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError> {
+    async fn scan_keys(&self, filter: &str, concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError> {
         self.up()?;
         self.inner.scan_keys(filter, concurrency, sink).await
     }

@@ -36,7 +36,7 @@ pub mod write_order;
 
 pub use scan::token_ranges;
 
-use super::{Database, DatabaseError, FilterDef};
+use super::{Database, DatabaseError, FilterDef, KeySink};
 use async_trait::async_trait;
 use bloomgate_filter::KeyFormat;
 use consistency::Replication;
@@ -198,12 +198,7 @@ fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow)
 
 #[async_trait]
 impl Database for CassandraDatabase {
-    async fn scan_keys<'a>(
-        &'a self,
-        filter: &'a str,
-        concurrency: usize,
-        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError> {
+    async fn scan_keys(&self, filter: &str, concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError> {
         self.scan_all_keys(filter, concurrency, sink).await
     }
 

@@ -3,7 +3,7 @@
 //! here), each tried again after a failure.
 
 use super::CassandraDatabase;
-use crate::store::DatabaseError;
+use crate::store::{DatabaseError, KeySink};
 use futures::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
 use std::time::Duration;
@@ -25,7 +25,7 @@ impl CassandraDatabase {
         &self,
         filter: &str,
         concurrency: usize,
-        sink: &(dyn for<'k> Fn(&'k [u8]) + Send + Sync),
+        sink: KeySink<'_>,
     ) -> Result<u64, DatabaseError> {
         let scans = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| async move {
             let mut attempt = 1;

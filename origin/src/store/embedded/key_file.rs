@@ -1,7 +1,7 @@
 //! The keys of the quick start in an embedded redb file: the [`Database`] of an origin with no
 //! `cassandra_nodes`, one process only.
 
-use crate::store::{Database, DatabaseError, FilterDef};
+use crate::store::{Database, DatabaseError, FilterDef, KeySink};
 use async_trait::async_trait;
 use redb::{Database as RedbFile, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::Path;
@@ -101,12 +101,7 @@ impl RedbDatabase {
 
 #[async_trait]
 impl Database for RedbDatabase {
-    async fn scan_keys<'a>(
-        &'a self,
-        filter: &'a str,
-        _concurrency: usize,
-        sink: &'a (dyn for<'k> Fn(&'k [u8]) + Send + Sync),
-    ) -> Result<u64, DatabaseError> {
+    async fn scan_keys(&self, filter: &str, _concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError> {
         // redb is read on a blocking thread and handed over in chunks, so a rebuild never
         // stalls the runtime that answers lookups.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);

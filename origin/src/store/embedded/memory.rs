@@ -3,8 +3,8 @@
 
 use crate::build_progress::BuildProgress;
 use crate::store::{
-    CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalRead, JournalRetention,
-    JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
+    CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalPage, JournalRead,
+    JournalRetention, JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
 };
 use async_trait::async_trait;
 use bloomgate_filter::JournalPosition;
@@ -261,10 +261,9 @@ impl CopySource for MemoryFilterStore {
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
     ) -> Result<JournalRead, FilterUnavailable> {
-        self.read_journal(filter, meta, after, max_entries).await
+        self.read_journal(filter, meta, page).await
     }
 }
 
@@ -278,11 +277,11 @@ impl EdgeFeedStore for MemoryFilterStore {
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
     ) -> Result<JournalRead, FilterUnavailable> {
         #[cfg(test)]
         let _open = self.journal_read_gate.read().await;
+        let JournalPage { after, max_entries } = page;
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
         }

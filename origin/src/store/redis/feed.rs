@@ -4,7 +4,7 @@
 
 use super::keys::{journal_key, parse_stream_id, parse_version, segment_keys};
 use super::RedisFilterStore;
-use crate::store::{CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalRead, SegmentBits};
+use crate::store::{CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalPage, JournalRead, SegmentBits};
 use async_trait::async_trait;
 use bloomgate_filter::journal::decode_hashes;
 use bloomgate_filter::JournalPosition;
@@ -39,14 +39,13 @@ impl CopySource for RedisFilterStore {
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
     ) -> Result<JournalRead, FilterUnavailable> {
         // The copy's position was read from this journal (never re-created, in this same
         // incarnation), so "nothing after my position" means caught up: the script asks that
         // first, guarded like every read of bits (a plain read could not refuse another
         // process or history), then reads what is newer.
-        self.read_journal_within(self.timeout, filter, meta, after, max_entries, true).await
+        self.read_journal_within(self.timeout, filter, meta, page, true).await
     }
 }
 
@@ -70,10 +69,9 @@ impl EdgeFeedStore for RedisFilterStore {
         &self,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
     ) -> Result<JournalRead, FilterUnavailable> {
-        self.read_journal_within(self.write_timeout, filter, meta, after, max_entries, false).await
+        self.read_journal_within(self.write_timeout, filter, meta, page, false).await
     }
 }
 
@@ -126,17 +124,17 @@ fn parse_journal_read(
 }
 
 impl RedisFilterStore {
-    /// Up to `max_entries` journal entries after `after`, under `timeout`; `own_position`: the
+    /// The journal entries `page` asks for, under `timeout`; `own_position`: the page's
     /// position was read from this journal (see `scripts/read_journal.lua`).
     pub(super) async fn read_journal_within(
         &self,
         timeout: Duration,
         filter: &str,
         meta: FilterMeta,
-        after: JournalPosition,
-        max_entries: u32,
+        page: JournalPage,
         own_position: bool,
     ) -> Result<JournalRead, FilterUnavailable> {
+        let JournalPage { after, max_entries } = page;
         let key = journal_key(filter, meta.generation);
         let script = &self.scripts.read_journal;
         let after_id = after.stream_id();
