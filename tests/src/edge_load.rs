@@ -112,6 +112,24 @@ impl Report {
         self.samples.iter().filter_map(|s| s.isolate.as_ref()).map(|i| i.wasm_bytes as f64 / MIB).collect()
     }
 
+    /// What the run under `load` sent and got, then [`table`](Self::table).
+    pub fn summary(&self, load: &Load) -> String {
+        format!(
+            "{} lookups/s for {:?}: {} sent, {} answered, {} skipped (in flight at the cap), {} errors, {} timeouts, \
+             {} unexpected {:?}\n{}",
+            load.rate,
+            load.duration,
+            self.sent,
+            self.answered,
+            self.skipped,
+            self.errors,
+            self.timeouts,
+            self.unexpected,
+            self.failures,
+            self.table()
+        )
+    }
+
     /// One line per sample: seconds, answered, each process's MiB, the isolate's wasm memory and
     /// what it holds.
     pub fn table(&self) -> String {
@@ -281,20 +299,7 @@ pub async fn on_a_fresh_stack(load: &Load, log_requests: bool) -> Report {
     let processes = workerd_processes(edge.pid());
     assert!(processes.iter().any(|(_, role)| role == "worker"), "no workerd found under wrangler: {processes:?}");
     let report = drive(&edge.base, &filter, &present, edge.pid(), load).await;
-    eprintln!(
-        "{} lookups/s for {:?}: {} sent, {} answered, {} skipped (in flight at the cap), {} errors, {} timeouts, \
-         {} unexpected {:?}\n{}",
-        load.rate,
-        load.duration,
-        report.sent,
-        report.answered,
-        report.skipped,
-        report.errors,
-        report.timeouts,
-        report.unexpected,
-        report.failures,
-        report.table()
-    );
+    eprintln!("{}", report.summary(load));
     report
 }
 
@@ -330,19 +335,7 @@ pub async fn beside_the_null_edge(load: &Load) -> (Report, Report) {
         drive(&null.base, &filter, &present, null.pid(), load)
     );
     for (name, report) in [("edge", &ours), ("null edge", &control)] {
-        eprintln!(
-            "{name}, {} lookups/s for {:?}: {} sent, {} answered, {} skipped, {} errors, {} timeouts, {} unexpected {:?}\n{}",
-            load.rate,
-            load.duration,
-            report.sent,
-            report.answered,
-            report.skipped,
-            report.errors,
-            report.timeouts,
-            report.unexpected,
-            report.failures,
-            report.table()
-        );
+        eprintln!("{name}, {}", report.summary(load));
     }
     (ours, control)
 }
