@@ -11,7 +11,7 @@ use bloomgate_origin::config::Config;
 use bloomgate_tests::origin::{EDGE_SECRET, TOKEN};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 /// How to run a server the harness needs.
@@ -58,6 +58,8 @@ pub struct Server {
     /// Process id serving it (this process for [`Launch::Thread`]).
     pub pid: u32,
     child: Option<Child>,
+    /// Where the child's output goes.
+    log: Option<PathBuf>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -76,23 +78,41 @@ impl Drop for Server {
     }
 }
 
-/// Polls `url` until it answers 200.
-async fn wait_ready(url: &str, what: &str) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
-    let ready = bloomgate_tests::wait_until_ok(&http, url, Duration::from_secs(60), Duration::from_millis(100)).await;
-    anyhow::ensure!(ready, "{what} did not answer {url} within 60 s");
-    Ok(())
-}
+/// How long a server may take to answer `/readyz` (an origin connects to Redis and Cassandra).
+const READY_WITHIN: Duration = Duration::from_secs(60);
 
 impl Server {
-    /// A server that is the child process `child`, on `port`.
-    fn child(port: u16, child: Child) -> Server {
+    /// A server that is the child process `child`, on `port`, its output in `log` if any.
+    fn child(port: u16, child: Child, log: Option<PathBuf>) -> Server {
         Server {
             base: format!("http://127.0.0.1:{port}"),
             pid: child.id(),
             child: Some(child),
+            log,
             shutdown: None,
             thread: None,
+        }
+    }
+
+    /// Polls `/readyz` until it answers 200. A child process that exits first (a setting it
+    /// refuses, a memory limit it cannot start under) fails this at once, with its log, rather
+    /// than after the whole wait.
+    async fn wait_ready(&mut self, what: &str) -> anyhow::Result<()> {
+        let url = format!("{}/readyz", self.base);
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
+        let deadline = Instant::now() + READY_WITHIN;
+        loop {
+            if let Some(status) = self.child.as_mut().map(Child::try_wait).transpose()?.flatten() {
+                // Reaped: nothing is left to stop, and its pid may be another process's soon.
+                self.child = None;
+                let log = self.log.as_ref().map(|p| format!("; its output: {}", p.display())).unwrap_or_default();
+                anyhow::bail!("{what} exited ({status}) before it answered {url}{log}");
+            }
+            if http.get(&url).send().await.is_ok_and(|r| r.status().is_success()) {
+                return Ok(());
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{what} did not answer {url} within {READY_WITHIN:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
@@ -121,6 +141,7 @@ where
         base: format!("http://127.0.0.1:{port}"),
         pid: std::process::id(),
         child: None,
+        log: None,
         shutdown: Some(tx),
         thread: Some(thread),
     })
@@ -134,13 +155,17 @@ pub fn cores() -> usize {
 /// Starts an origin and waits until `/readyz` answers.
 pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow::Result<Server> {
     let port = bloomgate_tests::free_port()?;
-    let server = match launch {
-        Launch::Process(bin) => Server::child(port, spawn_origin(Command::new(bin), bin, port, settings)?),
+    let mut server = match launch {
+        Launch::Process(bin) => {
+            let (child, log) = spawn_origin(Command::new(bin), bin, port, settings)?;
+            Server::child(port, child, Some(log))
+        }
         Launch::Confined { bin, cgroup_procs } => {
             // `sh` writes its own pid into the cgroup, then becomes the origin.
             let mut command = Command::new("sh");
             command.args(["-c", r#"echo $$ > "$0" && exec "$@""#]).arg(cgroup_procs).arg(bin);
-            Server::child(port, spawn_origin(command, bin, port, settings)?)
+            let (child, log) = spawn_origin(command, bin, port, settings)?;
+            Server::child(port, child, Some(log))
         }
         Launch::Thread => {
             let no_flags = serde_json::Map::new();
@@ -178,21 +203,21 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
             server
         }
     };
-    wait_ready(&format!("{}/readyz", server.base), "the origin").await?;
+    server.wait_ready("the origin").await?;
     Ok(server)
 }
 
 /// Runs `command serve` (the origin binary `bin`, or a wrapper that execs it) with `settings`,
-/// its output in a log in the temp dir.
+/// its output in a log in the temp dir; the child and that log's path.
 fn spawn_origin(
     mut command: Command,
     bin: &std::path::Path,
     port: u16,
     settings: &OriginSettings,
-) -> anyhow::Result<Child> {
+) -> anyhow::Result<(Child, PathBuf)> {
     let log_path = std::env::temp_dir().join(format!("bloomgate-loadgen-origin-{port}.log"));
     let log = std::fs::File::create(&log_path)?;
-    command
+    let child = command
         .arg("serve")
         .env("BLOOMGATE_LISTEN", format!("127.0.0.1:{port}"))
         .env("BLOOMGATE_REDIS_URL", &settings.redis_url)
@@ -209,7 +234,8 @@ fn spawn_origin(
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()
-        .with_context(|| format!("start {}", bin.display()))
+        .with_context(|| format!("start {}", bin.display()))?;
+    Ok((child, log_path))
 }
 
 /// The floor: what axum alone costs for the same route, a 404 with a small JSON body and the
@@ -239,14 +265,14 @@ pub async fn serve_floor(
 /// Starts the floor: `Process(exe)` runs `exe floor --listen ADDR` (the loadgen itself).
 pub async fn start_floor(launch: &Launch) -> anyhow::Result<Server> {
     let port = bloomgate_tests::free_port()?;
-    let server = match launch {
+    let mut server = match launch {
         Launch::Process(exe) => {
             let child = Command::new(exe)
                 .args(["floor", "--listen", &format!("127.0.0.1:{port}")])
                 .stdin(Stdio::null())
                 .spawn()
                 .with_context(|| format!("start {} floor", exe.display()))?;
-            Server::child(port, child)
+            Server::child(port, child, None)
         }
         Launch::Thread => serve_on_thread(port, cores(), |listener, rx| async move {
             let _ = serve_floor(listener, async {
@@ -256,6 +282,32 @@ pub async fn start_floor(launch: &Launch) -> anyhow::Result<Server> {
         })?,
         Launch::Confined { .. } => anyhow::bail!("the floor runs unconfined: launch it as a process or a thread"),
     };
-    wait_ready(&format!("{}/readyz", server.base), "the floor").await?;
+    server.wait_ready("the floor").await?;
     Ok(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_origin_that_exits_at_start_fails_at_once_with_its_log() {
+        let settings = OriginSettings {
+            redis_url: "redis://127.0.0.1:1/".into(),
+            redis_cluster_nodes: Vec::new(),
+            cassandra: "127.0.0.1:1".into(),
+            keyspace: "none".into(),
+            filter_enabled: true,
+            journal_enabled: true,
+            extra_env: Vec::new(),
+        };
+        let started = Instant::now();
+        // `false serve` exits 1 at once, as an origin refusing its settings does.
+        let Err(e) = start_origin(&Launch::Process("false".into()), &settings).await else {
+            panic!("`false` answered /readyz");
+        };
+        let said = format!("{e:#}");
+        assert!(said.contains("exited") && said.contains("bloomgate-loadgen-origin-"), "{said}");
+        assert!(started.elapsed() < READY_WITHIN / 2, "waited {:?} for a process that had exited", started.elapsed());
+    }
 }
