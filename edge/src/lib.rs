@@ -28,6 +28,7 @@
 //! - [`flight`]: one fetch at a time per missing manifest, segment or catch-up, without sharing
 //!   promises.
 //! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
+//! - `testing`: small params, positions and manifests the native tests of several modules share.
 //!
 //! wasm32 only (the Workers runtime):
 //! - `glue`: the `#[event]` entry points, routing, the isolate report.
