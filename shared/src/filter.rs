@@ -167,15 +167,11 @@ impl BloomFilter {
     /// [`merge_segment_payload`](Self::merge_segment_payload) through a shared reference,
     /// with atomic ORs: concurrent inserts into the same segment are kept, never overwritten.
     pub fn merge_segment_payload_shared(&self, index: u32, payload: &[u8]) -> bool {
-        let per = self.params.segment_blocks() as usize;
-        if index >= self.params.segment_count || payload.len() != per * BLOCK_BYTES {
+        let Some((start, words)) = segment_words(&self.params, index, payload) else {
             return false;
-        }
-        let start = index as usize * per;
-        for (block, bytes) in self.blocks[start..start + per].iter().zip(payload.chunks_exact(BLOCK_BYTES)) {
-            let mut array = [0u8; BLOCK_BYTES];
-            array.copy_from_slice(bytes);
-            block.set_shared(&crate::block::words_from_bytes(&array));
+        };
+        for (block, words) in self.blocks[start..].iter().zip(words) {
+            block.set_shared(&words);
         }
         true
     }
@@ -183,18 +179,33 @@ impl BloomFilter {
     /// ORs a segment's payload (e.g. read back from Redis) into this filter. Returns false, and
     /// changes nothing, if the index or length does not fit these parameters.
     pub fn merge_segment_payload(&mut self, index: u32, payload: &[u8]) -> bool {
-        let per = self.params.segment_blocks() as usize;
-        if index >= self.params.segment_count || payload.len() != per * BLOCK_BYTES {
+        let Some((start, words)) = segment_words(&self.params, index, payload) else {
             return false;
-        }
-        let start = index as usize * per;
-        for (block, bytes) in self.blocks[start..start + per].iter_mut().zip(payload.chunks_exact(BLOCK_BYTES)) {
-            let mut array = [0u8; BLOCK_BYTES];
-            array.copy_from_slice(bytes);
-            block.set(&crate::block::words_from_bytes(&array));
+        };
+        for (block, words) in self.blocks[start..].iter_mut().zip(words) {
+            block.set(&words);
         }
         true
     }
+}
+
+/// Where segment `index` starts among a filter's blocks, and `payload`'s words block by block;
+/// `None` if the index or the payload's length does not fit `params`.
+fn segment_words<'p>(
+    params: &Params,
+    index: u32,
+    payload: &'p [u8],
+) -> Option<(usize, impl Iterator<Item = [u64; 8]> + 'p)> {
+    let per = params.segment_blocks() as usize;
+    if index >= params.segment_count || payload.len() != per * BLOCK_BYTES {
+        return None;
+    }
+    let words = payload.chunks_exact(BLOCK_BYTES).map(|bytes| {
+        let mut array = [0u8; BLOCK_BYTES];
+        array.copy_from_slice(bytes);
+        crate::block::words_from_bytes(&array)
+    });
+    Some((index as usize * per, words))
 }
 
 /// The memory for a filter could not be allocated.
