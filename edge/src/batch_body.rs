@@ -2,10 +2,10 @@
 //! as soon as it passes its byte limit (whether it declared a length or not), and its keys as
 //! soon as they pass the batch limit, so neither is held whole before it is judged.
 //!
-//! The body's shape is the wire contract's `Keys` (`{"keys": [...]}`, no other field).
+//! The body's shape is the wire contract's `Keys` (`{"keys": [...]}`, no other field), parsed
+//! by the contract's `parse_batch_keys`, as at the origin.
 
-use core::fmt;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use bloomgate_client::api::{parse_batch_keys, BatchKeysError};
 
 /// Why a batch body was refused.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,84 +51,12 @@ impl BoundedBody {
     }
 }
 
-/// The keys of a batch body, at most `max_keys` of them.
+/// The keys of a batch body, at most `max_keys` of them (the wire contract's one parser).
 pub fn parse_keys(body: &[u8], max_keys: usize) -> Result<Vec<String>, BatchBodyError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let keys = BodySeed { max_keys }.deserialize(&mut de).map_err(|e| BatchBodyError::Invalid(e.to_string()))?;
-    de.end().map_err(|e| BatchBodyError::Invalid(e.to_string()))?;
-    match keys {
-        Counted::Kept(keys) => Ok(keys),
-        Counted::Over(n) => Err(BatchBodyError::TooManyKeys(n)),
-    }
-}
-
-/// Keys kept, or (past the limit) only counted.
-enum Counted {
-    Kept(Vec<String>),
-    Over(usize),
-}
-
-struct BodySeed {
-    max_keys: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for BodySeed {
-    type Value = Counted;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Counted, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for BodySeed {
-    type Value = Counted;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(r#"an object {"keys": [...]}"#)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Counted, A::Error> {
-        let mut keys = None;
-        while let Some(field) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match field.as_ref() {
-                "keys" if keys.is_none() => keys = Some(map.next_value_seed(KeysSeed { max_keys: self.max_keys })?),
-                "keys" => return Err(de::Error::duplicate_field("keys")),
-                other => return Err(de::Error::unknown_field(other, &["keys"])),
-            }
-        }
-        keys.ok_or_else(|| de::Error::missing_field("keys"))
-    }
-}
-
-struct KeysSeed {
-    max_keys: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for KeysSeed {
-    type Value = Counted;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Counted, D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeysSeed {
-    type Value = Counted;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of keys (strings)")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Counted, A::Error> {
-        let mut keys = Vec::with_capacity(self.max_keys.min(seq.size_hint().unwrap_or(0)));
-        while let Some(key) = seq.next_element::<String>()? {
-            if keys.len() == self.max_keys {
-                // Past the limit: counted (for the refusal's words), never kept.
-                let mut count = keys.len() + 1;
-                drop(keys);
-                while seq.next_element::<IgnoredAny>()?.is_some() {
-                    count += 1;
-                }
-                return Ok(Counted::Over(count));
-            }
-            keys.push(key);
-        }
-        Ok(Counted::Kept(keys))
-    }
+    parse_batch_keys(body, max_keys).map_err(|e| match e {
+        BatchKeysError::TooMany(n) => BatchBodyError::TooManyKeys(n),
+        BatchKeysError::Invalid(words) => BatchBodyError::Invalid(words),
+    })
 }
 
 #[cfg(test)]
@@ -136,29 +64,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_within_the_limit_are_kept_in_order() {
-        assert_eq!(parse_keys(br#"{"keys":["a","b","c"]}"#, 3), Ok(vec!["a".into(), "b".into(), "c".into()]));
-        assert_eq!(parse_keys(br#"{"keys":[]}"#, 3), Ok(vec![]));
-    }
-
-    #[test]
-    fn keys_past_the_limit_are_counted_not_kept() {
-        assert_eq!(parse_keys(br#"{"keys":["a","b","c","d"]}"#, 2), Err(BatchBodyError::TooManyKeys(4)));
-    }
-
-    #[test]
-    fn the_body_has_the_contracts_shape() {
-        for body in [&br#"{"keys":["a"],"x":1}"#[..], br#"{}"#, br#"["a"]"#, br#"{"keys":[1]}"#, br#"{"keys":["a"]} x"#]
-        {
-            assert!(
-                matches!(parse_keys(body, 10), Err(BatchBodyError::Invalid(_))),
-                "{}",
-                String::from_utf8_lossy(body)
-            );
-        }
-        // The contract's own type reads the same bodies the same way.
-        let keys: bloomgate_client::api::Keys = serde_json::from_slice(br#"{"keys":["a","b"]}"#).unwrap();
-        assert_eq!(parse_keys(br#"{"keys":["a","b"]}"#, 10), Ok(keys.keys));
+    fn the_contracts_refusals_keep_their_meaning() {
+        assert_eq!(parse_keys(br#"{"keys":["a","b"]}"#, 2), Ok(vec!["a".into(), "b".into()]));
+        assert_eq!(parse_keys(br#"{"keys":["a","b","c"]}"#, 2), Err(BatchBodyError::TooManyKeys(3)));
+        assert!(matches!(parse_keys(br#"{"keyz":[]}"#, 2), Err(BatchBodyError::Invalid(_))));
     }
 
     #[test]

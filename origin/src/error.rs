@@ -29,11 +29,13 @@ pub enum AppError {
     /// The named filter does not exist.
     #[error("no filter named {0:?}")]
     UnknownFilter(String),
-    /// A batch over the configured limit (counting stops at the first key too many).
-    #[error("batch has more than {max} keys; at most {max} are accepted per request")]
+    /// A batch over the configured limit.
+    #[error("batch has {got} keys; at most {max} are accepted per request")]
     BatchTooLarge {
         /// Limit.
         max: usize,
+        /// Keys in the batch (counted past the limit, not kept).
+        got: usize,
     },
     /// A value over the configured limit.
     #[error("value is {got} bytes; at most {max} are accepted")]
@@ -207,7 +209,7 @@ mod tests {
             AppError::Overloaded,
             AppError::Timeout,
             AppError::UnknownFilter("f".into()),
-            AppError::BatchTooLarge { max: 1 },
+            AppError::BatchTooLarge { max: 1, got: 2 },
             AppError::BadRequest("x".into()),
             AppError::Unauthorized,
         ] {

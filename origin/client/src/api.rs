@@ -3,12 +3,14 @@
 //! the edge cannot disagree on a field's name.
 
 mod answers;
+mod batch_keys;
 mod filters;
 mod isolate;
 mod problem;
 mod stats;
 
 pub use answers::{AnsweredBy, KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, StoredValue};
+pub use batch_keys::{parse_batch_keys, BatchKeysError};
 pub use filters::{
     CreateFilter, DropKeys, DropQuery, FilterDropped, FilterList, FilterSummary, ReadConsistency, Rebuild,
     RebuildStarted,

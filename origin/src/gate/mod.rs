@@ -182,7 +182,7 @@ impl Gate {
 
 /// Normalises a batch, refusing all of it if any key is bad (the error names the index).
 /// Its size was bounded where it was read (`routes::batch`, at `max_batch`), the one place
-/// that limit is checked: the request stops being parsed at the first key too many.
+/// that limit is checked: keys past it are counted for the refusal, never kept.
 fn normalize_batch(def: &FilterDef, raw: &[String]) -> Result<Vec<Vec<u8>>, AppError> {
     raw.iter()
         .enumerate()
