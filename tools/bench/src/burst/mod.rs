@@ -136,32 +136,13 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
     let lookups = Answers::default();
     let lookers = load::lookups(&origin.base, &filter, spec.lookups_per_sec, &lookups, stop.clone());
 
-    // The scrape grid: every `scrape_secs` from now; the burst starts and ends on it.
-    let mut series = Series::new(spec.scrape_secs);
-    let mut grid = tokio::time::interval(Duration::from_secs(spec.scrape_secs));
-    grid.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let steps = |secs: u64| secs.div_ceil(spec.scrape_secs) as usize;
     let (quiet, burst) = (steps(spec.quiet_secs), steps(spec.burst_secs));
-    let mut writers: Option<Writers> = None;
-    for step in 0..=(2 * quiet + burst) {
-        grid.tick().await;
-        series.push(&refusals(&Samples::scrape(&http, &origin.base).await?));
-        if step == quiet {
-            eprintln!("[burst] burst: {} writers for {} s", spec.writers, spec.burst_secs);
-            writers = Some(Writers::start(&origin.base, &filter, spec.writers));
-        }
-        if step == quiet + burst {
-            eprintln!("[burst] quiet again");
-            if let Some(w) = writers.as_mut() {
-                w.stop().await;
-            }
-        }
-    }
+    let (series, writers) = on_the_grid(spec, &http, &origin.base, &filter, (quiet, burst)).await?;
     stop.store(true, Ordering::SeqCst);
     for looker in lookers {
         looker.await?;
     }
-    let writers = writers.expect("the burst started");
     let survived = bloomgate_tests::procs::rss_kib(origin.pid).is_some();
     let (checked, lost) = writers.check_stored(&client, &filter).await?;
     // The kernel's own peak (VmHWM) misses no spike; a process that is gone has none, and the
@@ -178,11 +159,7 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
     let signal = (0..series.len()).map(|i| series.per_pod_rate(i)).collect();
     let lookups_by_status = lookups.by_status();
     let report = BurstReport {
-        confined_by: match cgroup.as_ref().map(|c| c.version()) {
-            Some(cgroup::Version::V1) => "cgroup v1".into(),
-            Some(cgroup::Version::V2) => "cgroup v2".into(),
-            None => "memory_budget_bytes".into(),
-        },
+        confined_by: confined_by(cgroup.as_ref()),
         limit_bytes: spec.limit,
         caps,
         writers: spec.writers,
@@ -204,6 +181,45 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
         burst_steps: (quiet, quiet + burst),
     };
     Ok(Burst { report, series })
+}
+
+/// The scrape grid, every `scrape_secs` from now: `quiet` steps, the writers' burst for
+/// `burst` steps, `quiet` steps again; the refusal counters at every step, and the writers.
+async fn on_the_grid(
+    spec: &BurstSpec,
+    http: &reqwest::Client,
+    base: &str,
+    filter: &str,
+    (quiet, burst): (usize, usize),
+) -> anyhow::Result<(Series, Writers)> {
+    let mut series = Series::new(spec.scrape_secs);
+    let mut grid = tokio::time::interval(Duration::from_secs(spec.scrape_secs));
+    grid.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut writers: Option<Writers> = None;
+    for step in 0..=(2 * quiet + burst) {
+        grid.tick().await;
+        series.push(&refusals(&Samples::scrape(http, base).await?));
+        if step == quiet {
+            eprintln!("[burst] burst: {} writers for {} s", spec.writers, spec.burst_secs);
+            writers = Some(Writers::start(base, filter, spec.writers));
+        }
+        if step == quiet + burst {
+            eprintln!("[burst] quiet again");
+            if let Some(w) = writers.as_mut() {
+                w.stop().await;
+            }
+        }
+    }
+    Ok((series, writers.expect("the burst started at step `quiet`")))
+}
+
+/// What held the origin's memory: a cgroup (its version), or its own memory budget.
+fn confined_by(cgroup: Option<&MemoryCgroup>) -> String {
+    match cgroup.map(|c| c.version()) {
+        Some(cgroup::Version::V1) => "cgroup v1".into(),
+        Some(cgroup::Version::V2) => "cgroup v2".into(),
+        None => "memory_budget_bytes".into(),
+    }
 }
 
 /// `bloomgate_overloaded_total` by class.
