@@ -9,7 +9,7 @@
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::metrics::{Fallthrough, FilterCounters, FilterRead, Store};
-use crate::store::{FilterMeta, FilterUnavailable};
+use crate::store::{FilterMeta, FilterUnavailable, StoreResult};
 use bloomgate_filter::hash_key;
 use futures::StreamExt;
 use std::time::Instant;
@@ -43,7 +43,7 @@ pub enum AfterFilter {
 
 /// The decision at the heart of the gate. Only a definite `Ok(false)` answers "not seen";
 /// every failure is a fall-through, never a "no"; a dropped filter is no filter at all.
-pub fn after_filter(answer: &Result<bool, FilterUnavailable>) -> AfterFilter {
+pub fn after_filter(answer: &StoreResult<bool>) -> AfterFilter {
     match answer {
         Ok(false) => AfterFilter::AnswerNotSeen,
         Ok(true) => AfterFilter::AskDatabaseAfterMaybe,
@@ -73,7 +73,7 @@ impl Gate {
     /// takes every add until it is retired, and a retired generation's bits are gone before
     /// the state stops naming it, so reading it falls through (see `store::state`). The cache
     /// is dropped whenever the filter could not answer, so the next lookup reads the state.
-    async fn meta(&self, name: &str) -> Result<FilterMeta, FilterUnavailable> {
+    async fn meta(&self, name: &str) -> StoreResult<FilterMeta> {
         let cached = self.metas.read().unwrap_or_else(|e| e.into_inner()).get(name).copied();
         if let Some((meta, at)) = cached {
             if at.elapsed() < self.cache_ttl {
@@ -94,12 +94,7 @@ impl Gate {
         self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
     }
 
-    async fn ask_filter(
-        &self,
-        name: &str,
-        key: &[u8],
-        counters: &FilterCounters,
-    ) -> (Result<bool, FilterUnavailable>, Store) {
+    async fn ask_filter(&self, name: &str, key: &[u8], counters: &FilterCounters) -> (StoreResult<bool>, Store) {
         let meta = match self.meta(name).await {
             Ok(meta) => meta,
             Err(e) => return (Err(e), Store::Redis),

@@ -6,7 +6,7 @@ use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::lease::{boot_clock, WriteDeadline};
 use crate::metrics::Store;
-use crate::store::{FilterMeta, FilterUnavailable};
+use crate::store::{FilterMeta, FilterUnavailable, StoreResult};
 use bloomgate_filter::{hash_key, KeyHash};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
@@ -171,12 +171,7 @@ impl Gate {
 
     /// Adds the entries' keys to each generation, and to its insert journal with the bits in
     /// the same step (see `WriteStore::add`), before the write is acknowledged.
-    async fn add_to(
-        &self,
-        name: &str,
-        generations: &[FilterMeta],
-        entries: &[(Vec<u8>, Vec<u8>)],
-    ) -> Result<(), FilterUnavailable> {
+    async fn add_to(&self, name: &str, generations: &[FilterMeta], entries: &[(Vec<u8>, Vec<u8>)]) -> StoreResult<()> {
         // Negative control (test builds only): the write is acknowledged without its adds.
         if crate::planted::active(crate::planted::Bug::SkipFilterAdd) {
             return Ok(());

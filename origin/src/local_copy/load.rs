@@ -1,6 +1,6 @@
 //! Loading a generation's copy: the journal's head first, then every segment.
 
-use crate::store::{CopySource, FilterMeta, FilterUnavailable};
+use crate::store::{CopySource, FilterMeta, FilterUnavailable, StoreResult};
 use bloomgate_filter::{BloomFilter, JournalPosition};
 use futures::{StreamExt, TryStreamExt};
 
@@ -14,7 +14,7 @@ pub async fn load(
     store: &dyn CopySource,
     filter: &str,
     meta: FilterMeta,
-) -> Result<(BloomFilter, JournalPosition), FilterUnavailable> {
+) -> StoreResult<(BloomFilter, JournalPosition)> {
     if !meta.journal {
         return Err(FilterUnavailable::Error(
             "the generation keeps no insert journal, so a copy could not be kept current".into(),

@@ -24,7 +24,7 @@ pub mod tail;
 
 use crate::lease::boot_clock::{BootClock, Clock};
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};
-use crate::store::{CopySource, FilterMeta, FilterUnavailable};
+use crate::store::{CopySource, FilterMeta, StoreResult};
 use bloomgate_filter::KeyHash;
 use held::{CopyAnswer, HeldCopy};
 use std::collections::HashMap;
@@ -99,12 +99,7 @@ impl LocalCopies {
     /// copy under its lease or behind its read barrier. None: no copy can answer (none held
     /// yet, or it is stale): ask the store. A store failure during the barrier is the lookup's answer too, as it
     /// would have been asking the store.
-    pub async fn may_contain(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        hash: &KeyHash,
-    ) -> Option<Result<CopyAnswer, FilterUnavailable>> {
+    pub async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: &KeyHash) -> Option<StoreResult<CopyAnswer>> {
         let Some(copy) = self.held_or_load(filter, meta) else {
             self.shared.metrics.copies.lookup(CopyLookup::NotHeld);
             return None;

@@ -3,7 +3,7 @@
 //! first, name second). And a failed rebuild's generation abandoned the same way.
 
 use super::RebuildError;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore};
+use crate::store::{FilterMeta, FilterState, LifecycleStore, StoreResult};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Times a small state change is retried when another origin changed the state first.
@@ -55,7 +55,7 @@ pub(super) async fn retire_previous(
 /// the generation stays named (it takes adds and is never read) until the next rebuild clears
 /// it as a leftover.
 pub(super) async fn abandon(filters: &dyn LifecycleStore, filter: &str, new: FilterMeta) {
-    let result: Result<(), FilterUnavailable> = async {
+    let result: StoreResult<()> = async {
         filters.retire_and_wait(filter, &[new]).await?;
         let unnamed = |latest| FilterState { building: None, ..latest };
         unname(filters, filter, |state| state.building == Some(new), unnamed).await?;
@@ -77,7 +77,7 @@ async fn unname(
     filter: &str,
     names: impl Fn(&FilterState) -> bool,
     unnamed: impl Fn(FilterState) -> FilterState,
-) -> Result<bool, FilterUnavailable> {
+) -> StoreResult<bool> {
     for _ in 0..STATE_RETRIES {
         let latest = filters.state_for_write(filter).await?;
         if !names(&latest) {

@@ -5,7 +5,7 @@ use super::reason::Health;
 use crate::gate::Gate;
 use crate::metrics::{FilterGauges, RebuildGauges};
 use crate::status_history::{RebuildSample, Sample};
-use crate::store::{FilterDef, FilterUnavailable};
+use crate::store::{FilterDef, FilterUnavailable, StoreResult};
 use bloomgate_filter::{Params, SizingOptions};
 
 /// Segments counted per check for the fill estimate: enough for a tight estimate (each
@@ -14,7 +14,7 @@ use bloomgate_filter::{Params, SizingOptions};
 const FILL_SAMPLE_SEGMENTS: u32 = 16;
 
 /// Gathers a filter's health from the stores and this origin's counters.
-pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> Result<Health, FilterUnavailable> {
+pub async fn health(gate: &Gate, def: &FilterDef, max_filter_bytes: u64) -> StoreResult<Health> {
     let store = gate.roles().stats.as_ref();
     let doubled = Params::for_capacity_with(
         def.capacity.saturating_mul(2),

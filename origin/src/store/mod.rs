@@ -66,6 +66,9 @@ pub enum FilterUnavailable {
     Dropped,
 }
 
+/// What every filter-store call returns: its answer, or why the filter could not give one.
+pub type StoreResult<T> = Result<T, FilterUnavailable>;
+
 /// A segment read for the edge: its version and payload, read atomically.
 #[derive(Clone, Debug)]
 pub struct SegmentBits {

@@ -17,7 +17,7 @@
 //! Every method taking a `meta` fails with `Incarnation` if the store process answering is
 //! not the one that holds `meta`'s bits.
 
-use super::{FilterMeta, FilterState, FilterUnavailable, JournalPage, JournalRead, JournalSize, SegmentBits};
+use super::{FilterMeta, FilterState, JournalPage, JournalRead, JournalSize, SegmentBits, StoreResult};
 use crate::build_progress::BuildProgress;
 use crate::lease::boot_clock::{BootClock, Clock};
 use async_trait::async_trait;
@@ -28,11 +28,11 @@ use std::sync::Arc;
 pub trait StateStore: Send + Sync + 'static {
     /// The filter's generations, with `read_from` set to the incarnation of the store process
     /// that answered; `MetaMissing` if the filter store has no record of the filter.
-    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable>;
+    async fn state(&self, filter: &str) -> StoreResult<FilterState>;
     /// [`state`](StateStore::state) for the write path and admin reads (stats): under the write
     /// timeout, since a write must not fail because lookups' short timeout expired behind
     /// other writes' scripts.
-    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+    async fn state_for_write(&self, filter: &str) -> StoreResult<FilterState> {
         self.state(filter).await
     }
 }
@@ -42,7 +42,7 @@ pub trait StateStore: Send + Sync + 'static {
 #[async_trait]
 pub trait LookupStore: StateStore {
     /// Whether the key with this hash may be in the filter.
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable>;
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> StoreResult<bool>;
 }
 
 /// What a write (and a delete) asks of the filter store: the keys' bits added to every
@@ -57,11 +57,11 @@ pub trait WriteStore: StateStore {
     /// no reader can use succeed and change nothing: a retired one (see `retire_generation`),
     /// or one found half gone (bits or version missing), which is first marked lost for good,
     /// so that no origin or edge ever reads it again. A segment is never re-created as zeros.
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable>;
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()>;
     /// Counts `n` keys deleted from the database whose bits generation `meta` still holds.
     /// Kept in the filter store, so every origin's deletes count toward the stale-delete
     /// threshold, and a new generation starts from zero.
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable>;
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> StoreResult<()>;
 }
 
 /// What a copy of a generation is loaded and kept current from: the journal's head, whole
@@ -69,19 +69,14 @@ pub trait WriteStore: StateStore {
 #[async_trait]
 pub trait CopySource: Send + Sync + 'static {
     /// The journal's head: the position of its last entry.
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable>;
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition>;
     /// A segment's version and bits, read atomically (under the write timeout: an edge may
     /// wait for a 64 KiB read, a lookup may not).
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable>;
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<SegmentBits>;
     /// The journal entries `page` asks for (as
     /// [`EdgeFeedStore::read_journal`]), for a local copy's read barrier, which lookups wait on:
     /// under the lookup timeout rather than the write timeout.
-    async fn catch_up_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        page: JournalPage,
-    ) -> Result<JournalRead, FilterUnavailable>;
+    async fn catch_up_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead>;
 }
 
 /// What the edge's feed reads beyond a copy's needs: every segment's version (for manifests
@@ -89,14 +84,9 @@ pub trait CopySource: Send + Sync + 'static {
 #[async_trait]
 pub trait EdgeFeedStore: StateStore + CopySource {
     /// Current versions of all segments of a generation.
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable>;
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> StoreResult<Vec<u64>>;
     /// The journal entries `page` asks for.
-    async fn read_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        page: JournalPage,
-    ) -> Result<JournalRead, FilterUnavailable>;
+    async fn read_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead>;
 }
 
 /// What a filter's stats and the recovery check read about its generations: fill, deletes,
@@ -104,30 +94,25 @@ pub trait EdgeFeedStore: StateStore + CopySource {
 #[async_trait]
 pub trait StatsStore: StateStore {
     /// Number of set bits over the active generation (for stats).
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable>;
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64>;
     /// Set bits over at most `max_segments` segments spread evenly over the generation, and
     /// how many segments were counted: a fill estimate whose cost does not grow with the
     /// filter (the recovery check runs it on every origin, every interval).
-    async fn count_ones_sampled(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        max_segments: u32,
-    ) -> Result<(u64, u32), FilterUnavailable>;
+    async fn count_ones_sampled(&self, filter: &str, meta: FilterMeta, max_segments: u32) -> StoreResult<(u64, u32)>;
     /// Deletes counted against generation `meta` (0 if none).
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable>;
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64>;
     /// Bytes of memory the filter store reports for this filter, if it knows.
-    async fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable>;
+    async fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> StoreResult<Option<u64>>;
     /// How much the journal keeps.
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable>;
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalSize>;
     /// The last published progress of a rebuild of `filter`, if any.
-    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable>;
+    async fn progress(&self, filter: &str) -> StoreResult<Option<BuildProgress>>;
     /// Checks that every segment of `meta` has its bits at full size and a version, and that
     /// its journal exists: `SegmentMissing` names the first segment that is not whole (0 for a
     /// lost journal).
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> StoreResult<()>;
     /// The owner of the filter's rebuild lease, if it is held.
-    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable>;
+    async fn lease_holder(&self, filter: &str) -> StoreResult<Option<String>>;
 }
 
 /// What names, fills, switches and retires generations: creating and dropping filters, and
@@ -135,38 +120,27 @@ pub trait StatsStore: StateStore {
 #[async_trait]
 pub trait LifecycleStore: StateStore {
     /// The incarnation of the store process answering now (see [`state`](StateStore::state)).
-    async fn incarnation(&self) -> Result<u64, FilterUnavailable>;
+    async fn incarnation(&self) -> StoreResult<u64>;
     /// Creates generation `meta.generation` with all segments zeroed and its insert journal
     /// (idempotent). Does not change which generation is active.
-    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
+    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()>;
     /// Replaces the filter's state if its revision is still `expected` (None: if there is no
     /// state), in one atomic step; the stored revision becomes `expected + 1` (1 for a new
     /// state). False if someone else changed it first.
-    async fn replace_state(
-        &self,
-        filter: &str,
-        expected: Option<u64>,
-        state: FilterState,
-    ) -> Result<bool, FilterUnavailable>;
+    async fn replace_state(&self, filter: &str, expected: Option<u64>, state: FilterState) -> StoreResult<bool>;
     /// ORs a built segment's payload into generation `meta` (keeping bits that concurrent adds
     /// set meanwhile) and bumps its version, atomically. Fails if the segment is missing.
-    async fn merge_segment(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        index: u32,
-        payload: Vec<u8>,
-    ) -> Result<(), FilterUnavailable>;
+    async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()>;
     /// Makes generation `meta` unreadable, segment by segment: its bits are deleted (reads
     /// fall through) while adds to it still succeed as no-ops, so writes that read the state
     /// before it stopped naming the generation do not fail. Call before the state stops
     /// naming the generation. Also drops its delete count.
-    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable>;
+    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()>;
     /// Retires `generations`, then waits out their read leases: what every state change that
     /// stops naming a generation does first (see `crate::lease`: a write that skips a
     /// generation read the state after it was unnamed, so no lease of it can still hold when
     /// that write is acknowledged).
-    async fn retire_and_wait(&self, filter: &str, generations: &[FilterMeta]) -> Result<(), FilterUnavailable> {
+    async fn retire_and_wait(&self, filter: &str, generations: &[FilterMeta]) -> StoreResult<()> {
         for meta in generations {
             self.retire_generation(filter, *meta).await?;
         }
@@ -177,26 +151,26 @@ pub trait LifecycleStore: StateStore {
     /// Deletes the keys of every generation of `filter` not in `keep` (left behind when the
     /// state was lost, or by a rebuild that died); returns how many keys went. Retired
     /// segments' markers are left to expire on their own.
-    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable>;
+    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> StoreResult<u64>;
     /// What a dropped filter leaves but its tombstone (its state) and the retirement markers
     /// (which expire on their own, and until then turn late adds into no-ops): the bits and
     /// journals of every generation, delete counts, a rebuild's progress and lease. Returns how
     /// many keys went.
-    async fn clear_dropped(&self, filter: &str) -> Result<u64, FilterUnavailable>;
+    async fn clear_dropped(&self, filter: &str) -> StoreResult<u64>;
     /// Publishes a rebuild's progress (it expires on its own if not republished).
-    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable>;
+    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> StoreResult<()>;
     /// Takes the filter's rebuild lease for `owner` unless someone else holds it; true if taken
     /// (or already held by `owner`, in which case it is extended).
-    async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> Result<bool, FilterUnavailable>;
+    async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> StoreResult<bool>;
     /// Releases the lease if `owner` holds it.
-    async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable>;
+    async fn release_lease(&self, filter: &str, owner: &str) -> StoreResult<()>;
 }
 
 /// The whole filter store, as one object implements it: every role, and whether it answers.
 #[async_trait]
 pub trait FilterStore: LookupStore + WriteStore + EdgeFeedStore + StatsStore + LifecycleStore {
     /// Whether the store is reachable now.
-    async fn ping(&self) -> Result<(), FilterUnavailable>;
+    async fn ping(&self) -> StoreResult<()>;
 }
 
 /// One filter store, handed out by role: every handle is the same object, typed by what the

@@ -26,7 +26,7 @@
 //! before knows the filter was dropped (and maybe created again) meanwhile, and is not
 //! acknowledged (see `gate::filters` for the whole argument).
 
-use super::FilterUnavailable;
+use super::{FilterUnavailable, StoreResult};
 use crate::lease::{LeaseTerms, ReadConsistency};
 use bloomgate_filter::{KeyFormat, Params};
 use serde::{Deserialize, Serialize};
@@ -132,7 +132,7 @@ impl FilterState {
 
     /// The generation lookups may read, or why there is none: the filter was dropped, the
     /// active generation's bits are of another incarnation, or no generation is active.
-    pub fn readable_or_why(&self) -> Result<FilterMeta, FilterUnavailable> {
+    pub fn readable_or_why(&self) -> StoreResult<FilterMeta> {
         match self.readable() {
             Some(meta) => Ok(meta),
             None if self.dropped.is_some() => Err(FilterUnavailable::Dropped),

@@ -4,7 +4,8 @@
 use crate::build_progress::BuildProgress;
 use crate::store::{
     CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalPage, JournalRead,
-    JournalRetention, JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, WriteStore,
+    JournalRetention, JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, StoreResult,
+    WriteStore,
 };
 use async_trait::async_trait;
 use bloomgate_filter::JournalPosition;
@@ -134,7 +135,7 @@ impl MemoryFilterStore {
 
     /// Appends the hashes of one add to its generation's journal, after its bits: see
     /// `WriteStore::add`.
-    fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+    fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
         }
@@ -172,7 +173,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 impl MemoryFilterStore {
     /// The live generation `meta` names; `Incarnation` if it belongs to another process.
-    fn generation(&self, filter: &str, meta: FilterMeta) -> Result<Arc<LocalFilter>, FilterUnavailable> {
+    fn generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<Arc<LocalFilter>> {
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
         }
@@ -189,7 +190,7 @@ impl MemoryFilterStore {
 
 #[async_trait]
 impl StateStore for MemoryFilterStore {
-    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+    async fn state(&self, filter: &str) -> StoreResult<FilterState> {
         let state = read(&self.states).get(filter).copied().ok_or(FilterUnavailable::MetaMissing);
         state.map(|s| FilterState { read_from: self.incarnation, ..s })
     }
@@ -197,7 +198,7 @@ impl StateStore for MemoryFilterStore {
 
 #[async_trait]
 impl LookupStore for MemoryFilterStore {
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> StoreResult<bool> {
         match self.generation(filter, meta) {
             Ok(f) => Ok(f.bits.may_contain_hash(&hash)),
             // Retired or never created: unreadable, so the lookup falls through.
@@ -211,12 +212,12 @@ impl LookupStore for MemoryFilterStore {
 
 #[async_trait]
 impl WriteStore for MemoryFilterStore {
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> StoreResult<()> {
         *write(&self.deletes).entry((filter.to_owned(), meta.generation)).or_default() += n;
         Ok(())
     }
 
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
         match self.generation(filter, meta) {
             Ok(f) => {
                 for hash in &hashes {
@@ -236,7 +237,7 @@ impl WriteStore for MemoryFilterStore {
 
 #[async_trait]
 impl CopySource for MemoryFilterStore {
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<SegmentBits> {
         match self.generation(filter, meta) {
             Ok(f) if (index as usize) < f.versions.len() => {
                 // Version first, then bits: the bits are at least as new as the label.
@@ -248,7 +249,7 @@ impl CopySource for MemoryFilterStore {
         }
     }
 
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition> {
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
         }
@@ -257,28 +258,18 @@ impl CopySource for MemoryFilterStore {
         head.ok_or(FilterUnavailable::SegmentMissing(0))
     }
 
-    async fn catch_up_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        page: JournalPage,
-    ) -> Result<JournalRead, FilterUnavailable> {
+    async fn catch_up_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
         self.read_journal(filter, meta, page).await
     }
 }
 
 #[async_trait]
 impl EdgeFeedStore for MemoryFilterStore {
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> StoreResult<Vec<u64>> {
         self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect())
     }
 
-    async fn read_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        page: JournalPage,
-    ) -> Result<JournalRead, FilterUnavailable> {
+    async fn read_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
         #[cfg(test)]
         let _open = self.journal_read_gate.read().await;
         let JournalPage { after, max_entries } = page;
@@ -304,45 +295,40 @@ impl EdgeFeedStore for MemoryFilterStore {
 
 #[async_trait]
 impl StatsStore for MemoryFilterStore {
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
         Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0))
     }
 
-    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
+    async fn progress(&self, filter: &str) -> StoreResult<Option<BuildProgress>> {
         Ok(read(&self.progress).get(filter).copied())
     }
 
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
         let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
 
         self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0)))
     }
 
-    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
+    async fn lease_holder(&self, filter: &str) -> StoreResult<Option<String>> {
         let now = std::time::Instant::now();
         let holder = read(&self.leases).get(filter).filter(|(_, until)| *until > now).map(|(h, _)| h.clone());
         Ok(holder)
     }
 
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
         self.generation(filter, meta).map(|f| f.bits.count_ones())
     }
 
-    async fn count_ones_sampled(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        _max_segments: u32,
-    ) -> Result<(u64, u32), FilterUnavailable> {
+    async fn count_ones_sampled(&self, filter: &str, meta: FilterMeta, _max_segments: u32) -> StoreResult<(u64, u32)> {
         // In memory a full count is a scan of RAM: cheap enough to do whole.
         self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count))
     }
 
-    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
+    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> StoreResult<Option<u64>> {
         Ok(Some(meta.params.total_bytes()))
     }
 
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalSize> {
         let journals = read(&self.journals);
         let size = journals.get(&(filter.to_owned(), meta.generation)).map(|j| JournalSize {
             entries: j.entries.len() as u64,
@@ -354,7 +340,7 @@ impl StatsStore for MemoryFilterStore {
 
 #[async_trait]
 impl LifecycleStore for MemoryFilterStore {
-    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
         if meta.incarnation != self.incarnation {
             return Err(FilterUnavailable::Incarnation);
         }
@@ -379,16 +365,11 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(())
     }
 
-    async fn incarnation(&self) -> Result<u64, FilterUnavailable> {
+    async fn incarnation(&self) -> StoreResult<u64> {
         Ok(self.incarnation)
     }
 
-    async fn replace_state(
-        &self,
-        filter: &str,
-        expected: Option<u64>,
-        state: FilterState,
-    ) -> Result<bool, FilterUnavailable> {
+    async fn replace_state(&self, filter: &str, expected: Option<u64>, state: FilterState) -> StoreResult<bool> {
         let mut states = write(&self.states);
         if states.get(filter).map(|s| s.revision) != expected {
             return Ok(false);
@@ -398,13 +379,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(true)
     }
 
-    async fn merge_segment(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        index: u32,
-        payload: Vec<u8>,
-    ) -> Result<(), FilterUnavailable> {
+    async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()> {
         self.generation(filter, meta).and_then(|f| {
             // ORed in place with atomic ORs: adds landing meanwhile are kept.
             if !f.bits.merge_segment_payload_shared(index, &payload) {
@@ -415,12 +390,12 @@ impl LifecycleStore for MemoryFilterStore {
         })
     }
 
-    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable> {
+    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> StoreResult<()> {
         write(&self.progress).insert(filter.to_owned(), progress);
         Ok(())
     }
 
-    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
         let key = (filter.to_owned(), meta.generation);
         // Marked first, so adds that still name it succeed as no-ops; then the bits go.
         write(&self.retired).insert(key.clone());
@@ -430,7 +405,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(())
     }
 
-    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable> {
+    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> StoreResult<u64> {
         #[cfg(test)]
         self.pauses.before_orphan_sweep.point().await;
         let mut generations = write(&self.generations);
@@ -440,7 +415,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok((before - generations.len()) as u64)
     }
 
-    async fn clear_dropped(&self, filter: &str) -> Result<u64, FilterUnavailable> {
+    async fn clear_dropped(&self, filter: &str) -> StoreResult<u64> {
         let generations = self.delete_orphans(filter, Vec::new()).await?;
         write(&self.deletes).retain(|(f, _), _| f != filter);
         let progress = write(&self.progress).remove(filter).is_some();
@@ -448,7 +423,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(generations + u64::from(progress) + u64::from(lease))
     }
 
-    async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> Result<bool, FilterUnavailable> {
+    async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> StoreResult<bool> {
         let mut leases = write(&self.leases);
         let now = std::time::Instant::now();
         let free = leases.get(filter).is_none_or(|(holder, until)| holder == owner || *until <= now);
@@ -458,7 +433,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(free)
     }
 
-    async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable> {
+    async fn release_lease(&self, filter: &str, owner: &str) -> StoreResult<()> {
         let mut leases = write(&self.leases);
         if leases.get(filter).is_some_and(|(holder, _)| holder == owner) {
             leases.remove(filter);
@@ -469,7 +444,7 @@ impl LifecycleStore for MemoryFilterStore {
 
 #[async_trait]
 impl FilterStore for MemoryFilterStore {
-    async fn ping(&self) -> Result<(), FilterUnavailable> {
+    async fn ping(&self) -> StoreResult<()> {
         Ok(())
     }
 }

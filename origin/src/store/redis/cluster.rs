@@ -19,7 +19,7 @@
 //! (MIGRATE moves the bits intact); adding a master changes it and costs a rebuild.
 
 use super::link::{identity_from_info, incarnation_of, lock, CallOutcome};
-use crate::store::FilterUnavailable;
+use crate::store::{FilterUnavailable, StoreResult};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
@@ -96,7 +96,7 @@ impl ClusterLink {
         nodes: &[String],
         response_timeout: Duration,
         connect_timeout: Duration,
-    ) -> Result<ClusterLink, FilterUnavailable> {
+    ) -> StoreResult<ClusterLink> {
         let unavailable = |e: redis::RedisError| {
             FilterUnavailable::Error(format!("cannot connect to the Redis Cluster at {}: {e}", nodes.join(",")))
         };
@@ -160,14 +160,14 @@ impl ClusterLink {
     }
 
     /// The topology last read, if any has been.
-    pub fn topology(&self) -> Result<Arc<Topology>, FilterUnavailable> {
+    pub fn topology(&self) -> StoreResult<Arc<Topology>> {
         lock(&self.topology)
             .clone()
             .ok_or_else(|| FilterUnavailable::Error("the Redis Cluster's masters are not known yet".into()))
     }
 
     /// Reads the topology now (a generation about to be created must name the current masters).
-    pub async fn refresh(&self) -> Result<Arc<Topology>, FilterUnavailable> {
+    pub async fn refresh(&self) -> StoreResult<Arc<Topology>> {
         let mut conn = self.conn();
         let mut info = redis::cmd("INFO");
         info.arg("server").arg("replication");
@@ -229,7 +229,7 @@ fn topology_of_reply(reply: &Value) -> Result<Topology, String> {
 }
 
 /// The route of a command that must run on the master at `address` (`host:port`).
-pub fn route_to(address: &str) -> Result<RoutingInfo, FilterUnavailable> {
+pub fn route_to(address: &str) -> StoreResult<RoutingInfo> {
     let bad = || FilterUnavailable::Error(format!("a Redis Cluster master's address {address:?} is not host:port"));
     let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
     let port = port.parse().map_err(|_| bad())?;

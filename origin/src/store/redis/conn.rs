@@ -7,7 +7,7 @@
 use super::cluster::{ClusterLink, REFUSED_CODE};
 use super::link::{CallOutcome, Link, RedisLink};
 use super::{Backend, RedisFilterStore};
-use crate::store::FilterUnavailable;
+use crate::store::{FilterUnavailable, StoreResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, ScriptInvocation, Value};
@@ -65,12 +65,7 @@ impl RedisFilterStore {
     /// Runs one call under `limit`, over the current link, and reports to the link how it
     /// went. With `expect`, the call is refused (never sent) unless the link reaches the Redis
     /// incarnation `expect` names.
-    pub(super) async fn call<T, F, Fut>(
-        &self,
-        limit: Duration,
-        expect: Option<u64>,
-        call: F,
-    ) -> Result<T, FilterUnavailable>
+    pub(super) async fn call<T, F, Fut>(&self, limit: Duration, expect: Option<u64>, call: F) -> StoreResult<T>
     where
         F: FnOnce(RedisConn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
@@ -86,7 +81,7 @@ impl RedisFilterStore {
         limit: Duration,
         expect: Option<u64>,
         call: F,
-    ) -> Result<(T, u64), FilterUnavailable>
+    ) -> StoreResult<(T, u64)>
     where
         F: FnOnce(RedisConn) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
@@ -140,7 +135,7 @@ impl RedisFilterStore {
         limit: Duration,
         expect: Option<u64>,
         mut invocation: ScriptInvocation<'_>,
-    ) -> Result<T, FilterUnavailable> {
+    ) -> StoreResult<T> {
         let identities = match (expect, &self.backend) {
             (None, _) => Vec::new(),
             (Some(_), Backend::Single(link)) => {

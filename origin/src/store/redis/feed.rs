@@ -4,7 +4,9 @@
 
 use super::keys::{journal_key, parse_stream_id, parse_version, segment_keys};
 use super::RedisFilterStore;
-use crate::store::{CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalPage, JournalRead, SegmentBits};
+use crate::store::{
+    CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalPage, JournalRead, SegmentBits, StoreResult,
+};
 use async_trait::async_trait;
 use bloomgate_filter::journal::decode_hashes;
 use bloomgate_filter::JournalPosition;
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 #[async_trait]
 impl CopySource for RedisFilterStore {
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> Result<SegmentBits, FilterUnavailable> {
+    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<SegmentBits> {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let script = &self.scripts.read_segment;
         let (version, payload): (Option<String>, Option<Vec<u8>>) = self
@@ -30,17 +32,12 @@ impl CopySource for RedisFilterStore {
         }
     }
 
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> Result<JournalPosition, FilterUnavailable> {
+    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition> {
         let filter = filter.to_owned();
         self.head_of(&filter, meta).await.map(|(head, _)| head)
     }
 
-    async fn catch_up_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        page: JournalPage,
-    ) -> Result<JournalRead, FilterUnavailable> {
+    async fn catch_up_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
         // The copy's position was read from this journal (never re-created, in this same
         // incarnation), so "nothing after my position" means caught up: the script asks that
         // first, guarded like every read of bits (a plain read could not refuse another
@@ -51,7 +48,7 @@ impl CopySource for RedisFilterStore {
 
 #[async_trait]
 impl EdgeFeedStore for RedisFilterStore {
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> Result<Vec<u64>, FilterUnavailable> {
+    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> StoreResult<Vec<u64>> {
         let ver = |index| segment_keys(filter, meta.generation, index).1;
         // One guarded read each (on a cluster each version is in its own slot), all at once.
         let reads = (0..meta.params.segment_count).map(|index| {
@@ -65,12 +62,7 @@ impl EdgeFeedStore for RedisFilterStore {
             .collect()
     }
 
-    async fn read_journal(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        page: JournalPage,
-    ) -> Result<JournalRead, FilterUnavailable> {
+    async fn read_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
         self.read_journal_within(self.write_timeout, filter, meta, page, false).await
     }
 }
@@ -79,11 +71,7 @@ impl EdgeFeedStore for RedisFilterStore {
 type StreamEntry = (String, Vec<(String, Vec<u8>)>);
 
 /// Interprets `scripts/read_journal.lua`'s reply for a caller at `after` (see `JournalRead`).
-fn parse_journal_read(
-    reply: &[redis::Value],
-    after: JournalPosition,
-    max: u32,
-) -> Result<JournalRead, FilterUnavailable> {
+fn parse_journal_read(reply: &[redis::Value], after: JournalPosition, max: u32) -> StoreResult<JournalRead> {
     let bad = |what: &str| FilterUnavailable::Error(format!("unexpected journal reply: {what}"));
     let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
         return match reply.first() {
@@ -133,7 +121,7 @@ impl RedisFilterStore {
         meta: FilterMeta,
         page: JournalPage,
         own_position: bool,
-    ) -> Result<JournalRead, FilterUnavailable> {
+    ) -> StoreResult<JournalRead> {
         let JournalPage { after, max_entries } = page;
         let key = journal_key(filter, meta.generation);
         let script = &self.scripts.read_journal;
@@ -149,11 +137,7 @@ impl RedisFilterStore {
     }
 
     /// The journal's head and length.
-    pub(super) async fn head_of(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-    ) -> Result<(JournalPosition, u64), FilterUnavailable> {
+    pub(super) async fn head_of(&self, filter: &str, meta: FilterMeta) -> StoreResult<(JournalPosition, u64)> {
         let key = journal_key(filter, meta.generation);
         let script = &self.scripts.journal_head;
         let reply: Vec<redis::Value> = self.run(self.write_timeout, Some(meta.incarnation), script.key(&key)).await?;

@@ -9,7 +9,7 @@ use super::keys::{
 };
 use super::{Backend, RedisFilterStore};
 use crate::build_progress::BuildProgress;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore};
+use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore, StoreResult};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::time::Duration;
@@ -25,7 +25,7 @@ const PROGRESS_TTL_MS: u64 = 30_000;
 #[async_trait]
 impl LifecycleStore for RedisFilterStore {
     #[instrument(skip(self, meta))]
-    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
         let filter = filter.to_owned();
         let size = meta.params.segment_bytes();
         for index in 0..meta.params.segment_count {
@@ -56,7 +56,7 @@ impl LifecycleStore for RedisFilterStore {
     }
 
     /// On a cluster, read now: a generation about to be created must name today's masters.
-    async fn incarnation(&self) -> Result<u64, FilterUnavailable> {
+    async fn incarnation(&self) -> StoreResult<u64> {
         let timed_out = |_| FilterUnavailable::Timeout;
         match &self.backend {
             Backend::Single(link) => {
@@ -68,12 +68,7 @@ impl LifecycleStore for RedisFilterStore {
         }
     }
 
-    async fn replace_state(
-        &self,
-        filter: &str,
-        expected: Option<u64>,
-        state: FilterState,
-    ) -> Result<bool, FilterUnavailable> {
+    async fn replace_state(&self, filter: &str, expected: Option<u64>, state: FilterState) -> StoreResult<bool> {
         let key = meta_key(filter);
         let state = FilterState { revision: expected.map_or(1, |r| r + 1), ..state };
         let json = serde_json::to_string(&state).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
@@ -89,13 +84,7 @@ impl LifecycleStore for RedisFilterStore {
         Ok(replaced == 1)
     }
 
-    async fn merge_segment(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        index: u32,
-        payload: Vec<u8>,
-    ) -> Result<(), FilterUnavailable> {
+    async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()> {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let upload = upload_key(filter, meta.generation, index);
         let script = &self.scripts.merge_segment;
@@ -112,7 +101,7 @@ impl LifecycleStore for RedisFilterStore {
         Ok(())
     }
 
-    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> Result<(), FilterUnavailable> {
+    async fn set_progress(&self, filter: &str, progress: BuildProgress) -> StoreResult<()> {
         let key = progress_key(filter);
         let json = serde_json::to_string(&progress).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
         self.call(
@@ -123,7 +112,7 @@ impl LifecycleStore for RedisFilterStore {
         .await
     }
 
-    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
         let filter = filter.to_owned();
         for index in 0..meta.params.segment_count {
             let (bits, ver) = segment_keys(&filter, meta.generation, index);
@@ -150,7 +139,7 @@ impl LifecycleStore for RedisFilterStore {
         self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(&deletes).await }).await
     }
 
-    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> Result<u64, FilterUnavailable> {
+    async fn delete_orphans(&self, filter: &str, keep: Vec<u64>) -> StoreResult<u64> {
         let filter = filter.to_owned();
         let mut keys = self.scan_keys(&format!("bg:{{{filter}:*")).await?;
         keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
@@ -172,7 +161,7 @@ impl LifecycleStore for RedisFilterStore {
         Ok(deleted)
     }
 
-    async fn clear_dropped(&self, filter: &str) -> Result<u64, FilterUnavailable> {
+    async fn clear_dropped(&self, filter: &str) -> StoreResult<u64> {
         let generations = self.delete_orphans(filter, Vec::new()).await?;
         let (progress, lease) = (progress_key(filter), lease_key(filter));
         let bookkeeping: u64 =
@@ -180,7 +169,7 @@ impl LifecycleStore for RedisFilterStore {
         Ok(generations + bookkeeping)
     }
 
-    async fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> Result<bool, FilterUnavailable> {
+    async fn lease(&self, filter: &str, owner: &str, ttl: Duration) -> StoreResult<bool> {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         let script = &self.scripts.lease;
         let held: i64 = self
@@ -193,7 +182,7 @@ impl LifecycleStore for RedisFilterStore {
         Ok(held == 1)
     }
 
-    async fn release_lease(&self, filter: &str, owner: &str) -> Result<(), FilterUnavailable> {
+    async fn release_lease(&self, filter: &str, owner: &str) -> StoreResult<()> {
         let (key, owner) = (lease_key(filter), owner.to_owned());
         let script = &self.scripts.release_lease;
         let _: i64 = self
@@ -209,7 +198,7 @@ impl LifecycleStore for RedisFilterStore {
 
 impl RedisFilterStore {
     /// Every key matching `pattern` (SCAN: incremental, never blocks Redis), on every master.
-    pub(super) async fn scan_keys(&self, pattern: &str) -> Result<Vec<String>, FilterUnavailable> {
+    pub(super) async fn scan_keys(&self, pattern: &str) -> StoreResult<Vec<String>> {
         let mut keys = Vec::new();
         match &self.backend {
             Backend::Single(_) => self.scan_node(None, pattern, &mut keys).await?,
@@ -228,7 +217,7 @@ impl RedisFilterStore {
         master: Option<&str>,
         pattern: &str,
         keys: &mut Vec<String>,
-    ) -> Result<(), FilterUnavailable> {
+    ) -> StoreResult<()> {
         let route = match master {
             None => None,
             Some(address) => Some(super::cluster::route_to(address)?),

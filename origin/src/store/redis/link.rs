@@ -18,7 +18,7 @@
 //! next call; reconnecting is attempted at most every `RECONNECT_BACKOFF`, so a Redis that is
 //! down costs lookups nothing but a fast fall-through.
 
-use crate::store::FilterUnavailable;
+use crate::store::{FilterUnavailable, StoreResult};
 use futures::future::{BoxFuture, Shared};
 use futures::FutureExt;
 use redis::aio::MultiplexedConnection;
@@ -50,7 +50,7 @@ pub struct RedisLink {
     inner: Arc<Inner>,
 }
 
-type Connecting = Shared<BoxFuture<'static, Result<Arc<Link>, FilterUnavailable>>>;
+type Connecting = Shared<BoxFuture<'static, StoreResult<Arc<Link>>>>;
 
 struct Inner {
     client: redis::Client,
@@ -122,7 +122,7 @@ impl RedisLink {
     }
 
     /// The current connection, connecting (and learning the incarnation) if there is none.
-    pub async fn get(&self) -> Result<Arc<Link>, FilterUnavailable> {
+    pub async fn get(&self) -> StoreResult<Arc<Link>> {
         if let Some(link) = lock(&self.inner.current).clone() {
             return Ok(link);
         }
@@ -173,7 +173,7 @@ impl RedisLink {
 
 impl Inner {
     /// Connects, then publishes the result: the new link, or the time of the failure.
-    async fn connect_and_keep(&self) -> Result<Arc<Link>, FilterUnavailable> {
+    async fn connect_and_keep(&self) -> StoreResult<Arc<Link>> {
         let result = match tokio::time::timeout(self.connect_timeout * 2, self.connect()).await {
             Ok(result) => result.map(Arc::new),
             Err(_) => Err(FilterUnavailable::Timeout),
@@ -189,7 +189,7 @@ impl Inner {
         result
     }
 
-    async fn connect(&self) -> Result<Link, FilterUnavailable> {
+    async fn connect(&self) -> StoreResult<Link> {
         let unavailable = |e: redis::RedisError| FilterUnavailable::Error(format!("cannot connect to Redis: {e}"));
         let mut conn =
             self.client.get_multiplexed_async_connection_with_config(&self.config).await.map_err(unavailable)?;

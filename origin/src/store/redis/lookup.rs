@@ -3,7 +3,7 @@
 
 use super::keys::{meta_key, segment_keys};
 use super::RedisFilterStore;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore};
+use crate::store::{FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore, StoreResult};
 use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 impl RedisFilterStore {
     /// Reads a filter's state from its meta key under `limit` (lookups and writes wait differently long).
-    pub(super) async fn read_state(&self, filter: &str, limit: Duration) -> Result<FilterState, FilterUnavailable> {
+    pub(super) async fn read_state(&self, filter: &str, limit: Duration) -> StoreResult<FilterState> {
         let key = meta_key(filter);
         let (json, incarnation): (Option<String>, u64) =
             self.call_at(limit, None, |mut c| async move { c.get(key).await }).await?;
@@ -26,12 +26,12 @@ impl RedisFilterStore {
 
 #[async_trait]
 impl StateStore for RedisFilterStore {
-    async fn state(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+    async fn state(&self, filter: &str) -> StoreResult<FilterState> {
         let filter = filter.to_owned();
         self.read_state(&filter, self.timeout).await
     }
 
-    async fn state_for_write(&self, filter: &str) -> Result<FilterState, FilterUnavailable> {
+    async fn state_for_write(&self, filter: &str) -> StoreResult<FilterState> {
         let filter = filter.to_owned();
         self.read_state(&filter, self.write_timeout).await
     }
@@ -39,7 +39,7 @@ impl StateStore for RedisFilterStore {
 
 #[async_trait]
 impl LookupStore for RedisFilterStore {
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> Result<bool, FilterUnavailable> {
+    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> StoreResult<bool> {
         let at = meta.params.locate(&hash);
         let (bits, _) = segment_keys(filter, meta.generation, at.segment);
         let start = at.byte_offset_in_segment() as isize;

@@ -55,7 +55,7 @@ mod scripts;
 mod stats;
 mod write;
 
-use super::{FilterStore, FilterUnavailable, JournalRetention};
+use super::{FilterStore, FilterUnavailable, JournalRetention, StoreResult};
 use async_trait::async_trait;
 use cluster::ClusterLink;
 use link::RedisLink;
@@ -110,7 +110,7 @@ impl RedisFilterStore {
     /// A single Redis is connected lazily: the origin starts (and answers from the database)
     /// even while Redis is down, and reconnects in the background. A cluster is connected
     /// now: its client needs one node to learn the others.
-    pub async fn connect(settings: &RedisSettings) -> Result<RedisFilterStore, FilterUnavailable> {
+    pub async fn connect(settings: &RedisSettings) -> StoreResult<RedisFilterStore> {
         let slowest = settings.write_timeout.max(settings.timeout);
         let connect_timeout = settings.write_timeout.max(Duration::from_millis(250));
         let backend = match settings.cluster_nodes.as_slice() {
@@ -152,7 +152,7 @@ impl RedisFilterStore {
 
 #[async_trait]
 impl FilterStore for RedisFilterStore {
-    async fn ping(&self) -> Result<(), FilterUnavailable> {
+    async fn ping(&self) -> StoreResult<()> {
         self.call(self.timeout, None, |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
             .await
             .map(|_| ())

@@ -4,26 +4,26 @@
 use super::keys::{deletes_key, journal_key, lease_key, parse_version, progress_key, segment_keys};
 use super::{Backend, RedisFilterStore};
 use crate::build_progress::BuildProgress;
-use crate::store::{FilterMeta, FilterUnavailable, JournalSize, StatsStore};
+use crate::store::{FilterMeta, FilterUnavailable, JournalSize, StatsStore, StoreResult};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 
 #[async_trait]
 impl StatsStore for RedisFilterStore {
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+    async fn deletes(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
         let key = deletes_key(filter, meta.generation);
         let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
         Ok(n.unwrap_or(0))
     }
 
-    async fn progress(&self, filter: &str) -> Result<Option<BuildProgress>, FilterUnavailable> {
+    async fn progress(&self, filter: &str) -> StoreResult<Option<BuildProgress>> {
         let key = progress_key(filter);
         let json: Option<String> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
         // Unreadable progress is no progress: it is advisory.
         Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
     }
 
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> Result<(), FilterUnavailable> {
+    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
         let filter = filter.to_owned();
         let keys = |index| segment_keys(&filter, meta.generation, index);
         let answers: Vec<(u64, Option<String>)> = match self.backend {
@@ -76,32 +76,27 @@ impl StatsStore for RedisFilterStore {
         }
     }
 
-    async fn lease_holder(&self, filter: &str) -> Result<Option<String>, FilterUnavailable> {
+    async fn lease_holder(&self, filter: &str) -> StoreResult<Option<String>> {
         let key = lease_key(filter);
         self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await
     }
 
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> Result<u64, FilterUnavailable> {
+    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
         let filter = filter.to_owned();
         let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
         Ok(ones)
     }
 
-    async fn count_ones_sampled(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        max_segments: u32,
-    ) -> Result<(u64, u32), FilterUnavailable> {
+    async fn count_ones_sampled(&self, filter: &str, meta: FilterMeta, max_segments: u32) -> StoreResult<(u64, u32)> {
         let filter = filter.to_owned();
         self.count_sampled(&filter, meta, max_segments).await
     }
 
-    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> Result<Option<u64>, FilterUnavailable> {
+    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> StoreResult<Option<u64>> {
         Ok(Some(meta.params.total_bytes()))
     }
 
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> Result<JournalSize, FilterUnavailable> {
+    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalSize> {
         let filter = filter.to_owned();
         let (_, entries) = self.head_of(&filter, meta).await?;
         let key = journal_key(&filter, meta.generation);
@@ -117,12 +112,7 @@ impl StatsStore for RedisFilterStore {
 }
 
 impl RedisFilterStore {
-    pub(super) async fn count_sampled(
-        &self,
-        filter: &str,
-        meta: FilterMeta,
-        max: u32,
-    ) -> Result<(u64, u32), FilterUnavailable> {
+    pub(super) async fn count_sampled(&self, filter: &str, meta: FilterMeta, max: u32) -> StoreResult<(u64, u32)> {
         let indices: Vec<u32> = sample_indices(meta.params.segment_count, max).collect();
         let bits = |index| segment_keys(filter, meta.generation, index).0;
         let counts: Vec<u64> =

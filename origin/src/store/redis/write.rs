@@ -5,7 +5,7 @@
 use super::conn::RedisConn;
 use super::keys::{deletes_key, journal_key, segment_keys};
 use super::{Backend, RedisFilterStore};
-use crate::store::{FilterMeta, FilterUnavailable, WriteStore};
+use crate::store::{FilterMeta, FilterUnavailable, StoreResult, WriteStore};
 use async_trait::async_trait;
 use bloomgate_filter::block::{probe_positions, BLOCK_BITS};
 use bloomgate_filter::journal::{encode_hash, HASH_BYTES};
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 #[async_trait]
 impl WriteStore for RedisFilterStore {
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> Result<(), FilterUnavailable> {
+    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> StoreResult<()> {
         let key = deletes_key(filter, meta.generation);
         self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.incr::<_, _, ()>(key, n).await })
             .await
@@ -28,7 +28,7 @@ impl WriteStore for RedisFilterStore {
     /// entry failed is not acknowledged (bits set without an entry only add false positives;
     /// the caller retries). Then, with replicas, `WAIT` on every master the add went to until
     /// its replicas have it all.
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> Result<(), FilterUnavailable> {
+    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
         let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
         for hash in &hashes {
@@ -111,7 +111,7 @@ impl RedisFilterStore {
     /// identity) have everything sent to it so far; fewer in time fails the add. A master is
     /// asked for at most as many as it has: one whose replica was just promoted away does not
     /// stop the writes, nor does it stop the others' waits.
-    pub(super) async fn wait_for_replicas(&self, reached: &[(String, Added)]) -> Result<(), FilterUnavailable> {
+    pub(super) async fn wait_for_replicas(&self, reached: &[(String, Added)]) -> StoreResult<()> {
         let wait_ms = (self.write_timeout / 2).as_millis() as u64;
         let waits = replica_waits(reached, self.min_replicas_acked).into_iter().map(|(slot_key, wanted)| {
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(
