@@ -58,7 +58,8 @@
 //!   budget divided), and the layer that admits a request or answers 429 (`limit`).
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`routes`]: the HTTP API, one file per resource (`keys`, `batch`, `filters`, `edge`,
-//!   `ops`, `status`, `openapi`), and the extractors whose rejections are problem+json.
+//!   `ops`, `status`, `openapi`; `refusals`: the 401/403/429 answers the OpenAPI document
+//!   describes once for every endpoint), and the extractors whose rejections are problem+json.
 //! - This file: the wiring: [`build_state`] derives the caps and connects the stores, [`app`]
 //!   puts the routes behind their layers, [`run`] serves them.
 //!

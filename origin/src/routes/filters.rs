@@ -1,6 +1,7 @@
 //! `/v1/filters` and `/v1/filters/{filter}`: create, rebuild and drop a filter (writer tokens),
 //! list the filters and read a filter's stats (writer or ops tokens).
 
+use super::refusals::{Busy, NeitherToken, NoToken, NotAWriter};
 use super::{ApiBytes, ApiJson, ApiPath, AppState};
 use crate::auth::{Reader, Writer};
 use crate::error::AppError;
@@ -31,12 +32,10 @@ pub fn router() -> Router<AppState> {
         (status = 201, description = "created; a name whose dropped filter kept its keys is built from them (generation null until then)", body = FilterStats),
         (status = 200, description = "already there, the same", body = FilterStats),
         (status = 400, description = "impossible sizing (or over max_filter_bytes), a malformed name, body or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 409, description = "already there, defined otherwise; or the name's dropped filter had another key_format (a name keeps it); or a drop of it has not finished", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 413, description = "a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the filter store or the database is unavailable; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
 pub(super) async fn create(
@@ -68,10 +67,8 @@ pub(super) async fn create(
     responses(
         (status = 200, body = FilterList),
         (status = 400, description = "a malformed Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is neither a writer nor an ops token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the database did not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NeitherToken, Busy,
     ),
     security(("writer_token" = []), ("ops_token" = [])))]
 pub(super) async fn list(_: Reader, State(s): State<AppState>) -> Result<Json<FilterList>, AppError> {
@@ -87,11 +84,9 @@ pub(super) async fn list(_: Reader, State(s): State<AppState>) -> Result<Json<Fi
     responses(
         (status = 200, description = "dropped: bits, journal, definition; keys kept in the database (keys=keep, the default: a filter created again under the name is built from them) or deleted (keys=delete). Lookups and writes now answer 404 no such filter", body = FilterDropped),
         (status = 400, description = "a malformed name, query or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter (or already dropped)", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the drop did not finish (a store did not answer, or a rebuild kept switching generations): send it again to finish it", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
 pub(super) async fn drop_filter(
@@ -120,11 +115,9 @@ pub(super) async fn drop_filter(
     responses(
         (status = 200, body = FilterStats),
         (status = 400, description = "a malformed name or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is neither a writer nor an ops token", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter (or it was dropped)", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the filter's bits are unavailable, or the stores did not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NeitherToken, Busy,
     ),
     security(("writer_token" = []), ("ops_token" = [])))]
 pub(super) async fn stats(
@@ -142,13 +135,11 @@ pub(super) async fn stats(
     responses(
         (status = 202, description = "started; its progress is in the stats", body = RebuildStarted),
         (status = 400, description = "impossible sizing (or over max_filter_bytes), a malformed name, body or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 409, description = "a rebuild is running", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 413, description = "a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the filter store or the database is unavailable; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
 pub(super) async fn rebuild(

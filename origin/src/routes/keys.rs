@@ -1,6 +1,7 @@
 //! `/v1/filters/{filter}/keys/...` and `/lookups`: the public lookup API and the writers' API.
 
 use super::batch::KeysBatch;
+use super::refusals::{Busy, NoToken, NotAWriter};
 use super::{ApiBytes, ApiPath, AppState, KeyPath};
 use crate::auth::Writer;
 use crate::error::AppError;
@@ -48,8 +49,8 @@ fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
         (status = 200, description = "stored (HEAD: no body; x-bloomgate-answered-by says who answered)", body = KeyAnswer),
         (status = 404, description = "not stored: a KeyAnswer with seen false (certain). A filter that does not exist or was dropped is a Problem instead (application/problem+json)", body = KeyAnswer),
         (status = 400, description = "a key not in the filter's format, a malformed filter name or path", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the database could not answer: unknown, not absent; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        Busy,
     ))]
 pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
     let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
@@ -69,8 +70,8 @@ pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: K
         (status = 400, description = "a body that is not {\"keys\": [...]} JSON, a key not in the filter's format (the problem names its index)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter (or it was dropped)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 413, description = "more keys than max_batch, or a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the database could not answer, or the request took too long; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        Busy,
     ))]
 pub(super) async fn lookup_batch(
     State(s): State<AppState>,
@@ -91,12 +92,10 @@ pub(super) async fn lookup_batch(
     responses(
         (status = 201, description = "stored: in the filter and the database", body = KeyStored),
         (status = 400, description = "a key not in the filter's format, a malformed path or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter (or it was dropped while the write ran: not stored)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 413, description = "a value over max_value_bytes, or a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "not stored (the filter or the database is unavailable, or the filter was dropped and created again meanwhile); retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
 pub(super) async fn insert(
@@ -118,12 +117,10 @@ pub(super) async fn insert(
     responses(
         (status = 200, description = "all stored", body = KeysStored),
         (status = 400, description = "a body that is not {\"keys\": [...]} JSON, a key not in the filter's format, a malformed Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter (or it was dropped while the write ran: none stored)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 413, description = "more keys than max_batch, or a body over the limit", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "none stored; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
 pub(super) async fn insert_batch(
@@ -142,11 +139,9 @@ pub(super) async fn insert_batch(
     responses(
         (status = 200, description = "deleted, or was not stored: deleted says which", body = KeyDeleted),
         (status = 400, description = "a key not in the filter's format, a malformed path or Authorization header", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 401, description = "no bearer token", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 403, description = "a token that is not a writer token (an ops token is read-only)", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 404, description = "no such filter", body = Problem, content_type = media::PROBLEM_JSON),
-        (status = 429, description = "too many requests in flight; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         (status = 503, description = "the database could not answer; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
+        NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
 pub(super) async fn delete(

@@ -6,6 +6,7 @@ pub mod filters;
 pub mod keys;
 pub mod openapi;
 pub mod ops;
+mod refusals;
 pub mod status;
 
 use crate::config::Config;
