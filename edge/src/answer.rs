@@ -2,7 +2,7 @@
 //! lookup goes. Bodies, header names and content types are the wire contract's
 //! (`bloomgate_client`), so a client reads the edge's answers as it reads the origin's.
 
-use bloomgate_client::api::{AnsweredBy, KeyAnswer, Problem};
+use bloomgate_client::api::{AnsweredBy, BatchKeysError, KeyAnswer, Problem};
 use bloomgate_client::{caching, headers, media};
 use serde::Serialize;
 
@@ -62,12 +62,9 @@ pub fn body_too_large(max_bytes: usize) -> Problem {
 }
 
 /// 413 for a batch with more keys than `MAX_BATCH`, refused before any lookup: the same
-/// words as the origin's.
+/// words as the origin's (the wire contract holds them).
 pub fn batch_too_large(max: usize, got: usize) -> Problem {
-    Problem::new(
-        413,
-        format!("batch has {got} keys; at most {max} are accepted per request: split it into smaller requests"),
-    )
+    Problem::new(413, BatchKeysError::too_many_detail(max, got)).with_hint(BatchKeysError::TOO_MANY_HINT)
 }
 
 /// What the edge makes of the origin's answer to a forwarded lookup.
@@ -230,10 +227,8 @@ mod tests {
     fn too_large_answers_say_413_in_the_body_too() {
         let p = batch_too_large(1000, 1001);
         assert_eq!((p.status, p.title.as_str()), (413, "Content Too Large"));
-        assert_eq!(
-            p.detail,
-            "batch has 1001 keys; at most 1000 are accepted per request: split it into smaller requests"
-        );
+        assert_eq!(p.detail, "batch has 1001 keys; at most 1000 are accepted per request");
+        assert_eq!(p.hint.as_deref(), Some("Split the batch into smaller requests."));
         assert_eq!(body_too_large(4).status, 413);
     }
 

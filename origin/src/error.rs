@@ -4,7 +4,7 @@
 use crate::store::{DatabaseError, FilterUnavailable};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bloomgate_client::api::Problem;
+use bloomgate_client::api::{BatchKeysError, Problem};
 use bloomgate_client::{caching, media};
 use bloomgate_filter::{FilterNameError, KeyError, ParamsError};
 
@@ -30,7 +30,7 @@ pub enum AppError {
     #[error("no filter named {0:?}")]
     UnknownFilter(String),
     /// A batch over the configured limit.
-    #[error("batch has {got} keys; at most {max} are accepted per request")]
+    #[error("{}", BatchKeysError::too_many_detail(*max, *got))]
     BatchTooLarge {
         /// Limit.
         max: usize,
@@ -114,7 +114,7 @@ impl AppError {
             FilterTooLarge(_) => "Ask for a smaller capacity or a higher fp_rate (or larger segments), or raise max_filter_bytes in the origin's configuration.",
             BadRequest(_) => "See the API section of the README for the request shape.",
             UnknownFilter(_) => "Create it with PUT /v1/filters/{filter} first, or check the name.",
-            BatchTooLarge { .. } => "Split the batch into smaller requests.",
+            BatchTooLarge { .. } => BatchKeysError::TOO_MANY_HINT,
             ValueTooLarge { .. } => "Store large values elsewhere and keep a reference here.",
             BodyTooLarge => "Send smaller batches or values (see max_batch and max_value_bytes).",
             Unauthorized => "Send 'Authorization: Bearer <token>' with a writer token (or, to read stats and the filter list, an ops token) from the origin's config.",

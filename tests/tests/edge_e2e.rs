@@ -529,10 +529,8 @@ async fn head_lookups_batch_limits_and_the_origins_refusals_at_the_edge() {
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
     let body: Value = r.json().await.unwrap();
-    assert_eq!(
-        body["detail"],
-        "batch has 1001 keys; at most 1000 are accepted per request: split it into smaller requests"
-    );
+    assert_eq!(body["detail"], "batch has 1001 keys; at most 1000 are accepted per request");
+    assert_eq!(body["hint"], "Split the batch into smaller requests.");
     assert_eq!(manifests().await, before, "the edge did work for a batch it refuses");
 
     // The origin's refusal of a forwarded batch is relayed as it is, not turned into a 503.
@@ -545,6 +543,7 @@ async fn head_lookups_batch_limits_and_the_origins_refusals_at_the_edge() {
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "the origin's 413 for 20 'maybe' keys, relayed");
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["detail"], "batch has 20 keys; at most 10 are accepted per request");
+    assert_eq!(body["hint"], "Split the batch into smaller requests.", "the origin's words, as the edge's");
     // Within the origin's limit the same keys are all "seen".
     let answers = edge_batch(&http, &edge.base, &filter, &present[..10]).await;
     assert!(answers.iter().all(|(seen, _)| *seen));

@@ -14,6 +14,17 @@ pub enum BatchKeysError {
     Invalid(String),
 }
 
+impl BatchKeysError {
+    /// What a refusal of a batch with `got` keys over the limit of `max` says (413), in the
+    /// origin's answers and the edge's alike; [`Self::TOO_MANY_HINT`] says what to do.
+    pub fn too_many_detail(max: usize, got: usize) -> String {
+        format!("batch has {got} keys; at most {max} are accepted per request")
+    }
+
+    /// What to do about a batch over the limit.
+    pub const TOO_MANY_HINT: &'static str = "Split the batch into smaller requests.";
+}
+
 /// The keys of a batch body, at most `max_keys` of them.
 pub fn parse_batch_keys(body: &[u8], max_keys: usize) -> Result<Vec<String>, BatchKeysError> {
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -107,6 +118,7 @@ mod tests {
     #[test]
     fn keys_past_the_limit_are_counted_not_kept() {
         assert_eq!(parse_batch_keys(br#"{"keys":["a","b","c","d"]}"#, 2), Err(BatchKeysError::TooMany(4)));
+        assert_eq!(BatchKeysError::too_many_detail(2, 4), "batch has 4 keys; at most 2 are accepted per request");
     }
 
     #[test]
