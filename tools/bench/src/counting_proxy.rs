@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 /// What a request to the origin is for, by its path.
@@ -366,46 +366,44 @@ impl CountingProxy {
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
-                let (mut cr, mut cw) = client.into_split();
-                let (mut sr, mut sw) = server.into_split();
+                let (client_reads, client_writes) = client.into_split();
+                let (server_reads, server_writes) = server.into_split();
                 let queue = Queue::default();
                 let (c1, q1) = (c.clone(), queue.clone());
-                tokio::spawn(async move {
-                    let mut splitter = RequestSplitter::default();
-                    let mut buf = vec![0u8; 16 * 1024];
-                    loop {
-                        let n = match cr.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        // Queued before it is sent, so its response always finds it.
-                        splitter.feed(&buf[..n], &c1, &q1);
-                        if sw.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = sw.shutdown().await;
-                });
+                let mut requests = RequestSplitter::default();
+                // Queued before it is sent, so its response always finds it.
+                let requests = move |bytes: &[u8]| requests.feed(bytes, &c1, &q1);
+                tokio::spawn(pump(client_reads, server_writes, 16 * 1024, requests));
                 let c2 = c.clone();
-                tokio::spawn(async move {
-                    let mut splitter = ResponseSplitter::default();
-                    let mut buf = vec![0u8; 64 * 1024];
-                    loop {
-                        let n = match sr.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        splitter.feed(&buf[..n], &c2, &queue);
-                        if cw.write_all(&buf[..n]).await.is_err() {
-                            break;
-                        }
-                    }
-                    let _ = cw.shutdown().await;
-                });
+                let mut responses = ResponseSplitter::default();
+                let responses = move |bytes: &[u8]| responses.feed(bytes, &c2, &queue);
+                tokio::spawn(pump(server_reads, client_writes, 64 * 1024, responses));
             }
         });
         Ok(CountingProxy { addr, counts, task })
     }
+}
+
+/// Copies `from` to `to` until either side closes, showing each read to `look` before it is
+/// passed on.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    buffer_bytes: usize,
+    mut look: impl FnMut(&[u8]),
+) {
+    let mut buf = vec![0u8; buffer_bytes];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        look(&buf[..n]);
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 impl Drop for CountingProxy {

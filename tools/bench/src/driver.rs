@@ -7,6 +7,7 @@
 //! tail instead of hiding it (coordinated omission).
 
 use crate::pacer::{Pacer, Ticket};
+use crate::stats::{per_second, quantile_ms};
 use crate::workload::{KeyStream, Workload};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
@@ -174,11 +175,7 @@ impl DriveStats {
     /// Latency quantile `q` of each one-second window of the run holding at least
     /// [`MIN_WINDOW_ANSWERS`] answers, in ms, in order.
     pub fn window_quantiles_ms(&self, q: f64) -> Vec<f64> {
-        self.latency_by_second_us
-            .iter()
-            .filter(|h| h.len() >= MIN_WINDOW_ANSWERS)
-            .map(|h| h.value_at_quantile(q) as f64 / 1000.0)
-            .collect()
+        self.latency_by_second_us.iter().filter(|h| h.len() >= MIN_WINDOW_ANSWERS).map(|h| quantile_ms(h, q)).collect()
     }
 
     /// One lookup answered 200 (`seen`) or 404, `due` at its time since `start`.
@@ -207,16 +204,12 @@ impl DriveStats {
 
     /// Answered lookups per second.
     pub fn rate(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.lookups as f64 / self.seconds
-        } else {
-            0.0
-        }
+        per_second(self.lookups, self.seconds)
     }
 
     /// Latency quantile in ms.
     pub fn quantile_ms(&self, q: f64) -> f64 {
-        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+        quantile_ms(&self.latency_us, q)
     }
 }
 

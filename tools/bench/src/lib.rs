@@ -21,7 +21,7 @@
 //! - [`ab`]: servers measured in alternating rounds, CPU per lookup, medians (A/B binaries).
 //! - [`lease_costs`]: what read leases cost besides lookups: write latency, Redis calls at rest.
 //! - [`report`]: results, the targets as checks, Markdown tables, JSON.
-//! - [`check`]: a promise held to what was measured; [`stats`]: the median the reports share.
+//! - [`check`]: a promise held to what was measured; [`stats`]: the median, rates and latency quantiles the reports share.
 //! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
 //! - [`churn`]: the edge under lookups, writes and new generations, its memory sampled
 //!   (`edge-memory`).

@@ -12,6 +12,7 @@
 //! it is a wrong answer for certain.
 
 use crate::driver::{connect, latency_histogram, Errors, Sender, MAX_LATENCY_US};
+use crate::stats::{per_second, quantile_ms};
 use crate::workload::written_key;
 use bloomgate_tests::origin::TOKEN;
 use hdrhistogram::Histogram;
@@ -93,16 +94,12 @@ pub struct WriteStats {
 impl WriteStats {
     /// Acknowledged writes per second.
     pub fn rate(&self) -> f64 {
-        if self.seconds > 0.0 {
-            self.acked as f64 / self.seconds
-        } else {
-            0.0
-        }
+        per_second(self.acked, self.seconds)
     }
 
     /// Latency quantile, ms.
     pub fn quantile_ms(&self, q: f64) -> f64 {
-        self.latency_us.value_at_quantile(q) as f64 / 1000.0
+        quantile_ms(&self.latency_us, q)
     }
 }
 

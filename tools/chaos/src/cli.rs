@@ -26,19 +26,13 @@ use crate::run::{run, RunOptions};
 use crate::schedule::{self, Schedule};
 use crate::workload::WorkloadSettings;
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// History checker for bloomgate: faults on a schedule, every operation recorded and checked.
 #[derive(Parser)]
 #[command(version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
 enum Command {
     /// Start Redis, the origins and the edge, run the workload and the faults, check, report.
     Run(Box<RunArgs>),
@@ -176,9 +170,8 @@ struct RunArgs {
 
 /// Parses the command line and runs it.
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    let result = match cli.command {
+    let result = match Command::parse() {
         Command::Origin { config } => runtime.block_on(serve_origin(config)).map(|()| true),
         Command::Excuses => {
             print!("{}", crate::check::excuses::markdown());

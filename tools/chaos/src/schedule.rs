@@ -141,56 +141,34 @@ impl RedisKind {
 /// slowed through its proxy) give way to the cluster's own: a master killed while writes go
 /// on, its replica promoted.
 pub fn sequential_round(first: bool, redis: RedisKind, edge: bool) -> Vec<Step> {
-    let mut steps = Vec::new();
-    if first {
-        steps.push(Step::AutoResize);
-    }
+    let auto_resize = if first { vec![Step::AutoResize] } else { vec![] };
+    let builder_killed_settling = match redis {
+        RedisKind::Private => vec![Step::KillBuilder(Phase::Settling), Step::RedisRestartEmpty],
+        RedisKind::Cluster => vec![Step::RedisMasterKill, Step::KillBuilder(Phase::Settling), Step::FlushAll],
+    };
+    let segments_lost =
+        vec![Step::DelSegmentBits, Step::KillBuilder(Phase::Scanning), Step::FlushAll, Step::DelSegmentVer];
     let edge_behind = if edge { vec![Step::Pause(Duration::from_secs(3)), Step::EdgeBehindJournal] } else { vec![] };
-    match redis {
-        RedisKind::Private => {
-            steps.extend([
-                Step::Rebuild,
-                Step::Resize,
-                Step::KillBuilder(Phase::Settling),
-                Step::RedisRestartEmpty,
-                Step::DelSegmentBits,
-                Step::KillBuilder(Phase::Scanning),
-                Step::FlushAll,
-                Step::DelSegmentVer,
-            ]);
-            steps.extend(edge_behind);
-            steps.extend([
-                Step::Snapshot,
-                Step::Pause(Duration::from_secs(3)),
-                Step::KillBuilder(Phase::Uploading),
-                Step::Rollback,
-                Step::DelMeta,
-                Step::StaleDeletes,
-                Step::Pause(Duration::from_secs(2)),
-            ]);
-        }
-        RedisKind::Cluster => {
-            steps.extend([
-                Step::Rebuild,
-                Step::Resize,
-                Step::RedisMasterKill,
-                Step::KillBuilder(Phase::Settling),
-                Step::FlushAll,
-                Step::DelSegmentBits,
-                Step::KillBuilder(Phase::Scanning),
-                Step::FlushAll,
-                Step::DelSegmentVer,
-            ]);
-            steps.extend(edge_behind);
-            steps.extend([
-                Step::RedisMasterKill,
-                Step::DelMeta,
-                Step::StaleDeletes,
-                Step::Pause(Duration::from_secs(2)),
-            ]);
-        }
-    }
-    steps
+    let redis_back_in_time = match redis {
+        RedisKind::Private => vec![
+            Step::Snapshot,
+            Step::Pause(Duration::from_secs(3)),
+            Step::KillBuilder(Phase::Uploading),
+            Step::Rollback,
+        ],
+        RedisKind::Cluster => vec![Step::RedisMasterKill],
+    };
+    let closing = vec![Step::DelMeta, Step::StaleDeletes, Step::Pause(Duration::from_secs(2))];
+    [
+        auto_resize,
+        vec![Step::Rebuild, Step::Resize],
+        builder_killed_settling,
+        segments_lost,
+        edge_behind,
+        redis_back_in_time,
+        closing,
+    ]
+    .concat()
 }
 
 /// Which faults a run injects: the whole schedule, or one focused on a single failure, the

@@ -20,7 +20,7 @@ use bloomgate_bench::config::{BenchConfig, SweepConfig, WritesConfig};
 use bloomgate_bench::report::BenchReport;
 use bloomgate_bench::run::run_bench;
 use bloomgate_bench::servers::{serve_floor, Launch};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,12 +28,6 @@ use std::time::Duration;
 /// Load generator for bloomgate: what the filter saves, side by side.
 #[derive(Parser)]
 #[command(version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
 enum Command {
     /// Run every target and the sweep; print tables, write JSON and charts.
     Run(Box<RunArgs>),
@@ -203,8 +197,7 @@ struct RunArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
+    match Command::parse() {
         Command::Floor { listen } => {
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(async {
