@@ -89,23 +89,7 @@ async fn burst(max_in_flight: usize) -> Burst {
     HEAP.reset_peak_usage();
 
     let done = Arc::new(AtomicBool::new(false));
-    let lookers: Vec<_> = (0..4)
-        .map(|_| {
-            let (http, base, filter, done) = (origin.http.clone(), origin.base.clone(), filter.clone(), done.clone());
-            tokio::spawn(async move {
-                let (mut answered, mut other) = (0, Vec::new());
-                while !done.load(Ordering::SeqCst) || answered == 0 {
-                    let url = format!("{base}/v1/filters/{filter}/keys/{}", long_key(0));
-                    match http.get(url).send().await.map(|r| r.status().as_u16()) {
-                        Ok(200 | 404) => answered += 1,
-                        Ok(status) => other.push(status),
-                        Err(_) => other.push(0),
-                    }
-                }
-                (answered, other)
-            })
-        })
-        .collect();
+    let lookers = spawn_lookers(&origin, &filter, &done);
     let sends = batches.iter().zip(&clients).map(|((keys, body), http)| {
         let request = http.post(&url).bearer_auth(TOKEN).header("content-type", "application/json").body(body.clone());
         async move {
@@ -145,6 +129,34 @@ async fn burst(max_in_flight: usize) -> Burst {
         }
     }
     out
+}
+
+/// Four tasks doing single-key lookups beside the burst, until `done` is set and each has had
+/// at least one answer: they show that lookups are never refused while batch writes are. Each
+/// returns how many lookups were answered 200 or 404, and every other answer (0: none at all).
+fn spawn_lookers(
+    origin: &TestOrigin,
+    filter: &str,
+    done: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(usize, Vec<u16>)>> {
+    (0..4)
+        .map(|_| {
+            let (http, base, filter, done) =
+                (origin.http.clone(), origin.base.clone(), filter.to_owned(), done.clone());
+            tokio::spawn(async move {
+                let (mut answered, mut other) = (0, Vec::new());
+                while !done.load(Ordering::SeqCst) || answered == 0 {
+                    let url = format!("{base}/v1/filters/{filter}/keys/{}", long_key(0));
+                    match http.get(url).send().await.map(|r| r.status().as_u16()) {
+                        Ok(200 | 404) => answered += 1,
+                        Ok(status) => other.push(status),
+                        Err(_) => other.push(0),
+                    }
+                }
+                (answered, other)
+            })
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -241,8 +241,32 @@ async fn a_node_down_keeps_writes_and_lookups_at_quorum_and_its_restart_loses_no
     let victim = nodes[2].clone();
     let victim_pid = node_pid(&victim);
     let redis = RedisServer::start();
+    let origin = Arc::new(origin_on_the_ring_at_local_quorum(&nodes, &redis).await);
+    let filter = unique_filter("ring");
+    origin.create_filter(&filter, 100_000, 0.01).await;
+
+    let start = Instant::now();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let traffic = tokio::spawn(traffic(origin.clone(), filter.clone(), start, stop.clone()));
+    tokio::time::sleep(ALL_UP).await;
+    let killed = a_rebuild_scans_the_ring_with_a_node_killed(&origin, &filter, &victim, victim_pid, start).await;
+    let (restarting, back) = the_killed_node_restarts(start).await;
+    tokio::time::sleep(ALL_UP).await;
+    stop.notify_one();
+    let ops = traffic.await.unwrap();
+    let end = start.elapsed();
+    let timeline = Timeline { killed, restarting, back, end };
+
+    let (acked, lost, phantom) = read_back_once_the_ring_is_whole(&origin, &filter, &ops).await;
+    print_by_phase(&ops, &timeline, &acked, lost, phantom);
+    no_key_lost_and_quorum_kept_while_the_node_was_down(&ops, &timeline, lost, phantom);
+}
+
+/// An origin on all three nodes, at LOCAL_QUORUM in a keyspace of its own replicated to all
+/// three, with Redis on `redis`: two replicas of three make a quorum.
+async fn origin_on_the_ring_at_local_quorum(nodes: &[String], redis: &RedisServer) -> TestOrigin {
     let mut cfg = config(Some(redis.url()), &nodes[0]);
-    cfg.cassandra_nodes = nodes.clone();
+    cfg.cassandra_nodes = nodes.to_vec();
     cfg.cassandra_keyspace = format!("bg_ring_{:x}", rand::random::<u32>());
     cfg.cassandra_replication = "{'class': 'NetworkTopologyStrategy', 'datacenter1': 3}".into();
     cfg.cassandra_consistency = "local_quorum".into();
@@ -252,41 +276,71 @@ async fn a_node_down_keeps_writes_and_lookups_at_quorum_and_its_restart_loses_no
     cfg.redis_timeout_ms = 1000;
     cfg.redis_write_timeout_ms = 3000;
     cfg.request_timeout_ms = 12_000;
-    let origin = Arc::new(TestOrigin::start(cfg).await);
-    let filter = unique_filter("ring");
-    origin.create_filter(&filter, 100_000, 0.01).await;
+    TestOrigin::start(cfg).await
+}
 
-    let start = Instant::now();
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let traffic = tokio::spawn(traffic(origin.clone(), filter.clone(), start, stop.clone()));
-    tokio::time::sleep(ALL_UP).await;
-
+/// The victim node killed, and a rebuild's full scan of the ring, at LOCAL_QUORUM, succeeds
+/// without it. Returns when the node was killed (since `start`), once it has been down for
+/// [`DOWN`].
+async fn a_rebuild_scans_the_ring_with_a_node_killed(
+    origin: &TestOrigin,
+    filter: &str,
+    victim: &str,
+    victim_pid: u32,
+    start: Instant,
+) -> Duration {
     let killed = start.elapsed();
     let status = Command::new("kill").args(["-9", &victim_pid.to_string()]).status().unwrap();
     assert!(status.success(), "kill -9 {victim_pid} ({victim})");
     println!("{killed:.1?}: killed {victim} (pid {victim_pid})");
     tokio::time::sleep(REBUILD_AFTER).await;
     // The rebuild's full-table scan, at LOCAL_QUORUM, with one replica of every range down.
-    let rebuilt = origin.rebuild_now(&filter).await.expect("a rebuild while a node is down");
+    let rebuilt = origin.rebuild_now(filter).await.expect("a rebuild while a node is down");
     println!("{:.1?}: rebuilt with the node down: {} keys scanned", start.elapsed(), rebuilt.keys);
     tokio::time::sleep((killed + DOWN).saturating_sub(start.elapsed())).await;
+    killed
+}
 
+/// The killed node brought back, and the ring whole again. Returns when the restart began and
+/// when all three nodes were up (since `start`).
+async fn the_killed_node_restarts(start: Instant) -> (Duration, Duration) {
     let restarting = start.elapsed();
     tokio::task::spawn_blocking(restart_ring).await.unwrap();
     let back = start.elapsed();
     println!("{restarting:.1?}: restart began; {back:.1?}: all three nodes up again");
-    tokio::time::sleep(ALL_UP).await;
-    stop.notify_one();
-    let ops = traffic.await.unwrap();
-    let end = start.elapsed();
+    (restarting, back)
+}
 
+/// When, since the traffic began, the node was killed, its restart began, the ring was whole
+/// again, and the traffic stopped.
+#[derive(Clone, Copy)]
+struct Timeline {
+    killed: Duration,
+    restarting: Duration,
+    back: Duration,
+    end: Duration,
+}
+
+/// What the whole ring holds after the outage: returns the acknowledged keys, how many of
+/// them are not seen (lost), and how many of 1000 never-written keys are seen (phantoms).
+async fn read_back_once_the_ring_is_whole(
+    origin: &TestOrigin,
+    filter: &str,
+    ops: &[Op],
+) -> (Vec<String>, usize, usize) {
     // Every acknowledged key, read back once the ring is whole: nothing lost.
     let acked: Vec<String> =
         ops.iter().filter(|op| op.kind == Kind::Write && op.outcome == Outcome::Yes).map(|op| op.key.clone()).collect();
-    let lost = read_back(&origin, &filter, &acked).await.iter().filter(|seen| !**seen).count();
+    let lost = read_back(origin, filter, &acked).await.iter().filter(|seen| !**seen).count();
     let never_written = random_keys(1000);
-    let phantom = read_back(&origin, &filter, &never_written).await.iter().filter(|seen| **seen).count();
+    let phantom = read_back(origin, filter, &never_written).await.iter().filter(|seen| **seen).count();
+    (acked, lost, phantom)
+}
 
+/// The run, phase by phase (shares of writes and lookups that succeeded), the read-back, and
+/// the refusals by detail: what a reader needs to judge a failure, or a pass.
+fn print_by_phase(ops: &[Op], timeline: &Timeline, acked: &[String], lost: usize, phantom: usize) {
+    let Timeline { killed, restarting, back, end } = *timeline;
     let phases = [
         ("all up", Duration::ZERO..killed),
         ("node down, driver noticing", killed..killed + NOTICE),
@@ -296,7 +350,7 @@ async fn a_node_down_keeps_writes_and_lookups_at_quorum_and_its_restart_loses_no
     ];
     println!("phase: writes acknowledged, lookups of written keys seen, never-written keys not seen");
     for (name, window) in &phases {
-        let (w, l) = (share(&ops, Kind::Write, window.clone()), share(&ops, Kind::LookupWritten, window.clone()));
+        let (w, l) = (share(ops, Kind::Write, window.clone()), share(ops, Kind::LookupWritten, window.clone()));
         let n = ops.iter().filter(|op| op.kind == Kind::LookupNeverWritten && window.contains(&op.at));
         let unseen = n.clone().filter(|op| op.outcome == Outcome::No).count();
         println!(
@@ -317,13 +371,19 @@ async fn a_node_down_keeps_writes_and_lookups_at_quorum_and_its_restart_loses_no
         acked.len()
     );
     let mut refusals = std::collections::BTreeMap::<(Kind, &str), usize>::new();
-    for op in &ops {
+    for op in ops {
         if let Outcome::Refused(detail) = &op.outcome {
             *refusals.entry((op.kind, detail)).or_default() += 1;
         }
     }
     println!("refusals (503/429): {refusals:?}");
+}
 
+/// No lookup ever answered wrong (an acknowledged key "not seen", a never-written key
+/// "seen") nor outside the API, no acknowledged key was lost, and while the node was down
+/// (once noticed) writes and lookups kept succeeding at quorum.
+fn no_key_lost_and_quorum_kept_while_the_node_was_down(ops: &[Op], timeline: &Timeline, lost: usize, phantom: usize) {
+    let Timeline { killed, restarting, .. } = *timeline;
     let false_negatives: Vec<&Op> =
         ops.iter().filter(|op| op.kind == Kind::LookupWritten && op.outcome == Outcome::No).collect();
     assert!(false_negatives.is_empty(), "acknowledged keys answered \"not seen\": {false_negatives:?}");
@@ -334,7 +394,7 @@ async fn a_node_down_keeps_writes_and_lookups_at_quorum_and_its_restart_loses_no
     assert!(unexpected.is_empty(), "answers other than the API's: {unexpected:?}");
     assert_eq!((lost, phantom), (0, 0), "lost acknowledged keys, never-written keys seen at the end");
     for kind in [Kind::Write, Kind::LookupWritten] {
-        let down = share(&ops, kind, killed + NOTICE..restarting);
+        let down = share(ops, kind, killed + NOTICE..restarting);
         assert!(down.1 > 0, "no {kind:?} while the node was down");
         assert!(
             percent(down) >= 100.0 * MIN_SHARE_DOWN,

@@ -14,6 +14,7 @@
 //! or make corrupt large bodies.
 
 use bloomgate_tests::edge::{batch as edge_batch, edge_stack, isolate_report, EdgeStack, Wrangler};
+use bloomgate_tests::fault_proxy::ChaosProxy;
 use bloomgate_tests::origin::{config, TestOrigin, EDGE_SECRET, TOKEN};
 use bloomgate_tests::raw_http::{self, RawResponse};
 use bloomgate_tests::redis_server::RedisServer;
@@ -34,19 +35,36 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     let present = random_keys(10_000);
     origin.insert_all(&filter, &present).await;
 
-    // No false negatives across 10^4 present keys, through the edge.
-    let answers = edge_batch(&http, &edge.base, &filter, &present).await;
+    every_present_key_is_seen(&http, &edge, &filter, &present).await;
+    let absent = absent_keys_are_answered_at_the_edge(&http, &origin, &edge, &filter).await;
+    a_write_is_seen_within_s(&http, &origin, &edge, &filter).await;
+    bad_keys_are_refused_by_the_edge_alone(&http, &proxy, &edge, &filter, &present).await;
+    with_the_origin_cut_off_no_stays_no_for_s_and_nothing_else(&http, &proxy, &edge, &filter, &absent, &present).await;
+    a_damaged_segment_is_never_used(&http, &origin, &proxy, &edge).await;
+    a_cold_isolate_fetches_a_segment_once(&http, &origin, &edge).await;
+}
+
+/// No false negatives across 10^4 present keys, through the edge.
+async fn every_present_key_is_seen(http: &reqwest::Client, edge: &Wrangler, filter: &str, present: &[String]) {
+    let answers = edge_batch(http, &edge.base, filter, present).await;
     assert!(answers.iter().all(|(seen, _)| *seen), "the edge answered 'not seen' for an acknowledged key");
     for key in present.iter().take(100) {
         let r = http.get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
     }
+}
 
-    // 10^4 absent keys: answered at the edge; the origin sees about fp_rate of them.
+/// 10^4 absent keys: answered at the edge; the origin sees about fp_rate of them. Returns them.
+async fn absent_keys_are_answered_at_the_edge(
+    http: &reqwest::Client,
+    origin: &TestOrigin,
+    edge: &Wrangler,
+    filter: &str,
+) -> Vec<String> {
     let absent = random_keys(10_000);
     let before = origin.metric("bloomgate_lookups_total{answered_by=\"filter\"}").await
         + origin.metric("bloomgate_lookups_total{answered_by=\"database\"}").await;
-    let answers = edge_batch(&http, &edge.base, &filter, &absent).await;
+    let answers = edge_batch(http, &edge.base, filter, &absent).await;
     assert!(answers.iter().all(|(seen, _)| !*seen));
     let after = origin.metric("bloomgate_lookups_total{answered_by=\"filter\"}").await
         + origin.metric("bloomgate_lookups_total{answered_by=\"database\"}").await;
@@ -60,8 +78,11 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     {
         assert_eq!(single.json::<Value>().await.unwrap()["seen"], false);
     }
+    absent
+}
 
-    // Freshness: a key acknowledged by the origin is "seen" at the edge within S seconds.
+/// Freshness: a key acknowledged by the origin is "seen" at the edge within S seconds.
+async fn a_write_is_seen_within_s(http: &reqwest::Client, origin: &TestOrigin, edge: &Wrangler, filter: &str) {
     let fresh = random_keys(5);
     for key in &fresh {
         let r = http.get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base)).send().await.unwrap();
@@ -69,7 +90,7 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     }
     let mut worst = Duration::ZERO;
     for key in &fresh {
-        assert_eq!(origin.put(&filter, key).await.status(), StatusCode::CREATED);
+        assert_eq!(origin.put(filter, key).await.status(), StatusCode::CREATED);
         let acked = Instant::now();
         loop {
             let r = http.get(format!("{}/v1/filters/{filter}/keys/{key}", edge.base)).send().await.unwrap();
@@ -82,8 +103,16 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         worst = worst.max(acked.elapsed());
     }
     eprintln!("freshness: worst {worst:?} with S = {FRESHNESS_SECS} s");
+}
 
-    // Bad keys get the origin's 4xx from the edge alone: with the origin cut off they still do.
+/// Bad keys get the origin's 4xx from the edge alone: with the origin cut off they still do.
+async fn bad_keys_are_refused_by_the_edge_alone(
+    http: &reqwest::Client,
+    proxy: &ChaosProxy,
+    edge: &Wrangler,
+    filter: &str,
+    present: &[String],
+) {
     proxy.cut();
     let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, &present[0][..63])).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
@@ -92,10 +121,19 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
     let r = http.put(format!("{}/v1/filters/{filter}/keys/{}", edge.base, present[0])).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
 
-    // Origin unreachable: for up to S after its last manifest, absent keys whose segments the
-    // edge holds are still "no"; present keys are 503 with Retry-After, never "no". Past S the
-    // edge no longer trusts its copy (a writer may have reached the origin meanwhile): 503.
+/// Origin unreachable: for up to S after its last manifest, absent keys whose segments the
+/// edge holds are still "no"; present keys are 503 with Retry-After, never "no". Past S the
+/// edge no longer trusts its copy (a writer may have reached the origin meanwhile): 503.
+async fn with_the_origin_cut_off_no_stays_no_for_s_and_nothing_else(
+    http: &reqwest::Client,
+    proxy: &ChaosProxy,
+    edge: &Wrangler,
+    filter: &str,
+    absent: &[String],
+    present: &[String],
+) {
     proxy.heal();
     tokio::time::sleep(Duration::from_secs(u64::from(FRESHNESS_SECS))).await;
     let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, absent[1])).send().await.unwrap();
@@ -137,8 +175,15 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
     let r = http.get(format!("{}/v1/filters/{filter}/keys/{}", edge.base, absent[2])).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "past S without a manifest the edge must not answer 'no'");
     proxy.heal();
+}
 
-    // A segment damaged in transit is rejected, never used: lookups go to the origin.
+/// A segment damaged in transit is rejected, never used: lookups go to the origin.
+async fn a_damaged_segment_is_never_used(
+    http: &reqwest::Client,
+    origin: &TestOrigin,
+    proxy: &ChaosProxy,
+    edge: &Wrangler,
+) {
     let damaged = unique_filter("damaged");
     origin.create_filter(&damaged, 50_000, 0.01).await;
     let few = random_keys(100);
@@ -155,9 +200,11 @@ async fn the_edge_answers_no_itself_and_never_a_false_negative() {
         assert_eq!(r.status(), StatusCode::OK);
     }
     proxy.heal();
+}
 
-    // Lookups arriving together at a cold isolate share one segment fetch: a new filter (one
-    // segment, in no cache yet), 16 lookups at once.
+/// Lookups arriving together at a cold isolate share one segment fetch: a new filter (one
+/// segment, in no cache yet), 16 lookups at once.
+async fn a_cold_isolate_fetches_a_segment_once(http: &reqwest::Client, origin: &TestOrigin, edge: &Wrangler) {
     let cold = unique_filter("cold");
     origin.create_filter(&cold, 20_000, 0.01).await;
     origin.insert_all(&cold, &random_keys(100)).await;
@@ -322,6 +369,70 @@ async fn ask(base: &str, target: &str) -> Sides {
     Sides { get: get.status, seen, by, head: head.status }
 }
 
+/// Key segments exactly as they go on the wire. Among them, the ones edge and origin used
+/// to read differently: a sign in an escape, dot segments, non-UTF-8, a literal backslash.
+const ODD_KEY_PATHS: &[&str] = &[
+    "plain",
+    "%+1",
+    "%-1",
+    "%2e",
+    "%2E",
+    "%2E%2E",
+    "%2e%2E",
+    ".",
+    "..",
+    "...",
+    ".%2e",
+    "a%2eb",
+    "%2e%2e%2fetc",
+    "%252e",
+    "%zz",
+    "%4",
+    "a%",
+    "%%41",
+    "%00",
+    "a%00b",
+    "%ff",
+    "%e9",
+    "%C3",
+    "%C3%A9",
+    "%c3%a9",
+    "\u{e9}",
+    "e%CC%81",
+    "%F0%9F%98%80",
+    "%EF%BB%BF",
+    "a%2Fb",
+    "a%2fb",
+    "%25",
+    "%2541",
+    "+",
+    "%2B",
+    "%20x",
+    "a;b",
+    "%3B",
+    "%3F",
+    "a?x=1",
+    "a#b",
+    "%23",
+    "~",
+    "%7e",
+    "%7E",
+    "a%5Cb",
+    "a\\b",
+    "a|b",
+    "a\"b",
+    "%22",
+    "a%09b",
+    "a'b",
+    "(x)",
+    "*",
+    "@",
+    ":",
+    "a:b",
+    "%3A",
+    "$&=,!",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
     let EdgeStack { origin, edge, proxy: _proxy } = edge_stack(FRESHNESS_SECS, |_| {}).await;
@@ -336,80 +447,43 @@ async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
         .unwrap();
     assert!(r.status().is_success(), "create a bytes filter: {}", r.status());
 
-    // Key segments exactly as they go on the wire. Among them, the ones edge and origin used
-    // to read differently: a sign in an escape, dot segments, non-UTF-8, a literal backslash.
     let absent = format!("absent-{:016x}", rand::random::<u64>());
-    let mut table: Vec<String> = [
-        "plain",
-        "%+1",
-        "%-1",
-        "%2e",
-        "%2E",
-        "%2E%2E",
-        "%2e%2E",
-        ".",
-        "..",
-        "...",
-        ".%2e",
-        "a%2eb",
-        "%2e%2e%2fetc",
-        "%252e",
-        "%zz",
-        "%4",
-        "a%",
-        "%%41",
-        "%00",
-        "a%00b",
-        "%ff",
-        "%e9",
-        "%C3",
-        "%C3%A9",
-        "%c3%a9",
-        "\u{e9}",
-        "e%CC%81",
-        "%F0%9F%98%80",
-        "%EF%BB%BF",
-        "a%2Fb",
-        "a%2fb",
-        "%25",
-        "%2541",
-        "+",
-        "%2B",
-        "%20x",
-        "a;b",
-        "%3B",
-        "%3F",
-        "a?x=1",
-        "a#b",
-        "%23",
-        "~",
-        "%7e",
-        "%7E",
-        "a%5Cb",
-        "a\\b",
-        "a|b",
-        "a\"b",
-        "%22",
-        "a%09b",
-        "a'b",
-        "(x)",
-        "*",
-        "@",
-        ":",
-        "a:b",
-        "%3A",
-        "$&=,!",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut table: Vec<String> = ODD_KEY_PATHS.iter().map(|s| (*s).to_owned()).collect();
     table.push(absent.clone());
     table.extend(["k".repeat(1024), "k".repeat(1025), "%6B".repeat(1024), "%6b".repeat(1025)]);
+    let stored = store_every_meaning(&origin, &filter, &table, &absent).await;
+    let (rows, broken) = compare_sides(&origin, &edge, &filter, &table).await;
+    let table_text: String = rows.iter().map(|(.., row)| format!("  {row}\n")).collect();
+    eprintln!("odd key paths ({} keys stored):\n{table_text}", stored.len());
+    assert!(
+        broken.is_empty(),
+        "edge and origin disagree on {} paths:\n{}\nfull table:\n{table_text}",
+        broken.len(),
+        broken.join("\n")
+    );
 
-    // Store every key a writer may have meant by each path, one batch each (a batch with a key
-    // the API refuses stores nothing), before the edge's first manifest: all are covered.
+    // The table is not vacuous: stored keys are found, an absent one is ruled out at the edge.
+    let row = |raw: &str| rows.iter().find(|(r, ..)| r == raw).unwrap();
+    for raw in ["plain", "a%2Fb", "%C3%A9", "a%5Cb"] {
+        assert_eq!((row(raw).1.get, row(raw).2.get), (200, 200), "{raw}\n{table_text}");
+    }
+    let (_, o, e, _) = row(&absent);
+    assert_eq!((o.get, e.get, e.seen, e.by.as_str()), (404, 404, Some(false), "edge"), "\n{table_text}");
+    for raw in ["%+1", "%2e", "%ff", "%00", ".."] {
+        assert_eq!(row(raw).1.get, 400, "the origin refuses {raw}\n{table_text}");
+    }
+}
+
+/// Stores every key a writer may have meant by each path, one batch each (a batch with a key
+/// the API refuses stores nothing), before the edge's first manifest: all are covered.
+async fn store_every_meaning(
+    origin: &TestOrigin,
+    filter: &str,
+    table: &[String],
+    absent: &str,
+) -> std::collections::BTreeSet<String> {
     let mut stored = std::collections::BTreeSet::new();
-    for raw in table.iter().filter(|raw| **raw != absent) {
+    for raw in table.iter().filter(|raw| raw.as_str() != absent) {
         let Ok(key) = String::from_utf8(lenient_decode(raw)) else {
             continue; // not a JSON string: no writer can have stored it
         };
@@ -427,10 +501,20 @@ async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
             assert_eq!(r.status(), StatusCode::BAD_REQUEST, "storing {key:?}");
         }
     }
+    stored
+}
 
+/// Each path asked of the origin and of the edge (GET and HEAD): a row per path, and the rows
+/// where the two disagree in a way that matters.
+async fn compare_sides(
+    origin: &TestOrigin,
+    edge: &Wrangler,
+    filter: &str,
+    table: &[String],
+) -> (Vec<(String, Sides, Sides, String)>, Vec<String>) {
     let mut rows = Vec::new();
     let mut broken = Vec::new();
-    for raw in &table {
+    for raw in table {
         let target = format!("/v1/filters/{filter}/keys/{raw}");
         let (o, e) = (ask(&origin.base, &target).await, ask(&edge.base, &target).await);
         let edge_no = e.get == 404 && e.seen == Some(false);
@@ -464,25 +548,7 @@ async fn the_edge_and_the_origin_read_odd_key_paths_alike() {
         }
         rows.push((raw.clone(), o, e, row));
     }
-    let table_text: String = rows.iter().map(|(.., row)| format!("  {row}\n")).collect();
-    eprintln!("odd key paths ({} keys stored):\n{table_text}", stored.len());
-    assert!(
-        broken.is_empty(),
-        "edge and origin disagree on {} paths:\n{}\nfull table:\n{table_text}",
-        broken.len(),
-        broken.join("\n")
-    );
-
-    // The table is not vacuous: stored keys are found, an absent one is ruled out at the edge.
-    let row = |raw: &str| rows.iter().find(|(r, ..)| r == raw).unwrap();
-    for raw in ["plain", "a%2Fb", "%C3%A9", "a%5Cb"] {
-        assert_eq!((row(raw).1.get, row(raw).2.get), (200, 200), "{raw}\n{table_text}");
-    }
-    let (_, o, e, _) = row(&absent);
-    assert_eq!((o.get, e.get, e.seen, e.by.as_str()), (404, 404, Some(false), "edge"), "\n{table_text}");
-    for raw in ["%+1", "%2e", "%ff", "%00", ".."] {
-        assert_eq!(row(raw).1.get, 400, "the origin refuses {raw}\n{table_text}");
-    }
+    (rows, broken)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,44 @@ async fn an_old_segment_copy_plus_the_journal_holds_what_a_fresh_copy_holds() {
         "one entry per add call: 6 batches of 500 (the last 400), 100 single PUTs"
     );
 
+    let payloads = catch_up_through_the_journal(&origin, &filter, &m1, head1, &old).await;
+    for i in 0..count {
+        let fresh = segment(&origin, &filter, m1.generation, i).await;
+        let fresh = decode_segment(&fresh).unwrap();
+        assert_eq!(
+            payloads[i as usize].0,
+            fresh.payload(),
+            "segment {i}: old copy + journal differs from a fresh copy"
+        );
+        assert!(payloads[i as usize].1 >= head1.added);
+    }
+    // And so every key is "maybe" in the caught-up copies.
+    for key in before.iter().chain(&after) {
+        let normalized = bloomgate_filter::KeyFormat::SHA256_HEX.normalize(key.as_bytes()).unwrap();
+        let hash = hash_key(&normalized, m1.params.seed);
+        let at = m1.params.locate(&hash);
+        let view = bloomgate_filter::encode_segment(
+            &m1.params,
+            m1.generation,
+            at.segment,
+            0,
+            &payloads[at.segment as usize].0,
+        )
+        .unwrap();
+        assert_eq!(decode_segment(&view).unwrap().may_contain_hash(&hash), Ok(true), "key {key}");
+    }
+}
+
+/// The old segment copies caught up to `head1` through the journal: one request from the oldest
+/// copy's position, each chunk verified and applied to every copy. Returns each copy's payload
+/// and the position it is current to.
+async fn catch_up_through_the_journal(
+    origin: &TestOrigin,
+    filter: &str,
+    m1: &Manifest,
+    head1: JournalPosition,
+    old: &[Vec<u8>],
+) -> Vec<(Vec<u8>, u64)> {
     // One request from the oldest copy's position, follow-ups while the chunk stops short.
     let mut payloads: Vec<(Vec<u8>, u64)> = old
         .iter()
@@ -97,31 +135,7 @@ async fn an_old_segment_copy_plus_the_journal_holds_what_a_fresh_copy_holds() {
         chunks += 1;
     }
     assert_eq!(chunks, 1, "106 entries fit one chunk");
-    for i in 0..count {
-        let fresh = segment(&origin, &filter, m1.generation, i).await;
-        let fresh = decode_segment(&fresh).unwrap();
-        assert_eq!(
-            payloads[i as usize].0,
-            fresh.payload(),
-            "segment {i}: old copy + journal differs from a fresh copy"
-        );
-        assert!(payloads[i as usize].1 >= head1.added);
-    }
-    // And so every key is "maybe" in the caught-up copies.
-    for key in before.iter().chain(&after) {
-        let normalized = bloomgate_filter::KeyFormat::SHA256_HEX.normalize(key.as_bytes()).unwrap();
-        let hash = hash_key(&normalized, m1.params.seed);
-        let at = m1.params.locate(&hash);
-        let view = bloomgate_filter::encode_segment(
-            &m1.params,
-            m1.generation,
-            at.segment,
-            0,
-            &payloads[at.segment as usize].0,
-        )
-        .unwrap();
-        assert_eq!(decode_segment(&view).unwrap().may_contain_hash(&hash), Ok(true), "key {key}");
-    }
+    payloads
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,29 +93,7 @@ async fn an_operator_sees_requests_lookups_stores_and_the_filter_s_health() {
     assert!(content_type.starts_with("application/openmetrics-text"), "{content_type}");
     assert!(text.trim_end().ends_with("# EOF"), "an OpenMetrics exposition ends with # EOF");
 
-    let lookups = ["filter", "database"]
-        .iter()
-        .map(|by| sample(&text, &format!("bloomgate_lookups_total{{answered_by=\"{by}\"}}")).unwrap_or(0.0))
-        .sum::<f64>();
-    assert_eq!(lookups, 150.0, "50 single lookups and a batch of 100, each counted once:\n{text}");
-    let not_found = sample(
-        &text,
-        "bloomgate_http_requests_total{method=\"GET\",route=\"/v1/filters/{filter}/keys/{key}\",status=\"404\"}",
-    );
-    assert_eq!(not_found, Some(30.0), "the 30 absent single lookups, by route pattern and status");
-    let batches = sample(
-        &text,
-        "bloomgate_http_requests_total{method=\"POST\",route=\"/v1/filters/{filter}/lookups\",status=\"200\"}",
-    );
-    assert_eq!(batches, Some(1.0));
-    // Each lookup's filter read is timed once, under whichever answered: Redis or the local copy.
-    let filter_reads = ["redis", "local_copy"]
-        .iter()
-        .map(|store| sample(&text, &format!("bloomgate_store_seconds_count{{store=\"{store}\"}}")).unwrap_or(0.0))
-        .sum::<f64>();
-    assert!(filter_reads >= 150.0, "{filter_reads} filter reads timed for 150 lookups");
-    assert!(sample(&text, "bloomgate_store_seconds_count{store=\"database\"}").unwrap_or(0.0) >= 1.0);
-    assert!(sample(&text, "bloomgate_batch_lookup_seconds_count").unwrap_or(0.0) >= 1.0);
+    assert_every_lookup_counted_and_timed(&text);
     let fill = sample(&text, &fill_series).expect("the recovery check set the fill ratio");
     assert!(fill > 0.0 && fill < 0.5, "200 keys in a filter for 10,000: {fill}");
     let expected_fp = sample(&text, &format!("bloomgate_filter_expected_fp_rate{{filter=\"{filter}\"}}")).unwrap();
@@ -140,6 +118,35 @@ async fn an_operator_sees_requests_lookups_stores_and_the_filter_s_health() {
         let missing: Vec<&String> = used.iter().filter(|n| !exposed.contains(*n)).collect();
         assert!(missing.is_empty(), "{file} queries {missing:?}, which /metrics does not expose");
     }
+}
+
+/// What `text`, the exposition scraped after the lookups, must show of them: 150 lookups each
+/// counted once by who answered, the requests by route pattern and status, and the store reads
+/// they made timed.
+fn assert_every_lookup_counted_and_timed(text: &str) {
+    let lookups = ["filter", "database"]
+        .iter()
+        .map(|by| sample(text, &format!("bloomgate_lookups_total{{answered_by=\"{by}\"}}")).unwrap_or(0.0))
+        .sum::<f64>();
+    assert_eq!(lookups, 150.0, "50 single lookups and a batch of 100, each counted once:\n{text}");
+    let not_found = sample(
+        text,
+        "bloomgate_http_requests_total{method=\"GET\",route=\"/v1/filters/{filter}/keys/{key}\",status=\"404\"}",
+    );
+    assert_eq!(not_found, Some(30.0), "the 30 absent single lookups, by route pattern and status");
+    let batches = sample(
+        text,
+        "bloomgate_http_requests_total{method=\"POST\",route=\"/v1/filters/{filter}/lookups\",status=\"200\"}",
+    );
+    assert_eq!(batches, Some(1.0));
+    // Each lookup's filter read is timed once, under whichever answered: Redis or the local copy.
+    let filter_reads = ["redis", "local_copy"]
+        .iter()
+        .map(|store| sample(text, &format!("bloomgate_store_seconds_count{{store=\"{store}\"}}")).unwrap_or(0.0))
+        .sum::<f64>();
+    assert!(filter_reads >= 150.0, "{filter_reads} filter reads timed for 150 lookups");
+    assert!(sample(text, "bloomgate_store_seconds_count{store=\"database\"}").unwrap_or(0.0) >= 1.0);
+    assert!(sample(text, "bloomgate_batch_lookup_seconds_count").unwrap_or(0.0) >= 1.0);
 }
 
 #[test]

@@ -63,30 +63,7 @@ async fn writes_during_a_rebuild_are_never_lost() {
     // Writers run before, during and after the build; every acknowledged key is recorded.
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers: Vec<_> = (0..2)
-        .map(|_| {
-            let (origin, filter, acked, stop) = (origin.clone(), filter.clone(), acked.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_millis(100));
-                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                    tick.tick().await;
-                    let batch = random_keys((WRITER_KEYS_PER_SEC / 10) as usize);
-                    let r = origin
-                        .http
-                        .post(format!("{}/v1/filters/{filter}/keys", origin.base))
-                        .bearer_auth(bloomgate_tests::origin::TOKEN)
-                        .json(&serde_json::json!({ "keys": batch }))
-                        .send()
-                        .await
-                        .unwrap();
-                    // Only acknowledged keys count; a refused batch is what a client retries.
-                    if r.status() == StatusCode::OK {
-                        acked.lock().unwrap().extend(batch);
-                    }
-                }
-            })
-        })
-        .collect();
+    let writers = spawn_writers(&origin, &filter, &acked, &stop);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let started = Instant::now();
     let rebuilding = tokio::spawn(origin.rebuild_now(&filter));
@@ -135,6 +112,40 @@ async fn writes_during_a_rebuild_are_never_lost() {
     // And the new generation answers "no" for strangers.
     let absent = origin.lookup_all(&filter, &random_keys(2000)).await;
     assert!(absent.iter().filter(|(_, by)| by == "filter").count() >= 1900);
+}
+
+/// Two writers sending a batch every 100 ms until `stop` is set, each recording in `acked` the
+/// keys of every batch the origin acknowledged (a refused batch is what a client retries).
+fn spawn_writers(
+    origin: &Arc<TestOrigin>,
+    filter: &str,
+    acked: &Arc<Mutex<Vec<String>>>,
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..2)
+        .map(|_| {
+            let (origin, filter, acked, stop) = (origin.clone(), filter.to_owned(), acked.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(100));
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    tick.tick().await;
+                    let batch = random_keys((WRITER_KEYS_PER_SEC / 10) as usize);
+                    let r = origin
+                        .http
+                        .post(format!("{}/v1/filters/{filter}/keys", origin.base))
+                        .bearer_auth(bloomgate_tests::origin::TOKEN)
+                        .json(&serde_json::json!({ "keys": batch }))
+                        .send()
+                        .await
+                        .unwrap();
+                    // Only acknowledged keys count; a refused batch is what a client retries.
+                    if r.status() == StatusCode::OK {
+                        acked.lock().unwrap().extend(batch);
+                    }
+                }
+            })
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -173,6 +173,40 @@ async fn write_paced(origin: &TestOrigin, filter: &str, keys: &[String]) -> Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowledged_key() {
+    let (a, b, waiting) = origins_with_the_replica_wait_off_and_on().await;
+    let filter = unique_filter("failover");
+    create(&a, &filter).await;
+    let before = random_keys(1_000);
+    a.insert_all(&filter, &before).await;
+    let generation = a.stats(&filter).await["generation"].as_u64();
+
+    let nodes = tokio::task::spawn_blocking(redis_cluster::list).await.unwrap().unwrap();
+    let (master, heir) = journal_master_and_heir(&nodes, &filter).await;
+    let heir_pid = nodes.iter().find(|n| n.port == heir).and_then(|n| n.pid).expect("the replica runs");
+
+    no_write_is_acknowledged_that_the_replica_never_confirmed(&waiting, &filter, heir_pid).await;
+    let behind = writes_acknowledged_while_the_replica_is_behind(&a, &filter, &master, heir_pid).await;
+    let failover = kill_the_master(&a, &b, &master, heir, heir_pid).await;
+    let (all, rounds) = every_acknowledged_key_is_seen_until_the_rebuild(
+        &a,
+        &b,
+        &filter,
+        &before,
+        &behind.acked,
+        generation,
+        failover.killed_at,
+    )
+    .await;
+    the_promoted_replica_lacked_acknowledged_adds(&a, &b, &filter, &all, behind, failover, rounds).await;
+    writes_resume_and_the_rebuilt_filter_holds_every_key(&a, &b, &filter, &all).await;
+
+    // The killed master comes back as a replica; the cluster is whole for the next test.
+    tokio::task::spawn_blocking(redis_cluster::restart_dead_nodes).await.unwrap().unwrap();
+}
+
+/// Two origins (`a`, `b`) that acknowledge an add without waiting for a replica, and one
+/// (`waiting`) that waits for one, all on the failover test's keyspace.
+async fn origins_with_the_replica_wait_off_and_on() -> (TestOrigin, TestOrigin, TestOrigin) {
     // The replica wait off: the run_id guard alone must hold (the wait is checked on its own,
     // through `waiting`).
     let tune = |c: &mut bloomgate_origin::config::Config| {
@@ -187,24 +221,37 @@ async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowled
         c.redis_min_replicas_acked = 1;
     })
     .await;
-    let filter = unique_filter("failover");
-    create(&a, &filter).await;
-    let before = random_keys(1_000);
-    a.insert_all(&filter, &before).await;
-    let generation = a.stats(&filter).await["generation"].as_u64();
+    (a, b, waiting)
+}
 
-    let nodes = tokio::task::spawn_blocking(redis_cluster::list).await.unwrap().unwrap();
-    let (master, heir) = journal_master_and_heir(&nodes, &filter).await;
-    let heir_pid = nodes.iter().find(|n| n.port == heir).and_then(|n| n.pid).expect("the replica runs");
-
+/// With the replica wait on, an origin acknowledges no add its master's replica has not
+/// confirmed: the wait, checked apart from the run_id guard.
+async fn no_write_is_acknowledged_that_the_replica_never_confirmed(waiting: &TestOrigin, filter: &str, heir_pid: u32) {
     // The replica of the master every add writes to (the journal's) stops confirming (stopped,
     // its link still up): with the wait on, no write is acknowledged.
     signal(heir_pid, "STOP");
-    let unconfirmed = write_paced(&waiting, &filter, &random_keys(2)).await;
+    let unconfirmed = write_paced(waiting, filter, &random_keys(2)).await;
     signal(heir_pid, "CONT");
     assert_eq!(unconfirmed, Vec::<String>::new(), "writes acknowledged that a master's replica never confirmed");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
 
+/// The adds the master acknowledged after its replica was cut off, and where the master's
+/// replication stream stood at the cut and after those adds.
+struct Behind {
+    offset_at_cut: i64,
+    acked: Vec<String>,
+    offset_at_kill: i64,
+}
+
+/// Adds acknowledged (without the replica wait) that the master's replica never receives: the
+/// bits the failover will lose. The replica is left stopped, for the kill.
+async fn writes_acknowledged_while_the_replica_is_behind(
+    a: &TestOrigin,
+    filter: &str,
+    master: &RedisNode,
+    heir_pid: u32,
+) -> Behind {
     // The replica cut off (stopped, and its link closed by the master, so it cannot catch
     // up), writes acknowledged without the wait, then the master killed: the replica that
     // takes over lacks them. The run_id guard alone must keep every one of them "seen".
@@ -213,10 +260,25 @@ async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowled
     let cut: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query_async(&mut m).await.unwrap();
     assert_eq!(cut, 1, "the master's link to its replica");
     let offset_at_cut = replication_offset(master.port, "master_repl_offset").await;
-    let acked = write_paced(&a, &filter, &random_keys(30)).await;
+    let acked = write_paced(a, filter, &random_keys(30)).await;
     assert!(acked.len() >= 28, "only {} of 30 writes acknowledged", acked.len());
     let offset_at_kill = replication_offset(master.port, "master_repl_offset").await;
-    let distrust_before = fallthroughs([&a, &b]).await;
+    Behind { offset_at_cut, acked, offset_at_kill }
+}
+
+/// The failover under way: the replica taking over, when its master was killed, the lookups
+/// that had fallen through before, and the wait for the replica's promotion.
+struct Failover {
+    heir: u16,
+    distrust_before: Vec<(&'static str, f64)>,
+    killed_at: Instant,
+    promotion: tokio::task::JoinHandle<Option<Duration>>,
+}
+
+/// The master killed and its replica, behind, let go on: the replica is promoted (watched in
+/// the background, for up to 30 s) with the master's last writes missing.
+async fn kill_the_master(a: &TestOrigin, b: &TestOrigin, master: &RedisNode, heir: u16, heir_pid: u32) -> Failover {
+    let distrust_before = fallthroughs([a, b]).await;
     let killed_at = Instant::now();
     signal(master.pid.unwrap(), "KILL");
     signal(heir_pid, "CONT");
@@ -232,17 +294,31 @@ async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowled
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+    Failover { heir, distrust_before, killed_at, promotion }
+}
 
+/// No lookup answers an acknowledged key "not seen" at any moment of the failover, from the
+/// kill until both origins have rebuilt on the new masters. Returns every acknowledged key
+/// and how many rounds of lookups were asked.
+async fn every_acknowledged_key_is_seen_until_the_rebuild(
+    a: &TestOrigin,
+    b: &TestOrigin,
+    filter: &str,
+    before: &[String],
+    acked: &[String],
+    generation: Option<u64>,
+    killed_at: Instant,
+) -> (Vec<String>, usize) {
     // From the kill until the origins have rebuilt on the new masters, round after round: the
     // adds the promoted replica lacks, with some older keys, through both origins; now and
     // then every acknowledged key. All must be seen, whatever the promoted replica holds.
-    let all: Vec<String> = before.iter().chain(&acked).cloned().collect();
+    let all: Vec<String> = before.iter().chain(acked).cloned().collect();
     let sample: Vec<String> = acked.iter().chain(before.iter().take(100)).cloned().collect();
     let mut rounds = 0;
     loop {
         let keys = if rounds % 20 == 0 { &all } else { &sample };
-        for origin in [&a, &b] {
-            let answers = origin.lookup_all(&filter, keys).await;
+        for origin in [a, b] {
+            let answers = origin.lookup_all(filter, keys).await;
             assert_eq!(not_seen(&answers, keys), Vec::<String>::new(), "acknowledged keys answered not seen");
         }
         rounds += 1;
@@ -259,6 +335,22 @@ async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowled
         }
         assert!(killed_at.elapsed() < Duration::from_secs(90), "no rebuild on the new masters within 90 s: {stats}");
     }
+    (all, rounds)
+}
+
+/// The failover did lose acknowledged adds (else the test would prove nothing), every
+/// acknowledged key is seen after the rebuild, and lookups noticed the loss by falling through.
+async fn the_promoted_replica_lacked_acknowledged_adds(
+    a: &TestOrigin,
+    b: &TestOrigin,
+    filter: &str,
+    all: &[String],
+    behind: Behind,
+    failover: Failover,
+    rounds: usize,
+) {
+    let Behind { offset_at_cut, acked, offset_at_kill } = behind;
+    let Failover { heir, distrust_before, killed_at, promotion } = failover;
     let promoted_after = promotion.await.unwrap().unwrap_or_else(|| panic!("replica {heir} not promoted in 30 s"));
     // Where the promoted replica's history left the master's: everything after it is lost.
     let kept = replication_offset(heir, "second_repl_offset").await - 1;
@@ -266,13 +358,13 @@ async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowled
         kept < offset_at_kill && kept <= offset_at_cut,
         "the promoted replica has the master's writes up to {kept}, the master had {offset_at_kill} (cut at {offset_at_cut}): nothing was lost, the test would prove nothing"
     );
-    for origin in [&a, &b] {
-        assert_eq!(not_seen(&origin.lookup_all(&filter, &all).await, &all), Vec::<String>::new(), "after the rebuild");
+    for origin in [a, b] {
+        assert_eq!(not_seen(&origin.lookup_all(filter, all).await, all), Vec::<String>::new(), "after the rebuild");
     }
     // Which way a lookup learned not to trust the old generation depends on timing (the dead
     // master not answering, the promoted replica refusing, the masters read again); that
     // lookups did fall through, and none answered "not seen", is what counts.
-    let mut distrust = fallthroughs([&a, &b]).await;
+    let mut distrust = fallthroughs([a, b]).await;
     for (now, (_, before)) in distrust.iter_mut().zip(&distrust_before) {
         now.1 -= before;
     }
@@ -287,35 +379,42 @@ async fn a_master_killed_while_its_replica_is_behind_loses_bits_but_no_acknowled
         promoted_after.as_millis(),
         killed_at.elapsed().as_millis()
     );
+}
 
+/// After the failover, writes are acknowledged again through either origin within
+/// [`WRITES_RESUME_WITHIN`] and seen through the other, and the rebuilt filter holds every key
+/// and answers absent keys itself again.
+async fn writes_resume_and_the_rebuilt_filter_holds_every_key(
+    a: &TestOrigin,
+    b: &TestOrigin,
+    filter: &str,
+    all: &[String],
+) {
     // Writes go on, through either origin, and are seen through the other. A client retries a
     // 503 (it says Retry-After): an origin that has not yet re-read the masters since the
     // rebuild may refuse for up to its topology refresh; a fresh-clone run once saw 49 of 50
     // refused within the second after the rebuild. Refusals for longer fail the test.
     let after = random_keys(50);
     let resumed = Instant::now();
-    let never = write_retrying(&b, &filter, &after, WRITES_RESUME_WITHIN).await;
+    let never = write_retrying(b, filter, &after, WRITES_RESUME_WITHIN).await;
     assert_eq!(
         never,
         Vec::<String>::new(),
         "writes after the failover not acknowledged within {WRITES_RESUME_WITHIN:?}"
     );
     eprintln!("50 writes after the rebuild acknowledged in {} ms", resumed.elapsed().as_millis());
-    let answers = a.lookup_all(&filter, &after).await;
+    let answers = a.lookup_all(filter, &after).await;
     assert_eq!(not_seen(&answers, &after), Vec::<String>::new());
     // Past the metadata cache, the rebuilt filter answers again, and holds every key.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let all_after: Vec<String> = all.iter().chain(&after).cloned().collect();
-    assert_eq!(not_seen(&a.lookup_all(&filter, &all_after).await, &all_after), Vec::<String>::new());
+    assert_eq!(not_seen(&a.lookup_all(filter, &all_after).await, &all_after), Vec::<String>::new());
     let absent = random_keys(500);
-    let (settled, answers) = (fallthroughs([&a, &b]).await, a.lookup_all(&filter, &absent).await);
+    let (settled, answers) = (fallthroughs([a, b]).await, a.lookup_all(filter, &absent).await);
     let by_filter = answers.iter().filter(|(_, by)| by == "filter").count();
-    let now = fallthroughs([&a, &b]).await;
+    let now = fallthroughs([a, b]).await;
     assert!(
         by_filter > 450,
         "the rebuilt filter answered {by_filter} of 500; fell through: {now:?}, before: {settled:?}"
     );
-
-    // The killed master comes back as a replica; the cluster is whole for the next test.
-    tokio::task::spawn_blocking(redis_cluster::restart_dead_nodes).await.unwrap().unwrap();
 }

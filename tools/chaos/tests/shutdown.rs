@@ -53,26 +53,7 @@ async fn sigterm_answers_every_admitted_request_and_accepts_no_more() {
     // Writes that wait for the paused Cassandra, each on a connection of its own.
     let paused = Paused::pause(cassandra);
     let keys = random_keys(IN_FLIGHT);
-    let writes: Vec<_> = keys
-        .iter()
-        .map(|key| {
-            let url = format!("{}/v1/filters/{filter}/keys/{key}", origin.base);
-            tokio::spawn(async move {
-                let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
-                http.put(url).bearer_auth(TOKEN).send().await.map(|r| r.status().as_u16()).map_err(|e| e.to_string())
-            })
-        })
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = http.get(format!("{}/metrics", origin.base)).send().await.unwrap().text().await.unwrap();
-        // The scrape itself is in flight too.
-        if metric(&text, "bloomgate_http_in_flight", &[]).unwrap_or(0.0) >= (IN_FLIGHT + 1) as f64 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the writes were not all in flight within 10 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let writes = writes_all_in_flight(&origin, &http, &filter, &keys).await;
 
     assert!(signal(pid, "TERM"), "SIGTERM sent to the origin");
     // It stops accepting at once (the listener is closed), while the writes still wait.
@@ -110,4 +91,35 @@ async fn sigterm_answers_every_admitted_request_and_accepts_no_more() {
     }
     println!("{} of {IN_FLIGHT} writes in flight at SIGTERM acknowledged, the rest 503", acknowledged.len());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A PUT of each key, each on a connection of its own, returned once the origin's own gauge
+/// shows them all in flight: the signal must come while every one of them is admitted.
+async fn writes_all_in_flight(
+    origin: &Origin,
+    http: &reqwest::Client,
+    filter: &str,
+    keys: &[String],
+) -> Vec<tokio::task::JoinHandle<Result<u16, String>>> {
+    let writes: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let url = format!("{}/v1/filters/{filter}/keys/{key}", origin.base);
+            tokio::spawn(async move {
+                let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+                http.put(url).bearer_auth(TOKEN).send().await.map(|r| r.status().as_u16()).map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = http.get(format!("{}/metrics", origin.base)).send().await.unwrap().text().await.unwrap();
+        // The scrape itself is in flight too.
+        if metric(&text, "bloomgate_http_in_flight", &[]).unwrap_or(0.0) >= (IN_FLIGHT + 1) as f64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the writes were not all in flight within 10 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    writes
 }
