@@ -135,17 +135,18 @@ impl Database for RedbDatabase {
         // redb is read on a blocking thread and handed over in chunks, so a rebuild never
         // stalls the runtime that answers lookups.
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Vec<u8>>>(4);
-        let (db, filter_name) = (self.db.clone(), filter.to_owned());
-        let reader = tokio::task::spawn_blocking(move || {
-            scan_chunks(&db, &filter_name, |chunk| tx.blocking_send(chunk).is_ok())
-        });
-        let mut n = 0u64;
-        while let Some(chunk) = rx.recv().await {
-            chunk.iter().for_each(|k| sink(k));
-            n += chunk.len() as u64;
-        }
-        reader.await.map_err(DatabaseError::other)?.map_err(DatabaseError::other)?;
-        Ok(n)
+        let filter_name = filter.to_owned();
+        let reading = self.blocking(move |db| scan_chunks(db, &filter_name, |chunk| tx.blocking_send(chunk).is_ok()));
+        let handing_over = async {
+            let mut n = 0u64;
+            while let Some(chunk) = rx.recv().await {
+                chunk.iter().for_each(|k| sink(k));
+                n += chunk.len() as u64;
+            }
+            n
+        };
+        let (read, n) = tokio::join!(reading, handing_over);
+        read.map(|()| n)
     }
 
     async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
