@@ -136,9 +136,7 @@ impl MemoryFilterStore {
     /// Appends the hashes of one add to its generation's journal, after its bits: see
     /// `WriteStore::add`.
     fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
+        self.of_this_process(meta)?;
         let key = (filter.to_owned(), meta.generation);
         if read(&self.retired).contains(&key) {
             // Retired: a harmless no-op, as the add before it was.
@@ -172,11 +170,19 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 }
 
 impl MemoryFilterStore {
+    /// `Incarnation` if `meta` is a generation another process made: this store's generations
+    /// live in this process's memory only, so no other process's can be here.
+    fn of_this_process(&self, meta: FilterMeta) -> StoreResult<()> {
+        if meta.incarnation == self.incarnation {
+            Ok(())
+        } else {
+            Err(FilterUnavailable::Incarnation)
+        }
+    }
+
     /// The live generation `meta` names; `Incarnation` if it belongs to another process.
     fn generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<Arc<LocalFilter>> {
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
+        self.of_this_process(meta)?;
         read(&self.generations)
             .get(&(filter.to_owned(), meta.generation))
             .cloned()
@@ -250,9 +256,7 @@ impl CopySource for MemoryFilterStore {
     }
 
     async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition> {
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
+        self.of_this_process(meta)?;
         let journals = read(&self.journals);
         let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
         head.ok_or(FilterUnavailable::SegmentMissing(0))
@@ -273,9 +277,7 @@ impl EdgeFeedStore for MemoryFilterStore {
         #[cfg(test)]
         let _open = self.journal_read_gate.read().await;
         let JournalPage { after, max_entries } = page;
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
+        self.of_this_process(meta)?;
         let journals = read(&self.journals);
         let Some(journal) = journals.get(&(filter.to_owned(), meta.generation)) else {
             return Err(FilterUnavailable::SegmentMissing(0));
@@ -341,9 +343,7 @@ impl StatsStore for MemoryFilterStore {
 #[async_trait]
 impl LifecycleStore for MemoryFilterStore {
     async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
-        if meta.incarnation != self.incarnation {
-            return Err(FilterUnavailable::Incarnation);
-        }
+        self.of_this_process(meta)?;
         let key = (filter.to_owned(), meta.generation);
         if read(&self.generations).contains_key(&key) {
             return Ok(());
