@@ -21,9 +21,9 @@ pub(super) struct FilterLabels {
 /// Per-filter counters, the source of the observed false-positive ratio in stats. The counters
 /// are the exported ones (clones share the value).
 pub struct FilterCounters {
-    /// LookupMetrics the filter answered "no".
+    /// Lookups the filter answered "no".
     pub filter_negatives: Counter,
-    /// LookupMetrics the filter answered "maybe".
+    /// Lookups the filter answered "maybe".
     pub filter_maybes: Counter,
     /// "Maybe" answers the database then answered "absent".
     pub false_positives: Counter,

@@ -1,4 +1,4 @@
-//! LookupMetrics: who answered (the offload share is `lookups_total{answered_by="filter"}` over
+//! Lookups: who answered (the offload share is `lookups_total{answered_by="filter"}` over
 //! all), why the filter could not answer, the database reads they cost, and their latency and
 //! the stores'.
 
@@ -85,7 +85,7 @@ pub struct LookupMetrics {
     fallthroughs: Family<ReasonLabels, Counter>,
     /// Database reads made for lookups.
     pub database_reads: Counter,
-    /// LookupMetrics that failed because the database failed.
+    /// Lookups that failed because the database failed.
     pub database_errors: Counter,
     single_latency: Histogram,
     batch_latency: Histogram,

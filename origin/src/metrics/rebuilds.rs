@@ -1,4 +1,4 @@
-//! RebuildMetrics, per filter: whether one runs anywhere, its phase, keys read and keys expected
+//! Rebuilds, per filter: whether one runs anywhere, its phase, keys read and keys expected
 //! (set by every recovery check from the progress the builder publishes).
 
 use super::filters::FilterLabels;

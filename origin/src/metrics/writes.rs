@@ -1,4 +1,4 @@
-//! WriteMetrics: keys acknowledged, writes refused at the filter or failed at the database, and
+//! Writes: keys acknowledged, writes refused at the filter or failed at the database, and
 //! writes held until a rebuild named a generation that could take them.
 
 use super::{row, Row};
