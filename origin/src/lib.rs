@@ -32,8 +32,8 @@
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
-//!   `requests`, `filters`, `rebuilds`, `copies`, `leases`), each with its registration table,
-//!   and the process's own `process_*` metrics (`process`).
+//!   `requests`, `filters`, `rebuilds`, `copies`, `leases`, `admission`), each with its
+//!   registration table, and the process's own `process_*` metrics (`process`).
 //! - [`status_history`]: the samples the status page plots.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.

@@ -17,13 +17,15 @@
 //! - [`api`]: the bodies: what a request sends, what each answer holds, the problem body of
 //!   every error. The origin serializes these very types and serves their OpenAPI description
 //!   at `/openapi.json`; the edge writes its own "not seen" as a [`api::KeyAnswer`], and what an
-//!   isolate holds and did as an [`api::IsolateReport`].
+//!   isolate holds and did as an [`api::IsolateReport`]. One file a resource: `filters`
+//!   (create, list, rebuild, drop), `answers` (lookups and writes), `batch_keys` (a batch's
+//!   body, read with a bound on its keys), `stats`, `problem` (the error body) and `isolate`.
 //! - [`paths`]: every endpoint's route pattern (as the origin's router spells it) and the
 //!   builders that fill one in; the matcher the edge routes with.
 //! - [`headers`]: the `x-bloomgate-*` header names and how `Retry-After` is written.
 //! - [`media`]: the content types.
 //! - [`caching`]: the `Cache-Control` of lookup answers and of the edge's feed, with why.
-//! - `Client` and `Error` (feature `http`): one method per API call.
+//! - `Client` and `Error` (feature `http`, `client.rs`): one method per API call.
 //!
 //! Without the `http` feature the crate needs neither reqwest nor tokio: the edge depends on
 //! it with `default-features = false` and compiles it to wasm32.

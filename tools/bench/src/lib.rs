@@ -17,16 +17,19 @@
 //! - [`run`]: one run as configured: the side-by-side targets, the sweep, the writes A/B.
 //! - [`side_by_side`]: floor, baseline, filtered origin and edge, measured alike, and checks.
 //! - [`sweep`]: Cassandra reads per lookup over miss share × fp_rate, against theory.
-//! - [`writes_ab`]: edge freshness and bytes per write, the insert journal on and off.
+//! - [`writes_ab`]: edge freshness and bytes per write, the insert journal on and off: one side
+//!   in one round (`side`), what the isolate said of itself (`isolate`), the figures and checks
+//!   (`results`).
 //! - [`ab`]: servers measured in alternating rounds, CPU per lookup, medians (A/B binaries).
 //! - [`lease_costs`]: what read leases cost besides lookups: write latency, Redis calls at rest.
 //! - [`report`]: results, the targets as checks, Markdown tables, JSON.
 //! - [`check`]: a promise held to what was measured; [`stats`]: the median, rates and latency quantiles the reports share.
 //! - [`chart`]: PNG charts of a run; [`chart_writes`]: the writes A/B's, from a results.json.
 //! - [`churn`]: the edge under lookups, writes and new generations, its memory sampled
-//!   (`edge-memory`).
+//!   (`edge-memory`): the checked traffic (`traffic`), the memory chart (`chart`).
 //! - [`burst`]: an origin in a memory-limited cgroup under a burst of batch writes, and the
-//!   autoscaling signal it gives, as a promtool rule test (`origin-burst`).
+//!   autoscaling signal it gives, as a promtool rule test (`origin-burst`): the cgroup
+//!   (`cgroup`), the load (`load`), the signal (`series`), the report and its checks (`summary`).
 
 #![forbid(unsafe_code)]
 

@@ -6,11 +6,17 @@
 //!
 //! # Layout
 //! - [`keys`]: the run's keys, as (class, number) ids spelled as 64 hex digits from a seed.
-//! - [`history`]: operations, faults and end-of-run evidence, and the recorder.
-//! - [`check`]: the checker: pure functions over a history, one rule each, unit-tested.
-//! - [`workload`]: writers and readers at bounded rates.
+//! - [`history`]: operations (`op`), faults (`fault`) and end-of-run evidence, and the recorder
+//!   (`recorder`).
+//! - [`check`]: the checker: pure functions over a history, one rule each (`rules`), unit-tested;
+//!   the excuse table (`excuses`) and the fault windows it is asked about (`windows`), the evidence
+//!   a run must show (`floors`), availability beside safety (`availability`).
+//! - [`workload`]: writers and readers at bounded rates: the paced streams (`streams`), what an
+//!   answer means (`answers`), when to give up on the edge (`edge_watch`).
 //! - [`schedule`]: which faults, in which order, as data.
-//! - [`faults`]: the injectors and the tracks that run them.
+//! - [`faults`]: the injectors and the tracks that run them: the sequential steps (`steps`), the
+//!   `kill -9`s (`kills`), the edge left behind (`edge_behind`), what they read of the filter
+//!   (`filter_state`).
 //! - [`stalls`]: observed fault windows: stalls of Cassandra or Redis nobody injected.
 //! - [`memory`]: RSS samples of the origins and the edge's `workerd`.
 //! - [`origin_metrics`]: the origins' `/metrics`, read over the run (local copies, journal resets).
@@ -21,7 +27,7 @@
 //! - [`setup`]: the run's filter, created and settled before the workload starts.
 //! - [`run`]: one run from start to report.
 //! - [`cli`]: the command line (`bloomgate-chaos`, and `bloomgate-chaos-planted` for the negative controls).
-//! - [`report`]: JSON and the Markdown summary.
+//! - [`report`]: JSON and the Markdown summary (`markdown`), errors and times spelled (`text`).
 
 #![forbid(unsafe_code)]
 
