@@ -15,7 +15,9 @@
 //!   they are timed on (`boot_clock`).
 //! - [`distinct`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
-//!   defaults, a TOML file, the environment and flags (`load`); checking them (`validate`).
+//!   defaults, a TOML file, the environment and flags (`load`), refusing unknown
+//!   `BLOOMGATE_*` names (`env_names`); checking them (`validate`), the stores' TLS files,
+//!   credentials and the settings that would break the promise among them (`stores`).
 //! - [`sizing`]: the size limits every filter's params must meet.
 //! - [`build_progress`]: how far a rebuild has come, as published for every origin's stats.
 //! - [`store`]: the two backends behind traits: the shared filter and the database.
@@ -31,6 +33,8 @@
 //!     (`write_order`).
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
+//!   - `connecting`: a database connected in the background, an outage until it answers.
+//!   - `tls`: the stores' TLS configurations, from the configured files.
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
 //!   `requests`, `filters`, `rebuilds`, `copies`, `leases`, `admission`), each with its
 //!   registration table, and the process's own `process_*` metrics (`process`).
@@ -96,70 +100,64 @@ use axum::error_handling::HandleErrorLayer;
 use axum::extract::DefaultBodyLimit;
 use axum::http::Request;
 use axum::{BoxError, Router};
-use config::Config;
+use bloomgate_client::paths;
+use config::{Config, FilterHome};
 use error::AppError;
 use gate::{Gate, GateSettings};
 use rebuild::RebuildOptions;
 use routes::AppState;
 use std::future::Future;
 use std::sync::Arc;
-use store::cassandra::{CassandraDatabase, CassandraSettings};
+use store::cassandra::{CassandraAccess, CassandraDatabase, CassandraSettings};
 use store::embedded::{MemoryFilterStore, RedbDatabase};
-use store::redis::{RedisFilterStore, RedisSettings};
+use store::redis::{RedisAccess, RedisFilterStore, RedisSettings};
 use store::{Database, FilterMeta, FilterStore, JournalRetention, LifecycleStore, WriteStore};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
 
 /// Derives the in-flight caps, connects the stores named in `config` (or the embedded ones)
-/// and builds the app state.
+/// and builds the app state. Stores that do not answer yet are connected in the background:
+/// the origin starts anyway, not ready until one of them answers (see `routes::ops`).
 pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     config.validate()?;
+    store::tls::crypto();
     error::set_retry_after(config.retry_after_secs);
-    let redis_url = match config.redis_cluster_nodes.is_empty() {
-        true => config.redis_url.clone(),
-        false => Some(String::new()),
-    };
+    if config.single_origin && config.database_is_shared() && config.filter_home() == FilterHome::InProcess {
+        tracing::warn!(
+            "single_origin: the filter lives in this process over a shared database. Start no second origin on this database: it would answer \"not seen\" for keys written through this one"
+        );
+    }
+    let in_process = config.filter_home() == FilterHome::InProcess;
     // Local copies only make sense of a filter in another process.
-    let local_copies_wanted = if redis_url.is_some() { config.local_copy_max_bytes } else { 0 };
+    let local_copies_wanted = if in_process { 0 } else { config.local_copy_max_bytes };
     let caps = caps_for(&config, local_copies_wanted)?;
-    let embedded_keys = if config.cassandra_nodes.is_empty() {
+    let embedded_keys = if config.database_is_shared() {
+        None
+    } else {
         let path = config.data_dir.join("keys.redb");
         tracing::info!(path = %path.display(), "no cassandra_nodes configured: keys in an embedded file");
         Some(Arc::new(RedbDatabase::open(&path)?))
-    } else {
-        None
     };
     let keys: Arc<dyn Database> = match &embedded_keys {
         Some(redb) => redb.clone(),
         None => {
-            let settings = CassandraSettings {
-                nodes: config.cassandra_nodes.clone(),
-                keyspace: config.cassandra_keyspace.clone(),
-                replication: config.cassandra_replication.clone(),
-                manage_schema: config.cassandra_manage_schema,
-                consistency: config.consistency()?,
-                timeout: config.cassandra_timeout(),
-                delete_margin: std::time::Duration::from_millis(config.delete_skew_margin_ms),
-            };
-            Arc::new(CassandraDatabase::connect(&settings).await?)
+            let settings = cassandra_settings(&config)?;
+            store::connecting::ConnectingDatabase::start("Cassandra", move || {
+                let settings = settings.clone();
+                async move { Ok(Arc::new(CassandraDatabase::connect(&settings).await?) as Arc<dyn Database>) }
+            })
+            .await
         }
     };
-    let filters: Arc<dyn FilterStore> = match redis_url {
-        Some(url) => {
-            let redis = RedisFilterStore::connect(&RedisSettings {
-                journal: journal_retention(&config),
-                url,
-                cluster_nodes: config.redis_cluster_nodes.clone(),
-                min_replicas_acked: config.redis_min_replicas_acked,
-                timeout: config.redis_timeout(),
-                write_timeout: config.redis_write_timeout(),
-            })
-            .await?;
-            redis.check_eviction_policy().await;
+    let filters: Arc<dyn FilterStore> = match in_process {
+        false => {
+            let redis = RedisFilterStore::connect(&redis_settings(&config)?).await?;
+            let checked = redis.clone();
+            tokio::spawn(async move { checked.check_eviction_policy().await });
             Arc::new(redis)
         }
-        None => {
+        true => {
             tracing::info!("no redis_url configured: the filter lives in this process");
             let memory = Arc::new(MemoryFilterStore::new(journal_retention(&config)));
             if let Some(redb) = &embedded_keys {
@@ -178,6 +176,50 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         tokio::spawn(recovery::run(gate.clone(), thresholds, interval, options));
     }
     Ok(AppState { gate, config: Arc::new(config), caps: Arc::new(caps) })
+}
+
+/// How to reach Cassandra: the nodes, schema and consistency settings, the credentials (the
+/// password read from its file) and the TLS configuration (its files read and checked now).
+fn cassandra_settings(config: &Config) -> anyhow::Result<CassandraSettings> {
+    let credentials = match (&config.cassandra_user, config.cassandra_password()?) {
+        (Some(user), Some(password)) => Some((user.clone(), password)),
+        _ => None,
+    };
+    let tls = match config.cassandra_tls {
+        true => Some(Arc::new(
+            store::tls::cassandra_config(config.cassandra_tls_files(), config.cassandra_tls_server_name.as_deref())
+                .map_err(anyhow::Error::msg)?,
+        )),
+        false => None,
+    };
+    Ok(CassandraSettings {
+        nodes: config.cassandra_nodes.clone(),
+        keyspace: config.cassandra_keyspace.clone(),
+        replication: config.cassandra_replication.clone(),
+        manage_schema: config.cassandra_manage_schema,
+        consistency: config.consistency()?,
+        timeout: config.cassandra_timeout(),
+        delete_margin: std::time::Duration::from_millis(config.delete_skew_margin_ms),
+        access: CassandraAccess { credentials, tls },
+    })
+}
+
+/// How to reach Redis (or a Redis Cluster), with its credentials and TLS material.
+fn redis_settings(config: &Config) -> anyhow::Result<RedisSettings> {
+    let uses_tls = config.redis_url.iter().chain(&config.redis_cluster_nodes).any(|u| u.starts_with("rediss://"));
+    let tls = match uses_tls {
+        true => Some(store::tls::redis_certificates(config.redis_tls()).map_err(anyhow::Error::msg)?),
+        false => None,
+    };
+    Ok(RedisSettings {
+        journal: journal_retention(config),
+        url: config.redis_url.clone().unwrap_or_default(),
+        cluster_nodes: config.redis_cluster_nodes.clone(),
+        min_replicas_acked: config.redis_min_replicas_acked,
+        timeout: config.redis_timeout(),
+        write_timeout: config.redis_write_timeout(),
+        access: RedisAccess { user: config.redis_user.clone(), password: config.redis_password()?, tls },
+    })
 }
 
 /// The in-flight caps for `config` on this machine (its cgroup's memory limit, or the
@@ -241,14 +283,29 @@ async fn rebuild_memory_filters(
     Ok(())
 }
 
-/// The whole HTTP app: API routes behind the overload layers, ops routes beside them.
+/// The whole HTTP app on one listener: the API and liveness, and, unless an admin listener
+/// is configured (`admin_listen`), the operators' routes beside them (see [`admin_app`]).
+pub fn app(state: AppState) -> Router {
+    match state.config.admin_listen {
+        Some(admin) => public_app(state).fallback(move |uri: axum::http::Uri| async move {
+            let admin_paths = [paths::METRICS, paths::READYZ, paths::OPENAPI, "/status", "/status/data"];
+            match admin_paths.contains(&uri.path()) {
+                true => AppError::NotFound(format!("{} is served on the admin listener ({admin})", uri.path())),
+                false => no_such_route(),
+            }
+        }),
+        None => public_app(state.clone()).merge(admin_routes(state)).fallback(|| async { no_such_route() }),
+    }
+}
+
+/// The API (`/v1`) and liveness: what the public listener serves.
 ///
 /// Single-key lookups, the path every "no" takes, carry only what they need: admission into
 /// their own limiter (apart from writes and batches, so these cannot shed them). No request
 /// timeout (a timer per request): each store call on their path has its own
 /// (`redis_timeout_ms`, `cassandra_timeout_ms`); no trace span. Everything else keeps the
 /// whole stack.
-pub fn app(state: AppState) -> Router {
+fn public_app(state: AppState) -> Router {
     let config = state.config.clone();
     let admission = Admission::new(&state.caps, state.gate.metrics.clone(), state.config.max_body_bytes());
     let lookups = routes::keys::lookup_router().with_state(state.clone()).layer(admission.layer());
@@ -271,14 +328,26 @@ pub fn app(state: AppState) -> Router {
                 })),
         );
     let tracked = request_metrics::TrackRequestsLayer::new(state.gate.metrics.clone());
+    Router::new().merge(lookups).merge(api).merge(routes::ops::liveness_router()).layer(tracked)
+}
+
+/// What the admin listener serves: metrics, readiness, liveness, the OpenAPI document and the
+/// status page. Nothing here needs a token, so it belongs on a port only operators reach.
+pub fn admin_app(state: AppState) -> Router {
+    admin_routes(state).merge(routes::ops::liveness_router()).fallback(|| async { no_such_route() })
+}
+
+fn admin_routes(state: AppState) -> Router {
+    let tracked = request_metrics::TrackRequestsLayer::new(state.gate.metrics.clone());
     Router::new()
-        .merge(lookups)
-        .merge(api)
         .merge(routes::ops::router().with_state(state.clone()))
         .merge(routes::openapi::router().with_state(state.clone()))
         .merge(routes::status::router().with_state(state))
-        .fallback(|| async { AppError::NotFound("no such route; see the README's API section".into()) })
         .layer(tracked)
+}
+
+fn no_such_route() -> AppError {
+    AppError::NotFound("no such route; see the README's API section".into())
 }
 
 /// Turns the timeout layer's error into the API's answer: 503 when a request ran out of time.
@@ -292,19 +361,63 @@ fn timeout_errors<S>() -> HandleErrorLayer<impl Fn(BoxError) -> std::future::Rea
     })
 }
 
+/// Where the origin listens: the public listener, and the admin listener when `admin_listen`
+/// is set.
+pub struct Listeners {
+    /// The API and liveness (and, without an admin listener, everything).
+    pub public: TcpListener,
+    /// Metrics, readiness, the OpenAPI document and the status page.
+    pub admin: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds the listeners `config` names.
+    pub async fn bind(config: &Config) -> anyhow::Result<Listeners> {
+        use anyhow::Context;
+        let public =
+            TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on {}", config.listen))?;
+        let admin = match config.admin_listen {
+            Some(address) => Some(
+                TcpListener::bind(address).await.with_context(|| format!("cannot listen on admin_listen {address}"))?,
+            ),
+            None => None,
+        };
+        Ok(Listeners { public, admin })
+    }
+}
+
 /// Serves until `shutdown` resolves, then finishes in-flight requests (for at most the request
-/// timeout).
+/// timeout). With an admin listener configured, use [`run_listeners`].
 pub async fn run(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    run_listeners(Listeners { public: listener, admin: None }, state, shutdown).await
+}
+
+/// [`run`] on the public listener and, if given, the admin listener, both until `shutdown`.
+pub async fn run_listeners(
+    listeners: Listeners,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use futures::FutureExt;
     let limits = serve::ServeLimits {
         max_connections: state.config.max_connections,
         header_read_timeout: state.config.header_read_timeout(),
         drain: state.config.request_timeout(),
     };
-    serve::serve(listener, app(state), limits, shutdown).await
+    let shutdown = shutdown.boxed().shared();
+    let admin = listeners.admin.map(|admin| {
+        let serving = serve::serve(admin, admin_app(state.clone()), limits, shutdown.clone());
+        tokio::spawn(serving)
+    });
+    let public = serve::serve(listeners.public, app(state), limits, shutdown).await;
+    if let Some(admin) = admin {
+        admin.await.map_err(std::io::Error::other)??;
+    }
+    public
 }
 
 #[cfg(test)]

@@ -333,6 +333,7 @@ async fn filter_store_down(ops: &BTreeMap<Operation, BTreeSet<u16>>, seen: &mut 
         min_replicas_acked: 0,
         timeout: Duration::from_millis(50),
         write_timeout: Duration::from_millis(50),
+        access: Default::default(),
     };
     let filters: Arc<dyn FilterStore> = Arc::new(RedisFilterStore::connect(&nowhere).await.unwrap());
     let no_filter_store = Embedded::over(dir, filters, keys, |_| {});

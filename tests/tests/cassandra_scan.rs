@@ -23,6 +23,7 @@ fn settings(keyspace: &str, manage_schema: bool) -> CassandraSettings {
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(10),
         delete_margin: Duration::from_millis(500),
+        access: Default::default(),
     }
 }
 

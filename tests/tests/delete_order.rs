@@ -22,6 +22,7 @@ fn settings(delete_margin: Duration) -> CassandraSettings {
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(10),
         delete_margin,
+        access: Default::default(),
     }
 }
 

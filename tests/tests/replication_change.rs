@@ -25,6 +25,7 @@ async fn raising_the_replication_factor_past_the_level_stops_reads_and_writes() 
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(10),
         delete_margin: Duration::ZERO,
+        access: Default::default(),
     };
     let db = CassandraDatabase::connect(&settings).await.unwrap();
     let (filter, key) = (unique_filter("rf"), b"acknowledged".to_vec());

@@ -15,10 +15,42 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
+    /// Admin listener: metrics, readiness, OpenAPI and status page, off the public port.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<SocketAddr>,
+    /// The only origin on its database: allow an in-process filter over Cassandra (unsafe with more).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub single_origin: Option<bool>,
     /// Redis URL for the shared filter ("" or unset: in-process filter).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redis_url: Option<String>,
+    /// Redis ACL user.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_user: Option<String>,
+    /// Redis password (prefer BLOOMGATE_REDIS_PASSWORD or --redis-password-file: flags show in ps).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_password: Option<String>,
+    /// File holding the Redis password.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_password_file: Option<PathBuf>,
+    /// PEM CA certificates a rediss:// server must chain to (instead of the platform's).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate for Redis.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_tls_client_cert_file: Option<PathBuf>,
+    /// PEM private key of the Redis client certificate.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_tls_client_key_file: Option<PathBuf>,
     /// Redis Cluster nodes, comma-separated redis://host:port (replaces --redis-url).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -39,6 +71,38 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cassandra_nodes: Option<String>,
+    /// Cassandra user (PasswordAuthenticator).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_user: Option<String>,
+    /// Cassandra password (prefer BLOOMGATE_CASSANDRA_PASSWORD or --cassandra-password-file: flags show in ps).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_password: Option<String>,
+    /// File holding the Cassandra password.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_password_file: Option<PathBuf>,
+    /// Connect to Cassandra over TLS.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_tls: Option<bool>,
+    /// PEM CA certificates Cassandra's certificates must chain to (instead of the platform's).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate for Cassandra.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_tls_client_cert_file: Option<PathBuf>,
+    /// PEM private key of the Cassandra client certificate.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_tls_client_key_file: Option<PathBuf>,
+    /// The name every Cassandra node's certificate must carry (else the node's IP address).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cassandra_tls_server_name: Option<String>,
     /// Cassandra keyspace.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

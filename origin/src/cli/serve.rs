@@ -2,7 +2,6 @@
 //! checks what `serve` would run with, `check-config`.
 
 use super::config_flags::ConfigFlags;
-use anyhow::Context;
 use bloomgate_origin::config::Config;
 use bloomgate_origin::rebuild::RebuildOptions;
 use clap::Args;
@@ -55,12 +54,13 @@ pub struct RebuildArgs {
 /// `serve`: the HTTP API until SIGINT or SIGTERM.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.into_config()?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    tracing::info!(listen = %config.listen, "bloomgate-origin serving");
+    let listeners = bloomgate_origin::Listeners::bind(&config).await?;
+    match config.admin_listen {
+        Some(admin) => tracing::info!(listen = %config.listen, admin_listen = %admin, "bloomgate-origin serving"),
+        None => tracing::info!(listen = %config.listen, "bloomgate-origin serving"),
+    }
     let state = bloomgate_origin::build_state(config).await?;
-    bloomgate_origin::run(listener, state, shutdown_signal()).await?;
+    bloomgate_origin::run_listeners(listeners, state, shutdown_signal()).await?;
     Ok(())
 }
 
@@ -76,11 +76,33 @@ pub async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
     };
     let state = bloomgate_origin::build_state(config).await?;
     let gate = state.gate;
+    stores_answer(&gate, STORES_PATIENCE).await?;
     let report =
         bloomgate_origin::rebuild::rebuild(gate.filter_store().clone(), gate.database().clone(), &filter, options)
             .await?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+/// How long `rebuild` waits for its stores to answer before it gives up.
+const STORES_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until both stores answer (the origin connects them in the background), or errs with
+/// why one does not after `patience`.
+async fn stores_answer(gate: &bloomgate_origin::gate::Gate, patience: std::time::Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + patience;
+    loop {
+        let (database, filter) = tokio::join!(gate.database().ping(), gate.filter_store().ping());
+        let why = match (database, filter) {
+            (Ok(()), Ok(())) => return Ok(()),
+            (Err(e), _) => e.to_string(),
+            (_, Err(e)) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("the stores did not answer within {} s: {why}", patience.as_secs());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,5 +1,5 @@
 //! Loading the configuration: defaults, then a TOML file, then the `BLOOMGATE_*` environment
-//! variables that name a setting, then flags, each overriding the one before (merged by
+//! variables (each must name a setting or one of the command line's own), then flags, each overriding the one before (merged by
 //! `figment`).
 
 use super::{Config, ConfigError, ENV_PREFIX};
@@ -69,13 +69,17 @@ impl Config {
         Config::load_from(file, std::env::vars(), flags)
     }
 
-    /// [`Config::load`] with the environment given. Unknown keys in the file are refused;
-    /// `BLOOMGATE_*` variables that are not settings (the scripts' and tests' own) are not read.
+    /// [`Config::load`] with the environment given. Unknown keys in the file are refused, and
+    /// so are `BLOOMGATE_*` variables that name neither a setting nor one of the command line's
+    /// own ([`super::BINARY_ENV`]): a misspelt name would otherwise leave its setting at the
+    /// default without a word.
     pub fn load_from(
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
         flags: &impl Serialize,
     ) -> Result<Config, ConfigError> {
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        super::env_names::refuse_unknown(env.iter().map(|(name, _)| name.as_str()))?;
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(path) = file {
             // figment skips a missing file silently; a path the operator named must exist.
@@ -154,8 +158,11 @@ mod tests {
             // Secrets of digits stay the exact text: not a number, no zeros lost.
             ("BLOOMGATE_EDGE_SECRET", "00001111222233334444"),
             ("BLOOMGATE_REDIS_URL", ""),
-            // The scripts' and tests' own variables share the prefix: not settings, not refused.
-            ("BLOOMGATE_TEST_REDIS_URL", "redis://elsewhere/"),
+            // Cassandra with the filter in process: allowed only when said to be the one origin.
+            ("BLOOMGATE_SINGLE_ORIGIN", "true"),
+            // The command line's own: not settings, not refused.
+            ("BLOOMGATE_CONFIG", "/etc/bloomgate/origin.toml"),
+            ("BG_TEST_REDIS", "127.0.0.1:6399"),
             ("OTHER", "x"),
         ]);
         let c = Config::load_from(None, vars, &no_flags()).unwrap();
@@ -169,6 +176,7 @@ mod tests {
         assert_eq!(c.max_filter_bytes, 1 << 30);
         assert_eq!(c.edge_secret.as_deref(), Some("00001111222233334444"));
         assert_eq!(c.redis_url, None, "an empty URL means the in-process filter");
+        assert!(c.single_origin);
         assert_eq!(Config { edge_secret: None, ..c.clone() }.validate().ok(), Some(()));
     }
 
@@ -180,6 +188,10 @@ mod tests {
         let missing = typo.with_file_name("missing.toml");
         let err = Config::load_from(Some(&missing), env(&[]), &no_flags()).unwrap_err().to_string();
         assert!(err.contains("missing.toml"), "{err}");
+        let err = Config::load_from(None, env(&[("BLOOMGATE_REDIS_ULR", "redis://r/")]), &no_flags())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean BLOOMGATE_REDIS_URL?"), "a typo is refused, not skipped: {err}");
         let err =
             Config::load_from(None, env(&[("BLOOMGATE_MAX_BATCH", "many")]), &no_flags()).unwrap_err().to_string();
         assert!(err.contains("max_batch") && err.contains("BLOOMGATE_"), "{err}");

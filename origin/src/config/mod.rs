@@ -8,9 +8,18 @@
 //!   from them.
 //! - `load`: defaults, file, environment and flags merged, in that order.
 //! - `validate`: the values that would otherwise fail later, and obscurely.
+//! - `stores`: what the stores are reached with (TLS files, credentials) and the checks of
+//!   those settings, among them the refusal of a filter private to one origin over a shared
+//!   database.
+//! - `env_names`: the `BLOOMGATE_*` names this binary reads, and the nearest one to a typo.
 
+mod env_names;
 mod load;
+mod stores;
 mod validate;
+
+pub use env_names::BINARY_ENV;
+pub use stores::{FilterHome, TlsFiles};
 
 use crate::lease::{LeaseSettings, LeaseTerms, ReadConsistency};
 use serde::{Deserialize, Serialize};
@@ -25,10 +34,35 @@ pub const ENV_PREFIX: &str = "BLOOMGATE_";
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Address to serve HTTP on.
+    /// Address to serve HTTP on: the API (`/v1`) and liveness, and, unless `admin_listen` is
+    /// set, metrics, readiness, the OpenAPI document and the status page too.
     pub listen: SocketAddr,
-    /// Redis URL for the shared filter; unset = the filter lives in this process.
+    /// Address of a second listener for operators: metrics, readiness, liveness, the OpenAPI
+    /// document and the status page, which `listen` then no longer serves. Set it wherever
+    /// `listen` is reachable from outside (the edge reaches the origin over the internet).
+    pub admin_listen: Option<SocketAddr>,
+    /// This origin is the only one on its database: allows a filter in this process (no
+    /// `redis_url`) over a shared database (`cassandra_nodes`). Unsafe with two or more origins:
+    /// each would hold a filter the other's writes never reach, and answer "not seen" for keys
+    /// acknowledged through the other.
+    pub single_origin: bool,
+    /// Redis URL for the shared filter (`redis://host:port/db`, or `rediss://` over TLS); unset
+    /// = the filter lives in this process.
     pub redis_url: Option<String>,
+    /// Redis ACL user (else the URL's, else the `default` user).
+    pub redis_user: Option<String>,
+    /// Redis password (else the URL's); better given as `BLOOMGATE_REDIS_PASSWORD` from a
+    /// secret, or in `redis_password_file`.
+    pub redis_password: Option<String>,
+    /// File holding the Redis password (trailing newline ignored).
+    pub redis_password_file: Option<PathBuf>,
+    /// PEM file of the CA certificates a `rediss://` server's certificate must chain to, in
+    /// place of the platform's roots.
+    pub redis_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate (chain) for Redis servers that ask for one (`tls-auth-clients`).
+    pub redis_tls_client_cert_file: Option<PathBuf>,
+    /// PEM private key of `redis_tls_client_cert_file`.
+    pub redis_tls_client_key_file: Option<PathBuf>,
     /// Nodes of a Redis Cluster holding the shared filter (`redis://host:port`; any few of its
     /// masters, the client learns the rest). Set, it replaces `redis_url`.
     #[serde(deserialize_with = "load::list_or_commas")]
@@ -45,6 +79,26 @@ pub struct Config {
     /// Cassandra contact points (`host:port`); empty = keys in an embedded file.
     #[serde(deserialize_with = "load::list_or_commas")]
     pub cassandra_nodes: Vec<String>,
+    /// Cassandra user (PasswordAuthenticator); unset = no authentication.
+    pub cassandra_user: Option<String>,
+    /// Cassandra password; better given as `BLOOMGATE_CASSANDRA_PASSWORD` from a secret, or in
+    /// `cassandra_password_file`.
+    pub cassandra_password: Option<String>,
+    /// File holding the Cassandra password (trailing newline ignored).
+    pub cassandra_password_file: Option<PathBuf>,
+    /// Connect to Cassandra over TLS (client encryption), verifying each node's certificate.
+    pub cassandra_tls: bool,
+    /// PEM file of the CA certificates Cassandra's certificates must chain to, in place of the
+    /// platform's roots.
+    pub cassandra_tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate (chain) for clusters that require one (`require_client_auth`).
+    pub cassandra_tls_client_cert_file: Option<PathBuf>,
+    /// PEM private key of `cassandra_tls_client_cert_file`.
+    pub cassandra_tls_client_key_file: Option<PathBuf>,
+    /// The name every node's certificate must carry. Unset, each node's certificate must name
+    /// the node's IP address (the driver reaches nodes by address); set it when the cluster's
+    /// certificates carry one DNS name for all nodes.
+    pub cassandra_tls_server_name: Option<String>,
     /// Cassandra keyspace.
     pub cassandra_keyspace: String,
     /// Replication clause used when creating the keyspace.
@@ -179,12 +233,28 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_listen: None,
+            single_origin: false,
             redis_url: None,
+            redis_user: None,
+            redis_password: None,
+            redis_password_file: None,
+            redis_tls_ca_file: None,
+            redis_tls_client_cert_file: None,
+            redis_tls_client_key_file: None,
             redis_cluster_nodes: Vec::new(),
             redis_min_replicas_acked: 1,
             redis_timeout_ms: 50,
             redis_write_timeout_ms: 1000,
             cassandra_nodes: Vec::new(),
+            cassandra_user: None,
+            cassandra_password: None,
+            cassandra_password_file: None,
+            cassandra_tls: false,
+            cassandra_tls_ca_file: None,
+            cassandra_tls_client_cert_file: None,
+            cassandra_tls_client_key_file: None,
+            cassandra_tls_server_name: None,
             cassandra_keyspace: "bloomgate".into(),
             cassandra_replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
             cassandra_manage_schema: true,
@@ -293,7 +363,7 @@ impl Config {
     /// What the generations this origin names record of read leases: its terms, unless the
     /// filter store is in process (no other origin can hold a copy of it).
     pub fn lease_settings(&self) -> LeaseSettings {
-        let in_process = self.redis_url.is_none() && self.redis_cluster_nodes.is_empty();
+        let in_process = self.filter_home() == FilterHome::InProcess;
         let terms = LeaseTerms::new(Duration::from_millis(self.read_lease_ms), self.clock_drift_ppm);
         LeaseSettings { default_mode: self.read_consistency, terms: (!in_process).then_some(terms) }
     }

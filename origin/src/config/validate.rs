@@ -28,6 +28,7 @@ impl Config {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));
         }
         self.validate_lease()?;
+        self.validate_stores()?;
         if self.write_recovery_wait_ms >= self.request_timeout_ms {
             return Err(ConfigError::Invalid(format!(
                 "write_recovery_wait_ms {} must be below request_timeout_ms {}: a write waiting for a rebuild would time out instead of being refused with Retry-After",

@@ -16,12 +16,14 @@ use axum::{Json, Router};
 use bloomgate_client::paths;
 use serde_json::json;
 
-/// Routes of this resource.
+/// Metrics and readiness: the operators' routes (on the admin listener when there is one).
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(paths::METRICS, get(metrics))
-        .route(paths::HEALTHZ, get(healthz))
-        .route(paths::READYZ, get(readyz))
+    Router::new().route(paths::METRICS, get(metrics)).route(paths::READYZ, get(readyz))
+}
+
+/// Liveness, on every listener: the process is up, whatever its stores say.
+pub fn liveness_router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new().route(paths::HEALTHZ, get(healthz))
 }
 
 async fn metrics(State(s): State<AppState>) -> impl IntoResponse {

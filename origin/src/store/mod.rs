@@ -8,13 +8,17 @@
 //! - [`redis`]: the filter in Redis or a Redis Cluster.
 //! - [`cassandra`]: the database in Cassandra.
 //! - [`embedded`]: the quick start's filter in process and keys in a redb file.
+//! - [`connecting`]: a database connected in the background, failing as an outage until then.
+//! - [`tls`]: the stores' TLS configuration, from the configured files.
 //! - Here: the types every backend shares, and the [`Database`] trait.
 
 pub mod cassandra;
+pub mod connecting;
 pub mod embedded;
 pub mod redis;
 pub mod roles;
 pub mod state;
+pub mod tls;
 
 pub use roles::{
     CopySource, EdgeFeedStore, FilterStore, LifecycleStore, LookupStore, Roles, StateStore, StatsStore, WriteStore,

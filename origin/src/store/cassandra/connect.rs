@@ -14,12 +14,15 @@ use std::time::Duration;
 /// A session on the keyspace of `settings`, its schema ready and its replication overlapping
 /// the configured consistency.
 pub(super) async fn open(settings: &CassandraSettings) -> Result<Session, DatabaseError> {
-    let session = SessionBuilder::new()
-        .known_nodes(&settings.nodes)
-        .connection_timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .map_err(|e| DatabaseError::other(format!("cannot connect to Cassandra at {:?}: {e}", settings.nodes)))?;
+    let mut builder = SessionBuilder::new().known_nodes(&settings.nodes).connection_timeout(Duration::from_secs(5));
+    if let Some((user, password)) = &settings.access.credentials {
+        builder = builder.user(user, password);
+    }
+    builder = builder.tls_context(settings.access.tls.clone());
+    let session = builder.build().await.map_err(|e| {
+        let hint = connect_hint(&e.to_string(), &settings.access);
+        DatabaseError::other(format!("cannot connect to Cassandra at {}: {e}{hint}", settings.nodes.join(",")))
+    })?;
     if settings.manage_schema {
         for statement in create_statements(&settings.keyspace, &settings.replication) {
             session.query_unpaged(statement, ()).await.map_err(DatabaseError::other)?;
@@ -30,6 +33,24 @@ pub(super) async fn open(settings: &CassandraSettings) -> Result<Session, Databa
     }
     check_keyspace_consistency(&session, &settings.keyspace, settings.consistency).await?;
     Ok(session)
+}
+
+/// What to check, for the failures whose driver message does not say: a plaintext connection
+/// to a node that wants TLS reads as a broken connection, and one that wants a password as an
+/// authentication request nobody answers.
+fn connect_hint(message: &str, access: &super::CassandraAccess) -> &'static str {
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("authenticat") && access.credentials.is_none() {
+        " (the cluster asks for a password: set cassandra_user and cassandra_password or cassandra_password_file)"
+    } else if access.tls.is_none()
+        && ["broken", "reset", "unexpected end", "eof", "timed out", "timeout"].iter().any(|w| lower.contains(w))
+    {
+        " (if the cluster requires TLS, set cassandra_tls = true)"
+    } else if lower.contains("certificate") || lower.contains("unknownissuer") {
+        " (check cassandra_tls_ca_file: it must hold the CA that signed the nodes' certificates; and cassandra_tls_server_name if the certificates do not name the nodes' IP addresses)"
+    } else {
+        ""
+    }
 }
 
 /// With `cassandra_manage_schema = false`: fails, printing the CQL to run, unless the keyspace

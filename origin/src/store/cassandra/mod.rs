@@ -68,6 +68,28 @@ pub struct CassandraSettings {
     /// How far back a delete is stamped: the most two origins' clocks may differ by (see
     /// [`write_order`]).
     pub delete_margin: Duration,
+    /// Who the origin is to Cassandra, and how its connections are secured.
+    pub access: CassandraAccess,
+}
+
+/// Who the origin is to Cassandra (PasswordAuthenticator's user and password), and the TLS
+/// configuration of its connections (none: plaintext).
+#[derive(Clone, Default)]
+pub struct CassandraAccess {
+    /// User and password.
+    pub credentials: Option<(String, String)>,
+    /// TLS (client encryption), verifying every node's certificate.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for CassandraAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password.
+        f.debug_struct("CassandraAccess")
+            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 /// Cassandra as the database.

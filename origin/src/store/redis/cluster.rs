@@ -80,7 +80,9 @@ impl Topology {
 #[derive(Clone)]
 pub struct ClusterLink {
     client: Arc<ClusterClient>,
-    conn: Arc<Mutex<ClusterConnection>>,
+    /// The connection; `Err` with why until one has been made (the cluster may be down when
+    /// the origin starts: it connects in the background).
+    conn: Arc<Mutex<Result<ClusterConnection, String>>>,
     /// Calls in a row that timed out or found the connection broken, over every caller.
     failures: Arc<AtomicU32>,
     replacing: Arc<AtomicBool>,
@@ -90,25 +92,24 @@ pub struct ClusterLink {
 }
 
 impl ClusterLink {
-    /// Connects to the cluster through any of `nodes` and reads its topology; then keeps the
-    /// topology current in the background.
+    /// Connects to the cluster through any of the nodes `builder` names and reads its
+    /// topology, or, if no node answers, goes on without and connects in the background; then
+    /// keeps the topology current. Errs only on settings the client refuses.
     pub async fn connect(
-        nodes: &[String],
+        builder: ClusterClientBuilder,
         response_timeout: Duration,
         connect_timeout: Duration,
     ) -> StoreResult<ClusterLink> {
-        let unavailable = |e: redis::RedisError| {
-            FilterUnavailable::Error(format!("cannot connect to the Redis Cluster at {}: {e}", nodes.join(",")))
-        };
-        let client = ClusterClientBuilder::new(nodes.iter().map(String::as_str))
+        let client = builder
             .response_timeout(response_timeout)
             .connection_timeout(connect_timeout)
             .retries(2)
             .build()
-            .map_err(unavailable)?;
-        let conn = open(&client, connect_timeout).await.map_err(|e| {
-            FilterUnavailable::Error(format!("cannot connect to the Redis Cluster at {}: {e}", nodes.join(",")))
-        })?;
+            .map_err(|e| FilterUnavailable::Error(format!("redis_cluster_nodes: {e}")))?;
+        let conn = open(&client, connect_timeout).await;
+        if let Err(cause) = &conn {
+            tracing::warn!(%cause, "cannot reach the Redis Cluster yet; connecting in the background");
+        }
         let link = ClusterLink {
             client: Arc::new(client),
             conn: Arc::new(Mutex::new(conn)),
@@ -126,9 +127,25 @@ impl ClusterLink {
         Ok(link)
     }
 
-    /// The connection (cheap to clone: routes each command by its first key's slot).
-    pub fn conn(&self) -> ClusterConnection {
-        lock(&self.conn).clone()
+    /// The connection (cheap to clone: routes each command by its first key's slot), or why
+    /// there is none yet.
+    pub fn conn(&self) -> StoreResult<ClusterConnection> {
+        lock(&self.conn).clone().map_err(FilterUnavailable::Error)
+    }
+
+    /// Connects if no connection was ever made (the cluster was down at start).
+    async fn connect_if_never_connected(&self) {
+        if lock(&self.conn).is_ok() {
+            return;
+        }
+        let conn = open(&self.client, self.connect_timeout).await;
+        if conn.is_ok() {
+            tracing::info!("connected to the Redis Cluster");
+        }
+        let mut held = lock(&self.conn);
+        if held.is_err() {
+            *held = conn;
+        }
     }
 
     /// Reports how a call went; after `FAILURES_BEFORE_RECONNECT` failures in a row the
@@ -147,7 +164,7 @@ impl ClusterLink {
         tokio::spawn(async move {
             match open(&link.client, link.connect_timeout).await {
                 Ok(conn) => {
-                    *lock(&link.conn) = conn;
+                    *lock(&link.conn) = Ok(conn);
                     link.failures.store(0, Ordering::Relaxed);
                     tracing::warn!("Redis Cluster calls kept failing; connected afresh");
                     link.refresh_soon();
@@ -168,7 +185,7 @@ impl ClusterLink {
 
     /// Reads the topology now (a generation about to be created must name the current masters).
     pub async fn refresh(&self) -> StoreResult<Arc<Topology>> {
-        let mut conn = self.conn();
+        let mut conn = self.conn()?;
         let mut info = redis::cmd("INFO");
         info.arg("server").arg("replication");
         let route = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
@@ -200,6 +217,7 @@ impl ClusterLink {
     async fn keep_topology_current(&self) {
         loop {
             let _ = tokio::time::timeout(TOPOLOGY_REFRESH, self.refresh_now.notified()).await;
+            self.connect_if_never_connected().await;
             if let Err(err) = self.refresh().await {
                 tracing::debug!(cause = %err, "Redis Cluster topology read failed; keeping the last one");
             }
@@ -211,8 +229,11 @@ impl ClusterLink {
 /// node that accepts and never answers would otherwise hold it).
 async fn open(client: &ClusterClient, connect_timeout: Duration) -> Result<ClusterConnection, String> {
     match tokio::time::timeout(connect_timeout * 4, client.get_async_connection()).await {
-        Ok(conn) => conn.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no node answered within {:?}", connect_timeout * 4)),
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(format!("cannot connect to the Redis Cluster: {e}")),
+        Err(_) => {
+            Err(format!("cannot connect to the Redis Cluster: no node answered within {:?}", connect_timeout * 4))
+        }
     }
 }
 

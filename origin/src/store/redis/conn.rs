@@ -93,7 +93,7 @@ impl RedisFilterStore {
                 (RedisConn::Single(reached.conn.clone()), reached.incarnation, Carrier::Single(link, reached))
             }
             Backend::Cluster(cluster) => {
-                (RedisConn::Cluster(cluster.conn()), cluster.topology()?.incarnation, Carrier::Cluster(cluster))
+                (RedisConn::Cluster(cluster.conn()?), cluster.topology()?.incarnation, Carrier::Cluster(cluster))
             }
         };
         if expect.is_some_and(|expected| expected != incarnation) {

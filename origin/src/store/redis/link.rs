@@ -60,7 +60,25 @@ struct Inner {
     /// A connect under way, awaited by every caller that needs it. It runs as its own task,
     /// so a caller giving up (a lookup's short timeout) does not cancel it.
     connecting: Mutex<Option<Connecting>>,
-    last_failure: Mutex<Option<Instant>>,
+    /// When the last connect failed, and why: callers within `RECONNECT_BACKOFF` of it are
+    /// told why without another attempt (readiness shows it).
+    last_failure: Mutex<Option<(Instant, String)>>,
+}
+
+/// What to check, for the failures whose driver message does not say: a plaintext client on
+/// a TLS port reads as a connection closed, and a refused password as an auth error.
+fn connect_hint(e: &redis::RedisError, client: &redis::Client) -> &'static str {
+    let tls = matches!(client.get_connection_info().addr(), redis::ConnectionAddr::TcpTls { .. });
+    let message = e.to_string().to_ascii_lowercase();
+    if !tls && (e.is_connection_dropped() || message.contains("reset") || message.contains("end of file")) {
+        " (if this Redis serves TLS, use a rediss:// URL)"
+    } else if message.contains("wrongpass") || message.contains("noauth") || message.contains("noperm") {
+        " (check redis_user and redis_password or redis_password_file)"
+    } else if tls && message.contains("certificate") {
+        " (check redis_tls_ca_file: it must hold the CA that signed the server's certificate)"
+    } else {
+        ""
+    }
 }
 
 /// A field of a server's `INFO` text, by its exact name (`master_repl_offset` is not
@@ -131,10 +149,10 @@ impl RedisLink {
             match connecting.as_ref() {
                 Some(shared) => shared.clone(),
                 None => {
-                    let failed_recently =
-                        lock(&self.inner.last_failure).is_some_and(|at| at.elapsed() < RECONNECT_BACKOFF);
-                    if failed_recently {
-                        return Err(FilterUnavailable::Error("Redis is unreachable; reconnecting".into()));
+                    if let Some((at, why)) = lock(&self.inner.last_failure).as_ref() {
+                        if at.elapsed() < RECONNECT_BACKOFF {
+                            return Err(FilterUnavailable::Error(format!("{why}; reconnecting")));
+                        }
                     }
                     let inner = self.inner.clone();
                     let task = tokio::spawn(async move { inner.connect_and_keep().await });
@@ -183,14 +201,16 @@ impl Inner {
                 *lock(&self.current) = Some(link.clone());
                 *lock(&self.last_failure) = None;
             }
-            Err(_) => *lock(&self.last_failure) = Some(Instant::now()),
+            Err(e) => *lock(&self.last_failure) = Some((Instant::now(), e.to_string())),
         }
         *lock(&self.connecting) = None;
         result
     }
 
     async fn connect(&self) -> StoreResult<Link> {
-        let unavailable = |e: redis::RedisError| FilterUnavailable::Error(format!("cannot connect to Redis: {e}"));
+        let unavailable = |e: redis::RedisError| {
+            FilterUnavailable::Error(format!("cannot connect to Redis: {e}{}", connect_hint(&e, &self.client)))
+        };
         let mut conn =
             self.client.get_multiplexed_async_connection_with_config(&self.config).await.map_err(unavailable)?;
         // Before this connection carries anything: which process, with which history, is this?

@@ -81,6 +81,70 @@ pub struct RedisSettings {
     /// Per-call timeout of adds and other heavy calls: a write may wait longer than a lookup
     /// (a timed-out add fails the write, which the caller retries).
     pub write_timeout: Duration,
+    /// Who the origin is to Redis, and the TLS material of `rediss://` connections.
+    pub access: RedisAccess,
+}
+
+/// Who the origin is to Redis (an ACL user and password, over those in the URLs), and the TLS
+/// material of `rediss://` connections (without it: the platform's roots, no client
+/// certificate).
+#[derive(Clone, Default)]
+pub struct RedisAccess {
+    /// ACL user.
+    pub user: Option<String>,
+    /// Password of the user (or of `default`).
+    pub password: Option<String>,
+    /// CA certificates and client certificate.
+    pub tls: Option<redis::TlsCertificates>,
+}
+
+impl std::fmt::Debug for RedisAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the password, and never certificates or keys.
+        f.debug_struct("RedisAccess")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls.as_ref().map(|_| "<files>"))
+            .finish()
+    }
+}
+
+impl RedisAccess {
+    /// A client of the single Redis at `url`, with these credentials and TLS material.
+    fn single_client(&self, url: &str) -> StoreResult<redis::Client> {
+        // The URL is not repeated in errors: it may hold a password.
+        let bad = |e: redis::RedisError| FilterUnavailable::Error(format!("redis_url: {e}"));
+        let mut info = redis::IntoConnectionInfo::into_connection_info(url).map_err(bad)?;
+        let mut redis = info.redis_settings().clone();
+        if let Some(user) = &self.user {
+            redis = redis.set_username(user);
+        }
+        if let Some(password) = &self.password {
+            redis = redis.set_password(password);
+        }
+        info = info.set_redis_settings(redis);
+        let tls_url = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+        match (&self.tls, tls_url) {
+            (Some(certificates), true) => redis::Client::build_with_tls(info, certificates.clone()).map_err(bad),
+            _ => redis::Client::open(info).map_err(bad),
+        }
+    }
+
+    /// A Redis Cluster client's builder over `nodes`, with these credentials and TLS material.
+    fn cluster_builder(&self, nodes: &[String]) -> redis::cluster::ClusterClientBuilder {
+        let mut builder = redis::cluster::ClusterClientBuilder::new(nodes.iter().map(String::as_str));
+        if let Some(user) = &self.user {
+            builder = builder.username(user);
+        }
+        if let Some(password) = &self.password {
+            builder = builder.password(password);
+        }
+        let tls_urls = nodes.iter().all(|n| n.starts_with("rediss://"));
+        match (&self.tls, tls_urls) {
+            (Some(certificates), true) => builder.certs(certificates.clone()),
+            _ => builder,
+        }
+    }
 }
 
 /// The filter in Redis.
@@ -107,19 +171,20 @@ enum Backend {
 }
 
 impl RedisFilterStore {
-    /// A single Redis is connected lazily: the origin starts (and answers from the database)
-    /// even while Redis is down, and reconnects in the background. A cluster is connected
-    /// now: its client needs one node to learn the others.
+    /// Connected lazily, a single Redis and a cluster alike: the origin starts (and answers
+    /// from the database) even while Redis is down, and connects in the background.
     pub async fn connect(settings: &RedisSettings) -> StoreResult<RedisFilterStore> {
         let slowest = settings.write_timeout.max(settings.timeout);
         let connect_timeout = settings.write_timeout.max(Duration::from_millis(250));
         let backend = match settings.cluster_nodes.as_slice() {
             [] => {
-                let client = redis::Client::open(settings.url.as_str())
-                    .map_err(|e| FilterUnavailable::Error(format!("redis_url {:?}: {e}", settings.url)))?;
+                let client = settings.access.single_client(&settings.url)?;
                 Backend::Single(RedisLink::new(client, slowest, connect_timeout))
             }
-            nodes => Backend::Cluster(ClusterLink::connect(nodes, slowest, connect_timeout).await?),
+            nodes => {
+                let builder = settings.access.cluster_builder(nodes);
+                Backend::Cluster(ClusterLink::connect(builder, slowest, connect_timeout).await?)
+            }
         };
         Ok(RedisFilterStore {
             backend,

@@ -6,7 +6,7 @@
 //! and prints medians, their ratio, and the process's peak memory.
 //!
 //! `cargo run --release -p bloomgate-bench --bin rebuild-throughput -- 1000000`
-//! (needs `scripts/services start`; BLOOMGATE_TEST_CASSANDRA overrides the address).
+//! (needs `scripts/services start`; BG_TEST_CASSANDRA overrides the address).
 
 use bloomgate_filter::{BloomFilter, Params};
 use bloomgate_origin::store::cassandra::{CassandraDatabase, CassandraSettings};
@@ -30,6 +30,7 @@ async fn main() -> anyhow::Result<()> {
         consistency: scylla::statement::Consistency::One,
         timeout: Duration::from_secs(30),
         delete_margin: Duration::from_secs(1),
+        access: Default::default(),
     };
     let store = CassandraDatabase::connect(&settings).await?;
     let have = store.scan_keys(FILTER, concurrency, &|_| {}).await?;

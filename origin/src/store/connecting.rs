@@ -1,0 +1,192 @@
+//! A database reached in the background. An origin whose database is down when it starts
+//! still starts: it serves liveness, answers readiness with why the database does not answer,
+//! answers "no" from the filter meanwhile, and connects with backoff until the database
+//! answers. Until then every call fails as a database outage does (503, never a "no").
+
+use super::{Database, DatabaseError, FilterDef, KeySink};
+use async_trait::async_trait;
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The first wait between attempts; doubled after each failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// The longest wait between attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// A database that answers once its first connection is made.
+pub struct ConnectingDatabase {
+    connected: OnceLock<Arc<dyn Database>>,
+    /// Why the last attempt failed (what every call says until one succeeds).
+    last_error: Mutex<String>,
+    /// Attempts made so far (woken after each, the successful one included).
+    attempts: tokio::sync::watch::Sender<u32>,
+}
+
+impl ConnectingDatabase {
+    /// Connects with `connect`, returning once the first attempt has ended: connected if the
+    /// database answered, else still connecting in the background, retried with backoff
+    /// until it succeeds.
+    pub async fn start<F, Fut>(what: &'static str, connect: F) -> Arc<ConnectingDatabase>
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Arc<dyn Database>, DatabaseError>> + Send,
+    {
+        let database = ConnectingDatabase::spawn_with_backoff(what, FIRST_BACKOFF, connect);
+        let mut attempts = database.attempts.subscribe();
+        let _ = attempts.wait_for(|n| *n >= 1).await;
+        database
+    }
+
+    /// Starts connecting in the background, waiting `first_backoff` after the first failure.
+    fn spawn_with_backoff<F, Fut>(what: &'static str, first_backoff: Duration, connect: F) -> Arc<ConnectingDatabase>
+    where
+        F: Fn() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Arc<dyn Database>, DatabaseError>> + Send,
+    {
+        let database = Arc::new(ConnectingDatabase {
+            connected: OnceLock::new(),
+            last_error: Mutex::new(format!("{what} is not connected yet")),
+            attempts: tokio::sync::watch::Sender::new(0),
+        });
+        let connecting = database.clone();
+        tokio::spawn(async move {
+            let mut backoff = first_backoff;
+            loop {
+                match connect().await {
+                    Ok(connected) => {
+                        tracing::info!("connected to {what}");
+                        let _ = connecting.connected.set(connected);
+                        connecting.attempts.send_modify(|n| *n += 1);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(cause = %e, retry_in_ms = backoff.as_millis() as u64, "{what} does not answer; retrying");
+                        *lock(&connecting.last_error) =
+                            format!("{e} (retrying every {} s at most)", MAX_BACKOFF.as_secs());
+                        connecting.attempts.send_modify(|n| *n += 1);
+                    }
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        });
+        database
+    }
+
+    /// Waits until connected, or `limit` has passed (then errs with why it is not).
+    pub async fn connected(&self, limit: Duration) -> Result<Arc<dyn Database>, DatabaseError> {
+        let mut attempts = self.attempts.subscribe();
+        let _ = tokio::time::timeout(limit, attempts.wait_for(|_| self.connected.get().is_some())).await;
+        self.database()
+    }
+
+    fn database(&self) -> Result<Arc<dyn Database>, DatabaseError> {
+        self.connected.get().cloned().ok_or_else(|| DatabaseError::Error(lock(&self.last_error).clone()))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[async_trait]
+impl Database for ConnectingDatabase {
+    async fn get(&self, filter: &str, key: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
+        self.database()?.get(filter, key).await
+    }
+
+    async fn put(&self, filter: &str, key: &[u8], value: &[u8]) -> Result<(), DatabaseError> {
+        self.database()?.put(filter, key, value).await
+    }
+
+    async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
+        self.database()?.delete(filter, key).await
+    }
+
+    async fn scan_keys(&self, filter: &str, concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError> {
+        self.database()?.scan_keys(filter, concurrency, sink).await
+    }
+
+    async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
+        self.database()?.filters().await
+    }
+
+    async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
+        self.database()?.resize_filter(name, capacity, fp_rate).await
+    }
+
+    async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
+        self.database()?.create_filter(def).await
+    }
+
+    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
+        self.database()?.drop_filter(name).await
+    }
+
+    async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
+        self.database()?.has_keys(filter).await
+    }
+
+    async fn delete_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError> {
+        self.database()?.delete_keys(filter, concurrency).await
+    }
+
+    async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
+        self.database()?.filter(name).await
+    }
+
+    async fn ping(&self) -> Result<(), DatabaseError> {
+        self.database()?.ping().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::embedded::RedbDatabase;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Short waits between attempts: the test's time is real.
+    const QUICK: Duration = Duration::from_millis(5);
+
+    #[tokio::test]
+    async fn calls_fail_with_why_until_the_database_answers_then_reach_it() {
+        let attempts = Arc::new(AtomicU32::new(0));
+        let dir = std::env::temp_dir().join(format!("bloomgate-connecting-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("keys.redb");
+        let counted = attempts.clone();
+        let database = ConnectingDatabase::spawn_with_backoff("the test database", QUICK, move || {
+            let (counted, path) = (counted.clone(), path.clone());
+            async move {
+                // Slow enough that the first calls below meet the failure, not the connection.
+                tokio::time::sleep(QUICK * 20).await;
+                match counted.fetch_add(1, Ordering::SeqCst) {
+                    0..=2 => Err(DatabaseError::other("connection refused")),
+                    _ => Ok(Arc::new(RedbDatabase::open(&path).map_err(DatabaseError::other)?) as Arc<dyn Database>),
+                }
+            }
+        });
+        let err = database.ping().await.unwrap_err().to_string();
+        assert!(err.contains("not connected yet"), "before the first attempt ends: {err}");
+        tokio::time::sleep(QUICK * 30).await;
+        let err = database.ping().await.unwrap_err().to_string();
+        assert!(err.contains("connection refused") && err.contains("retrying"), "{err}");
+        assert!(database.get("f", b"k").await.is_err(), "no answer is ever a 'not stored'");
+        let waited = database.connected(Duration::from_secs(60)).await;
+        assert!(waited.is_ok(), "connected after backing off: {:?}", waited.err());
+        assert_eq!(attempts.load(Ordering::SeqCst), 4);
+        database.ping().await.unwrap();
+        assert_eq!(database.get("f", b"k").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn waiting_for_a_database_that_never_answers_ends_with_why() {
+        let database = ConnectingDatabase::spawn_with_backoff("the test database", QUICK, || async {
+            Err::<Arc<dyn Database>, _>(DatabaseError::other("no route to host"))
+        });
+        let err = database.connected(QUICK * 40).await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("no route to host"), "{err}");
+    }
+}
