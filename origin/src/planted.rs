@@ -1,7 +1,7 @@
 //! Known bugs, planted on purpose for the history checker's negative controls: a checker that
 //! misses one of these is not a checker. Compiled only with the test-only feature
 //! `planted-bugs` (never a default feature; a build without debug assertions refuses it, so no
-//! release build can carry it), and even then off unless `BLOOMGATE_PLANTED_BUG` names one.
+//! release build can carry it), and even then off unless `BG_PLANTED_BUG` names one.
 //! Without the feature, [`active`] is the constant `false` and every hook compiles away.
 //!
 //! A hook is one line where the bug lives: `if planted::active(Bug::X) { ... }`.
@@ -10,7 +10,7 @@
 compile_error!("the `planted-bugs` feature plants known bugs for tests: it must never be in a release build");
 
 /// The environment variable that selects a bug in a `planted-bugs` build.
-pub const VAR: &str = "BLOOMGATE_PLANTED_BUG";
+pub const VAR: &str = "BG_PLANTED_BUG";
 
 /// The bugs that can be planted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl Bug {
     /// Every bug.
     pub const ALL: [Bug; 4] = [Bug::SkipReadBarrier, Bug::SkipFilterAdd, Bug::SkipIncarnationCheck, Bug::SkipLeaseWait];
 
-    /// Its name, as `BLOOMGATE_PLANTED_BUG` spells it.
+    /// Its name, as `BG_PLANTED_BUG` spells it.
     pub fn name(self) -> &'static str {
         match self {
             Bug::SkipReadBarrier => "skip-read-barrier",
@@ -62,7 +62,7 @@ pub fn active(bug: Bug) -> bool {
     }
 }
 
-/// The bug `BLOOMGATE_PLANTED_BUG` names, read once (and said loudly in the log).
+/// The bug `BG_PLANTED_BUG` names, read once (and said loudly in the log).
 #[cfg(feature = "planted-bugs")]
 fn selected() -> Option<Bug> {
     static SELECTED: std::sync::OnceLock<Option<Bug>> = std::sync::OnceLock::new();

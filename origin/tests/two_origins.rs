@@ -5,7 +5,7 @@
 //!
 //! The lease race also runs as a negative control: in a build with the test-only feature
 //! `planted-bugs`, [`the_lease_race_catches_a_writer_that_skips_its_wait`] runs the race again in
-//! a process of its own with `BLOOMGATE_PLANTED_BUG=skip-lease-wait`, and passes only if the
+//! a process of its own with `BG_PLANTED_BUG=skip-lease-wait`, and passes only if the
 //! race then reports acknowledged keys answered "not seen".
 
 use bloomgate_origin::gate::{AnsweredBy, CreateFilter, Gate, GateSettings};
@@ -186,7 +186,7 @@ async fn a_switch_and_a_retirement_during_live_leases_lose_no_write() {
 async fn planted_skip_lease_wait_makes_the_lease_race_see_false_negatives() {
     assert!(
         bloomgate_origin::planted::active(bloomgate_origin::planted::Bug::SkipLeaseWait),
-        "run with the feature planted-bugs and BLOOMGATE_PLANTED_BUG=skip-lease-wait"
+        "run with the feature planted-bugs and BG_PLANTED_BUG=skip-lease-wait"
     );
     let o = origins("planted", LEASE).await;
     let missed = race(&o.a, &o.b, 4, 100).await;

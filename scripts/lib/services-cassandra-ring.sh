@@ -12,9 +12,9 @@
 # is no JMX port to keep apart; readiness is checked over CQL (cql_ping.py).
 
 RING_SIZE=3
-RING_PORT="${BLOOMGATE_CASSANDRA_RING_PORT:-9042}"
-RING_STORAGE_PORT="${BLOOMGATE_CASSANDRA_RING_STORAGE_PORT:-7000}"
-RING_HEAP="${BLOOMGATE_CASSANDRA_HEAP:-768m}"
+RING_PORT="${BG_CASSANDRA_RING_PORT:-9042}"
+RING_STORAGE_PORT="${BG_CASSANDRA_RING_STORAGE_PORT:-7000}"
+RING_HEAP="${BG_CASSANDRA_HEAP:-768m}"
 RING_DIR="$STATE_DIR/cassandra-ring"
 RING_NUM_TOKENS=16
 # A joining node waits up to RING_DELAY (30 s by default) for ring information,
@@ -65,7 +65,7 @@ refuse_if_single_node_holds_ring_ports() {
   pid=$(cassandra_pid) || return 0
   clash=$(ports_in_common "$CASS_CONF/cassandra.yaml" "$RING_PORT" "$RING_STORAGE_PORT")
   [[ -z $clash ]] \
-    || die "the single-node Cassandra (pid $pid) holds 127.0.0.1:$clash, which the ring's node 1 needs; stop it first: scripts/services stop cassandra (or move the ring: BLOOMGATE_CASSANDRA_RING_PORT, BLOOMGATE_CASSANDRA_RING_STORAGE_PORT)"
+    || die "the single-node Cassandra (pid $pid) holds 127.0.0.1:$clash, which the ring's node 1 needs; stop it first: scripts/services stop cassandra (or move the ring: BG_CASSANDRA_RING_PORT, BG_CASSANDRA_RING_STORAGE_PORT)"
 }
 
 # port_holder ADDRESS PORT  -> who listens there ("pid N: Cassandra, config F"),
@@ -125,7 +125,7 @@ ring_node_start() { # ring_node_start N  -> running, answering CQL, joined
     (( n == 1 )) && refuse_if_single_node_holds_ring_ports
     for p in "$RING_PORT" "$RING_STORAGE_PORT"; do
       port_open_on "$address" "$p" \
-        && die "port $address:$p, which $name needs, is already in use ($(port_holder "$address" "$p" || echo 'by another process')); stop that, or move the ring: BLOOMGATE_CASSANDRA_RING_PORT / BLOOMGATE_CASSANDRA_RING_STORAGE_PORT"
+        && die "port $address:$p, which $name needs, is already in use ($(port_holder "$address" "$p" || echo 'by another process')); stop that, or move the ring: BG_CASSANDRA_RING_PORT / BG_CASSANDRA_RING_STORAGE_PORT"
     done
     ensure_java17
     ensure_cassandra_lib

@@ -8,14 +8,14 @@
 # redis.pid, nodes.conf (the node's cluster identity) and the append-only file.
 # Redis also listens on port + 10000 (the cluster bus between nodes).
 
-REDIS_CLUSTER_BASE_PORT="${BLOOMGATE_REDIS_CLUSTER_BASE_PORT:-7001}"
-REDIS_CLUSTER_NODE_TIMEOUT_MS="${BLOOMGATE_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}"
+REDIS_CLUSTER_BASE_PORT="${BG_REDIS_CLUSTER_BASE_PORT:-7001}"
+REDIS_CLUSTER_NODE_TIMEOUT_MS="${BG_REDIS_CLUSTER_NODE_TIMEOUT_MS:-2000}"
 REDIS_CLUSTER_MASTERS=3 # each with one replica: six nodes
 REDIS_CLUSTER_DIR="$STATE_DIR/redis-cluster"
 REDIS_CLUSTER_START_TIMEOUT=60
 
 [[ $REDIS_CLUSTER_BASE_PORT =~ ^[0-9]+$ ]] \
-  || die "BLOOMGATE_REDIS_CLUSTER_BASE_PORT must be a port number, not '$REDIS_CLUSTER_BASE_PORT'"
+  || die "BG_REDIS_CLUSTER_BASE_PORT must be a port number, not '$REDIS_CLUSTER_BASE_PORT'"
 mapfile -t REDIS_CLUSTER_PORTS < <(seq "$REDIS_CLUSTER_BASE_PORT" $((REDIS_CLUSTER_BASE_PORT + 2 * REDIS_CLUSTER_MASTERS - 1)))
 
 rc_node_dir() { echo "$REDIS_CLUSTER_DIR/$1"; }
@@ -74,7 +74,7 @@ redis_cluster_node_start() { # redis_cluster_node_start PORT  (does not wait)
   fi
   rm -f "$dir/redis.pid"
   for p in "$port" $((port + 10000)); do
-    port_open "$p" && die "port 127.0.0.1:$p is already in use by another process (Redis Cluster node $port needs it and its bus port $((port + 10000)); set BLOOMGATE_REDIS_CLUSTER_BASE_PORT)"
+    port_open "$p" && die "port 127.0.0.1:$p is already in use by another process (Redis Cluster node $port needs it and its bus port $((port + 10000)); set BG_REDIS_CLUSTER_BASE_PORT)"
   done
   write_redis_cluster_node_conf "$port"
   log "starting redis-$port (dir $dir)"

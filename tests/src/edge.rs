@@ -9,11 +9,11 @@
 //! `VSCODE_INSPECTOR_OPTIONS` is how wrangler (4.86 to 4.164 at least) recognises VS Code's
 //! JavaScript debug terminal, where it does not attach its bridge (`wrangler dev` has no flag for
 //! that); console output still reaches the log (workerd prints it). Set
-//! `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1` to attach it as `wrangler dev` does.
+//! `BG_TEST_WRANGLER_INSPECTOR=1` to attach it as `wrangler dev` does.
 //!
 //! wrangler runs through `scripts/wrangler`, as every script runs it: the repository's pinned
 //! wrangler on the pinned Node, whatever Node the machine has (a checkout without that script,
-//! named by `BLOOMGATE_TEST_EDGE_ROOT`, runs its own `node_modules/.bin/wrangler`).
+//! named by `BG_TEST_EDGE_ROOT`, runs its own `node_modules/.bin/wrangler`).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,10 +26,10 @@ pub struct Options {
     /// More `--var NAME:value` (e.g. `LOG_REQUESTS`).
     pub vars: Vec<(String, String)>,
     /// The checkout whose `wrangler.toml`, `edge/build` and `node_modules` run: this one, or
-    /// `BLOOMGATE_TEST_EDGE_ROOT` (to measure another build of the edge with the same harness).
+    /// `BG_TEST_EDGE_ROOT` (to measure another build of the edge with the same harness).
     pub root: std::path::PathBuf,
     /// Attach wrangler's DevTools bridge, as plain `wrangler dev` does (see the module doc):
-    /// `BLOOMGATE_TEST_WRANGLER_INSPECTOR=1`.
+    /// `BG_TEST_WRANGLER_INSPECTOR=1`.
     pub wrangler_inspector: bool,
     /// Another build of the worker to serve than `wrangler.toml`'s (`edge/build`): a directory
     /// holding its `index.js`, relative to `root` (e.g. `edge/build-planted`).
@@ -42,8 +42,8 @@ pub struct Options {
 impl Options {
     /// The defaults, with the freshness bound S.
     pub fn new(freshness_secs: u32) -> Options {
-        let root = std::env::var_os("BLOOMGATE_TEST_EDGE_ROOT").map_or_else(crate::repo_root, Into::into);
-        let wrangler_inspector = std::env::var("BLOOMGATE_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
+        let root = std::env::var_os("BG_TEST_EDGE_ROOT").map_or_else(crate::repo_root, Into::into);
+        let wrangler_inspector = std::env::var("BG_TEST_WRANGLER_INSPECTOR").is_ok_and(|v| v == "1");
         Options { freshness_secs, vars: Vec::new(), root, wrangler_inspector, build: None, persist_to: None }
     }
 }

@@ -5,7 +5,7 @@
 //! for paths an HTTP client would normalise.
 //!
 //! Service addresses come from the environment with local defaults:
-//! `BLOOMGATE_TEST_REDIS` (127.0.0.1:6399), `BLOOMGATE_TEST_CASSANDRA` (127.0.0.1:9042).
+//! `BG_TEST_REDIS` (127.0.0.1:6399), `BG_TEST_CASSANDRA` (127.0.0.1:9042).
 //! A service that cannot be reached fails the test with the command that starts it.
 //!
 //! # Layout
@@ -62,19 +62,19 @@ pub fn repo_root() -> PathBuf {
 
 /// The shared Redis started by `scripts/services`.
 pub fn redis_addr() -> String {
-    std::env::var("BLOOMGATE_TEST_REDIS").unwrap_or_else(|_| "127.0.0.1:6399".into())
+    std::env::var("BG_TEST_REDIS").unwrap_or_else(|_| "127.0.0.1:6399".into())
 }
 
 /// The Cassandra started by `scripts/services`.
 pub fn cassandra_addr() -> String {
-    std::env::var("BLOOMGATE_TEST_CASSANDRA").unwrap_or_else(|_| "127.0.0.1:9042".into())
+    std::env::var("BG_TEST_CASSANDRA").unwrap_or_else(|_| "127.0.0.1:9042".into())
 }
 
 /// Panics with instructions unless `addr` accepts TCP connections.
 pub async fn require(service: &str, addr: &str) {
     let reachable = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr)).await;
     if !matches!(reachable, Ok(Ok(_))) {
-        panic!("{service} is not reachable at {addr}: start it with `scripts/services start` (or set BLOOMGATE_TEST_* to its address)");
+        panic!("{service} is not reachable at {addr}: start it with `scripts/services start` (or set BG_TEST_* to its address)");
     }
 }
 

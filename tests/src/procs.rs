@@ -114,12 +114,12 @@ pub fn is_named(pid: u32, name: &str) -> bool {
 }
 
 /// The shared Cassandra's pid, from the pid file `scripts/services` writes:
-/// `BLOOMGATE_CASSANDRA_PID_FILE`, else `$BLOOMGATE_STATE_DIR/run/cassandra.pid`, else this
+/// `BG_CASSANDRA_PID_FILE`, else `$BG_STATE_DIR/run/cassandra.pid`, else this
 /// checkout's `.state/run/cassandra.pid`.
 pub fn cassandra_pid() -> Option<u32> {
     let mut candidates: Vec<std::path::PathBuf> =
-        std::env::var_os("BLOOMGATE_CASSANDRA_PID_FILE").map(Into::into).into_iter().collect();
-    if let Some(state) = std::env::var_os("BLOOMGATE_STATE_DIR") {
+        std::env::var_os("BG_CASSANDRA_PID_FILE").map(Into::into).into_iter().collect();
+    if let Some(state) = std::env::var_os("BG_STATE_DIR") {
         candidates.push(std::path::PathBuf::from(state).join("run/cassandra.pid"));
     }
     candidates.push(crate::repo_root().join(".state/run/cassandra.pid"));

@@ -67,9 +67,9 @@ pub fn restart_dead_nodes() -> anyhow::Result<()> {
 }
 
 /// Nodes to reach the cluster through (`host:port`; after failovers, masters or replicas):
-/// `BLOOMGATE_TEST_REDIS_CLUSTER`, else the first three ports `scripts/services` uses.
+/// `BG_TEST_REDIS_CLUSTER`, else the first three ports `scripts/services` uses.
 pub fn seed_nodes() -> Vec<String> {
-    std::env::var("BLOOMGATE_TEST_REDIS_CLUSTER")
+    std::env::var("BG_TEST_REDIS_CLUSTER")
         .unwrap_or_else(|_| "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003".into())
         .split(',')
         .map(str::to_owned)
@@ -88,7 +88,7 @@ pub async fn require() -> Vec<String> {
         }
     }
     panic!(
-        "no Redis Cluster node of {seeds:?} is reachable: start the cluster with `scripts/services start --topology cluster redis` (or name its nodes in BLOOMGATE_TEST_REDIS_CLUSTER)"
+        "no Redis Cluster node of {seeds:?} is reachable: start the cluster with `scripts/services start --topology cluster redis` (or name its nodes in BG_TEST_REDIS_CLUSTER)"
     )
 }
 

@@ -9,15 +9,15 @@
 //! with (the test finds, kills and restarts the node through `scripts/services`):
 //!
 //! ```sh
-//! export BLOOMGATE_STATE_DIR=/tmp/bg-ring-state \
-//!        BLOOMGATE_CASSANDRA_RING_PORT=19042 BLOOMGATE_CASSANDRA_RING_STORAGE_PORT=17000
+//! export BG_STATE_DIR=/tmp/bg-ring-state \
+//!        BG_CASSANDRA_RING_PORT=19042 BG_CASSANDRA_RING_STORAGE_PORT=17000
 //! scripts/services start --topology cluster cassandra
-//! BLOOMGATE_TEST_CASSANDRA_RING=127.0.0.1:19042,127.0.0.2:19042,127.0.0.3:19042 \
+//! BG_TEST_CASSANDRA_RING=127.0.0.1:19042,127.0.0.2:19042,127.0.0.3:19042 \
 //!   cargo test -p bloomgate-tests --test cassandra_ring -- --ignored --nocapture
 //! scripts/services stop --topology cluster cassandra
 //! ```
 //!
-//! `BLOOMGATE_TEST_CASSANDRA_RING` defaults to the ring's default ports (9042). A node that
+//! `BG_TEST_CASSANDRA_RING` defaults to the ring's default ports (9042). A node that
 //! does not answer fails the test. Redis is a private `redis-server` of the test's own.
 
 use bloomgate_tests::origin::{config, TestOrigin};
@@ -51,7 +51,7 @@ const MIN_SHARE_DOWN: f64 = 0.95;
 const READ_BACK_PATIENCE: Duration = Duration::from_secs(90);
 
 fn ring_nodes() -> Vec<String> {
-    std::env::var("BLOOMGATE_TEST_CASSANDRA_RING")
+    std::env::var("BG_TEST_CASSANDRA_RING")
         .unwrap_or_else(|_| "127.0.0.1:9042,127.0.0.2:9042,127.0.0.3:9042".into())
         .split(',')
         .map(str::to_owned)
@@ -64,7 +64,7 @@ fn services_script() -> PathBuf {
 
 /// Fails, with the commands that start the ring, unless every node accepts connections.
 async fn require_ring(nodes: &[String]) {
-    assert_eq!(nodes.len(), 3, "BLOOMGATE_TEST_CASSANDRA_RING names {nodes:?}: three nodes expected");
+    assert_eq!(nodes.len(), 3, "BG_TEST_CASSANDRA_RING names {nodes:?}: three nodes expected");
     for node in nodes {
         let reachable = tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(node)).await;
         assert!(
@@ -89,7 +89,7 @@ fn node_pid(node: &str) -> u32 {
     let listing = String::from_utf8_lossy(&out.stdout);
     pid_in_listing(&listing, node).unwrap_or_else(|| {
         panic!(
-            "`scripts/services cluster-nodes cassandra` lists no running node {node}:\n{listing}\nrun the test with the BLOOMGATE_STATE_DIR and BLOOMGATE_CASSANDRA_RING_* the ring was started with"
+            "`scripts/services cluster-nodes cassandra` lists no running node {node}:\n{listing}\nrun the test with the BG_STATE_DIR and BG_CASSANDRA_RING_* the ring was started with"
         )
     })
 }

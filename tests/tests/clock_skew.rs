@@ -21,7 +21,7 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Names the filter the skewed writer writes to; set only in its process.
-const SKEWED_FILTER: &str = "BLOOMGATE_TEST_SKEWED_FILTER";
+const SKEWED_FILTER: &str = "BG_TEST_SKEWED_FILTER";
 /// How far ahead the skewed origin's clock runs: twice the default retention (10 minutes).
 const AHEAD: &str = "+20m";
 /// Where Debian's `faketime` package puts the library.

@@ -8,8 +8,8 @@
 //! `cargo test -p bloomgate-tests --test correctness -- --test-threads 1`.
 //! Several origins share one Redis and one Cassandra, as in production; writers run at a
 //! bounded rate so the same test holds on a quiet machine and a busy one. Tests that turn on
-//! automatic recovery use a keyspace of their own (`BLOOMGATE_TEST_REDIS`,
-//! `BLOOMGATE_TEST_CASSANDRA` name the services).
+//! automatic recovery use a keyspace of their own (`BG_TEST_REDIS`,
+//! `BG_TEST_CASSANDRA` name the services).
 
 use bloomgate_origin::config::Config;
 use bloomgate_origin::rebuild;

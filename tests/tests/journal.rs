@@ -5,7 +5,7 @@
 //!
 //! # Running
 //! `scripts/services start`, then `cargo test -p bloomgate-tests --test journal`.
-//! `BLOOMGATE_TEST_REDIS` and `BLOOMGATE_TEST_CASSANDRA` name the services.
+//! `BG_TEST_REDIS` and `BG_TEST_CASSANDRA` name the services.
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};

@@ -7,7 +7,7 @@
 //! # Running
 //! `scripts/services start` (Cassandra) and `scripts/services start --topology cluster redis`,
 //! then `cargo test -p bloomgate-tests --test redis_cluster -- --test-threads 1`. The tests
-//! kill and restart the cluster's masters: run them alone. `BLOOMGATE_TEST_REDIS_CLUSTER`
+//! kill and restart the cluster's masters: run them alone. `BG_TEST_REDIS_CLUSTER`
 //! names nodes to reach it through (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`).
 
 use bloomgate_client::api::CreateFilter;

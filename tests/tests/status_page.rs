@@ -9,10 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Debian's Chromium (`apt-get install chromium`; `scripts/test` installs it), or
-/// `BLOOMGATE_TEST_CHROMIUM`.
+/// `BG_TEST_CHROMIUM`.
 fn chromium() -> PathBuf {
-    let path =
-        std::env::var_os("BLOOMGATE_TEST_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
+    let path = std::env::var_os("BG_TEST_CHROMIUM").map_or_else(|| PathBuf::from("/usr/bin/chromium"), PathBuf::from);
     assert!(path.exists(), "{} not found: `apt-get install chromium` (scripts/test installs it)", path.display());
     path
 }

@@ -43,12 +43,12 @@ impl Drop for CassandraPause {
     }
 }
 
-/// Finds Cassandra's pid: `BLOOMGATE_CASSANDRA_PID_FILE`, else the pid file that
+/// Finds Cassandra's pid: `BG_CASSANDRA_PID_FILE`, else the pid file that
 /// `scripts/services` writes in this checkout, else in the main checkout of a git worktree.
 pub fn cassandra_pid(explicit: Option<&Path>) -> Option<(u32, PathBuf)> {
     let root = bloomgate_tests::repo_root();
     let mut candidates: Vec<PathBuf> = explicit.map(Path::to_path_buf).into_iter().collect();
-    candidates.extend(std::env::var_os("BLOOMGATE_CASSANDRA_PID_FILE").map(PathBuf::from));
+    candidates.extend(std::env::var_os("BG_CASSANDRA_PID_FILE").map(PathBuf::from));
     candidates.push(root.join(".state/run/cassandra.pid"));
     let common = Command::new("git").current_dir(&root).args(["rev-parse", "--git-common-dir"]).output().ok();
     if let Some(out) = common.filter(|o| o.status.success()) {

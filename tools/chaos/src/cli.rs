@@ -146,19 +146,19 @@ struct RunArgs {
     /// the lease evidence floors apply) or `barrier`.
     #[arg(long, default_value = "lease")]
     read_consistency: bloomgate_client::api::ReadConsistency,
-    /// Plant this known bug in the origins (`BLOOMGATE_PLANTED_BUG`) and the edge (`PLANTED_BUG`):
+    /// Plant this known bug in the origins (`BG_PLANTED_BUG`) and the edge (`PLANTED_BUG`):
     /// only a `planted-bugs` build (`bloomgate-chaos-planted`) has any.
     #[arg(long)]
     planted_bug: Option<String>,
     /// Cassandra `host:port`.
-    #[arg(long, env = "BLOOMGATE_TEST_CASSANDRA", default_value = "127.0.0.1:9042")]
+    #[arg(long, env = "BG_TEST_CASSANDRA", default_value = "127.0.0.1:9042")]
     cassandra: String,
     /// Share a running Redis Cluster (`host:port,...`, e.g. from `scripts/services start
     /// --topology cluster redis`) instead of a private Redis: its masters are killed in turn.
     #[arg(long, value_delimiter = ',')]
     redis_cluster: Vec<String>,
     /// Cassandra's pid file (for SIGSTOP); found by itself when `scripts/services` runs it.
-    #[arg(long, env = "BLOOMGATE_CASSANDRA_PID_FILE")]
+    #[arg(long, env = "BG_CASSANDRA_PID_FILE")]
     cassandra_pid_file: Option<PathBuf>,
     /// Directory for configs, logs and Redis data (a subdirectory per run).
     #[arg(long)]

@@ -59,7 +59,7 @@ pub struct ClusterSettings {
     pub redis_cluster: Vec<String>,
     /// The worker build `wrangler dev` serves (default: `edge/build`).
     pub edge_build: Option<PathBuf>,
-    /// A known bug planted in the origins (`BLOOMGATE_PLANTED_BUG`) and the edge (`PLANTED_BUG`).
+    /// A known bug planted in the origins (`BG_PLANTED_BUG`) and the edge (`PLANTED_BUG`).
     pub planted_bug: Option<String>,
 }
 

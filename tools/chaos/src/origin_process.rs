@@ -139,7 +139,7 @@ pub struct Origin {
     pub log: PathBuf,
     /// Its own proxy to the private Redis (none on a cluster).
     pub redis_proxy: Option<ChaosProxy>,
-    /// A known bug to plant (`BLOOMGATE_PLANTED_BUG`; a `planted-bugs` build only).
+    /// A known bug to plant (`BG_PLANTED_BUG`; a `planted-bugs` build only).
     pub planted_bug: Option<String>,
     config: PathBuf,
     exe: PathBuf,
@@ -191,7 +191,7 @@ impl Origin {
             .arg("origin")
             .arg("--config")
             .arg(&self.config)
-            .env("RUST_LOG", std::env::var("BLOOMGATE_CHAOS_ORIGIN_LOG").unwrap_or_else(|_| "info".into()))
+            .env("RUST_LOG", std::env::var("BG_CHAOS_ORIGIN_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

@@ -183,7 +183,7 @@ async fn find_cassandra(options: &mut RunOptions) -> anyhow::Result<()> {
         tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(&options.cassandra)).await;
     anyhow::ensure!(
         matches!(reachable, Ok(Ok(_))),
-        "Cassandra is not reachable at {}: start it with `scripts/services start` (or set BLOOMGATE_TEST_CASSANDRA)",
+        "Cassandra is not reachable at {}: start it with `scripts/services start` (or set BG_TEST_CASSANDRA)",
         options.cassandra
     );
     match cassandra_pid(options.cassandra_pid_file.as_deref()) {

@@ -8,11 +8,11 @@
 //! `scripts/services start`, `scripts/services start --topology cluster redis` and
 //! `scripts/edge-build` (builds the worker, installs wrangler), then
 //! `cargo test -p bloomgate-chaos --test chaos -- --test-threads 1` (about 6 minutes here,
-//! wrangler's starts included). `BLOOMGATE_TEST_REDIS_CLUSTER` names nodes to reach the
+//! wrangler's starts included). `BG_TEST_REDIS_CLUSTER` names nodes to reach the
 //! cluster through (default `127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003`); the run empties
 //! it first. The runs pause the shared Cassandra with SIGSTOP for a few seconds (and always
-//! continue it) and kill the cluster's masters: run them alone. `BLOOMGATE_TEST_CASSANDRA` names
-//! Cassandra's address, `BLOOMGATE_CASSANDRA_PID_FILE` its pid file if `scripts/services` did
+//! continue it) and kill the cluster's masters: run them alone. `BG_TEST_CASSANDRA` names
+//! Cassandra's address, `BG_CASSANDRA_PID_FILE` its pid file if `scripts/services` did
 //! not start it. The JSON report and the history are written to the temp directory; the
 //! Markdown summary is printed.
 
@@ -30,7 +30,7 @@ fn two_minutes_of_faults_on_a_redis_cluster_with_failovers_leave_no_violation() 
     for node in &seeds {
         assert!(
             std::net::TcpStream::connect(node).is_ok(),
-            "the Redis Cluster node {node} is not reachable: start it with `scripts/services start --topology cluster redis` (or name the cluster in BLOOMGATE_TEST_REDIS_CLUSTER)"
+            "the Redis Cluster node {node} is not reachable: start it with `scripts/services start --topology cluster redis` (or name the cluster in BG_TEST_REDIS_CLUSTER)"
         );
     }
     run_and_check("ci-cluster", &["--redis-cluster", &seeds.join(",")]);

@@ -103,10 +103,10 @@ struct RunArgs {
     #[arg(long)]
     in_process: bool,
     /// Redis URL.
-    #[arg(long, env = "BLOOMGATE_TEST_REDIS_URL", default_value = "redis://127.0.0.1:6399/")]
+    #[arg(long, env = "BG_TEST_REDIS_URL", default_value = "redis://127.0.0.1:6399/")]
     redis_url: String,
     /// Cassandra host:port.
-    #[arg(long, env = "BLOOMGATE_TEST_CASSANDRA", default_value = "127.0.0.1:9042")]
+    #[arg(long, env = "BG_TEST_CASSANDRA", default_value = "127.0.0.1:9042")]
     cassandra: String,
     /// Cassandra keyspace.
     #[arg(long, default_value = "bloomgate_bench")]

@@ -11,8 +11,8 @@
 //!   --write-share 0.1 --filters 4 --capacity 1000000 --generation-every 10 --budget 4MiB --out DIR
 //! ```
 //!
-//! `--cache-api false` runs the same with the Cache API bypassed; `BLOOMGATE_TEST_EDGE_ROOT`
-//! and `BLOOMGATE_TEST_WRANGLER_INSPECTOR` as in tests/src/edge.rs.
+//! `--cache-api false` runs the same with the Cache API bypassed; `BG_TEST_EDGE_ROOT`
+//! and `BG_TEST_WRANGLER_INSPECTOR` as in tests/src/edge.rs.
 
 use bloomgate_bench::churn::chart::draw_churn;
 use bloomgate_bench::churn::{line, run_churn, summary, ChurnConfig};

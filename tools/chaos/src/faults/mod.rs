@@ -154,7 +154,7 @@ impl Faults {
             }
             FaultKind::CassandraPause => {
                 let pid = self.settings.cassandra_pid.context(
-                    "Cassandra's pid is unknown: set BLOOMGATE_CASSANDRA_PID_FILE (scripts/services writes .state/run/cassandra.pid)",
+                    "Cassandra's pid is unknown: set BG_CASSANDRA_PID_FILE (scripts/services writes .state/run/cassandra.pid)",
                 )?;
                 let pause = CassandraPause::stop(pid)?;
                 tokio::time::sleep(t.length).await;
