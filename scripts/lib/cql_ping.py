@@ -1,23 +1,32 @@
 #!/usr/bin/env python3
 """Minimal CQL native-protocol v4 client (stdlib only), used by scripts/services.
 
-    cql_ping.py [--host H] [--port P] [--timeout S] [--consistency C] [--quiet] [QUERY ...]
+    cql_ping.py [--host H] [--port P] [--timeout S] [--consistency C] [--quiet]
+                [--cafile CA] [--user U --password-file F] [QUERY ... | -]
 
 Sends STARTUP, then each QUERY (default: SELECT release_version FROM system.local)
-at consistency C (default ONE). Prints rows tab-separated (text/varchar as text,
-ints as numbers, inet as an address, uuid in its usual form, other types as hex),
-'OK' for void results, the change for schema changes. Exits 0 on success, 1 on
-connection/protocol/CQL error (message on stderr).
-No authentication, no paging, no TLS: for the dev/CI nodes only.
+at consistency C (default ONE); `-` reads the queries from stdin, one a line (so
+that a password in a statement stays off the command line). Prints rows
+tab-separated (text/varchar as text, ints as numbers, inet as an address, uuid in
+its usual form, other types as hex), 'OK' for void results, the change for schema
+changes. Exits 0 on success, 1 on connection/protocol/TLS/CQL error (message on
+stderr).
+
+--cafile speaks TLS, verifying the server's certificate against CA and its name
+(or IP address) against --host. --user and --password-file (the password is the
+file's first line) answer a server that asks for authentication with SASL PLAIN,
+as PasswordAuthenticator expects. No paging: for the dev/CI nodes only.
 """
 import argparse
 import ipaddress
 import socket
+import ssl
 import struct
 import sys
 import uuid
 
 OP_ERROR, OP_STARTUP, OP_READY, OP_AUTHENTICATE, OP_QUERY, OP_RESULT = 0x00, 0x01, 0x02, 0x03, 0x07, 0x08
+OP_AUTH_CHALLENGE, OP_AUTH_RESPONSE, OP_AUTH_SUCCESS = 0x0E, 0x0F, 0x10
 
 # Protocol v4 consistency codes, by the names cqlsh uses.
 CONSISTENCY = {"ANY": 0x0000, "ONE": 0x0001, "TWO": 0x0002, "THREE": 0x0003, "QUORUM": 0x0004,
@@ -96,8 +105,16 @@ def _decode(tid, raw):
 
 
 class Conn:
-    def __init__(self, host, port, timeout):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host, port, timeout, cafile=None):
+        sock = socket.create_connection((host, port), timeout=timeout)
+        if cafile:
+            ctx = ssl.create_default_context(cafile=cafile)   # verifies the chain and the name
+            try:
+                sock = ctx.wrap_socket(sock, server_hostname=host)
+            except BaseException:
+                sock.close()
+                raise
+        self.sock = sock
         self.stream = 0
 
     def _recv_exact(self, n):
@@ -125,12 +142,22 @@ class Conn:
             raise CqlError("server error 0x%04x: %s" % (code, r.string()))
         return op, r
 
-    def startup(self):
+    def startup(self, user=None, password=None):
         body = struct.pack(">H", 1) + _string("CQL_VERSION") + _string("3.0.0")
-        op, _ = self.request(OP_STARTUP, body)
+        op, r = self.request(OP_STARTUP, body)
         if op == OP_AUTHENTICATE:
-            raise CqlError("server requires authentication (not supported here)")
-        if op != OP_READY:
+            authenticator = r.string()
+            if user is None:
+                raise CqlError("server requires authentication (%s): pass --user and --password-file"
+                               % authenticator)
+            # SASL PLAIN: authorization id (empty), user, password, NUL-separated.
+            token = b"\0" + user.encode() + b"\0" + password.encode()
+            op, r = self.request(OP_AUTH_RESPONSE, struct.pack(">i", len(token)) + token)
+            if op == OP_AUTH_CHALLENGE:
+                raise CqlError("server sent a SASL challenge after PLAIN credentials (%s)" % authenticator)
+            if op != OP_AUTH_SUCCESS:
+                raise CqlError("unexpected reply to AUTH_RESPONSE: opcode 0x%02x" % op)
+        elif op != OP_READY:
             raise CqlError("unexpected reply to STARTUP: opcode 0x%02x" % op)
 
     def query(self, cql, consistency=CONSISTENCY["ONE"]):
@@ -178,19 +205,32 @@ def main():
     ap.add_argument("--consistency", default="ONE", type=str.upper, choices=sorted(CONSISTENCY),
                     help="e.g. ALL to fail while the coordinator believes a replica is down")
     ap.add_argument("--quiet", action="store_true", help="print nothing on success")
-    ap.add_argument("queries", nargs="*", default=["SELECT release_version FROM system.local"])
+    ap.add_argument("--cafile", help="speak TLS, verifying the server against this CA (PEM)")
+    ap.add_argument("--user", help="log in as USER (SASL PLAIN) if the server asks")
+    ap.add_argument("--password-file", help="USER's password: the file's first line")
+    ap.add_argument("queries", nargs="*", default=["SELECT release_version FROM system.local"],
+                    help="CQL statements; - reads them from stdin, one a line")
     a = ap.parse_args()
+    if (a.user is None) != (a.password_file is None):
+        ap.error("--user and --password-file go together")
+    queries = a.queries
+    if queries == ["-"]:
+        queries = [line.strip() for line in sys.stdin if line.strip()]
     try:
-        c = Conn(a.host, a.port, a.timeout)
+        password = None
+        if a.password_file:
+            with open(a.password_file, encoding="utf-8") as f:
+                password = f.readline().rstrip("\r\n")
+        c = Conn(a.host, a.port, a.timeout, a.cafile)
         try:
-            c.startup()
-            for q in a.queries:
+            c.startup(a.user, password)
+            for q in queries:
                 for line in c.query(q, CONSISTENCY[a.consistency]):
                     if not a.quiet:
                         print(line)
         finally:
             c.sock.close()
-    except (OSError, CqlError, struct.error) as e:
+    except (OSError, CqlError, struct.error) as e:   # ssl.SSLError is an OSError
         print("cql_ping: %s:%d: %s" % (a.host, a.port, e), file=sys.stderr)
         return 1
     return 0
