@@ -86,7 +86,8 @@ write_ring_node_conf() { # write_ring_node_conf N
   # Its own cluster name, so a ring node can never gossip with the single node.
   write_cassandra_conf_in "$dir" CLUSTER_NAME=bloomgate-ring NUM_TOKENS="$RING_NUM_TOKENS" \
     ADDRESS="$(ring_node_address "$n")" SEEDS="$(ring_node_address 1):$RING_STORAGE_PORT" \
-    NATIVE_PORT="$RING_PORT" STORAGE_PORT="$RING_STORAGE_PORT" HINTED_HANDOFF=true
+    NATIVE_PORT="$RING_PORT" STORAGE_PORT="$RING_STORAGE_PORT" HINTED_HANDOFF=true \
+    AUTHENTICATOR=AllowAllAuthenticator AUTHORIZER=AllowAllAuthorizer
   cat "$LIB_DIR/cassandra/ring.yaml" >>"$dir/conf/cassandra.yaml"
 }
 
