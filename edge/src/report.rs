@@ -8,6 +8,7 @@
 
 use crate::store::Holdings;
 use bloomgate_client::api::HeldBytes;
+use subtle::ConstantTimeEq;
 
 /// wasm memory is logged each time it passes a multiple of this.
 pub const GROWTH_LOG_STEP: usize = 8 * 1024 * 1024;
@@ -65,11 +66,12 @@ pub fn held_bytes(h: &Holdings, manifests: usize) -> HeldBytes {
     }
 }
 
-/// Whether `sent` is the edge secret, compared in time that does not depend on where the two
-/// first differ.
+/// Whether `sent` is the edge secret, compared as the origin compares it: in time that does
+/// not depend on where the two differ (`subtle` keeps the optimiser from turning the comparison
+/// into one that stops at the first difference, which a hand-written fold does not guarantee).
+/// A length that differs is refused at once, as there: the secret's length is not secret.
 pub fn secret_matches(sent: &str, secret: &str) -> bool {
-    let (a, b) = (sent.as_bytes(), secret.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    bool::from(sent.as_bytes().ct_eq(secret.as_bytes()))
 }
 
 #[cfg(test)]
