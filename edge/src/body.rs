@@ -4,11 +4,13 @@
 //! so a 64 KiB segment lands in a 128 KiB allocation after several smaller ones: memory held
 //! twice over and fragmented. Here a body is read whole on the JavaScript side and copied once
 //! into a buffer of exactly its length, which a segment takes from the store's spares. A
-//! segment put in the Cache API is copied straight from its buffer into a JavaScript array.
-//! The edge's own JSON answers are written here too.
+//! Cache API entry is read the same way, its header apart, so its segment still lands in a
+//! buffer of the segment's size; one put there is copied straight from the segment's buffer
+//! into a JavaScript array behind its header. The edge's own JSON answers are written here too.
 
 use crate::answer;
 use crate::batch_body::{BatchBodyError, BoundedBody};
+use crate::cache_entry::{EntryHeader, EntryRefused, ENTRY_HEADER_BYTES};
 use bloomgate_client::{headers, media};
 use futures_util::Stream;
 use js_sys::Uint8Array;
@@ -22,6 +24,30 @@ pub(crate) async fn read_exact(response: worker::Response, buffer: impl FnOnce(u
     let response: web_sys::Response = response.into();
     let body = JsFuture::from(response.array_buffer()?).await?;
     Ok(copy_in(&body, buffer))
+}
+
+/// A Cache API entry: its header, read and checked ([`EntryHeader::read`]) before anything is
+/// copied into wasm memory, then its content in `buffer(len)` resized to the content's exact
+/// length. The MAC is the caller's to verify.
+pub(crate) async fn read_entry(
+    response: worker::Response,
+    max_content: usize,
+    buffer: impl FnOnce(usize) -> Vec<u8>,
+) -> Result<std::result::Result<(EntryHeader, Vec<u8>), EntryRefused>> {
+    let response: web_sys::Response = response.into();
+    let array = Uint8Array::new(&JsFuture::from(response.array_buffer()?).await?);
+    let len = array.length() as usize;
+    let mut head = [0u8; ENTRY_HEADER_BYTES];
+    let head = &mut head[..len.min(ENTRY_HEADER_BYTES)];
+    array.subarray(0, head.len() as u32).copy_to(head);
+    let header = match EntryHeader::read(head, len, max_content) {
+        Ok(header) => header,
+        Err(why) => return Ok(Err(why)),
+    };
+    let mut content = buffer(header.content_len());
+    content.resize(header.content_len(), 0);
+    array.subarray(ENTRY_HEADER_BYTES as u32, len as u32).copy_to(&mut content);
+    Ok(Ok((header, content)))
 }
 
 /// The body of the request being served, read chunk by chunk and refused as soon as it passes
@@ -52,22 +78,27 @@ fn copy_in(array_buffer: &JsValue, buffer: impl FnOnce(usize) -> Vec<u8>) -> Vec
     out
 }
 
-/// A segment's bytes as a JavaScript array (one copy, out of wasm memory), to put in the Cache
-/// API later without keeping its buffer.
-pub(crate) fn js_copy(bytes: &[u8]) -> Uint8Array {
-    Uint8Array::from(bytes)
+/// A Cache API entry as a JavaScript array: `header` ([`crate::cache_entry::seal`]) then
+/// `content`, copied once out of wasm memory, to put later without keeping the content's buffer.
+pub(crate) fn js_entry(header: &[u8; ENTRY_HEADER_BYTES], content: &[u8]) -> Uint8Array {
+    let entry = Uint8Array::new_with_length((ENTRY_HEADER_BYTES + content.len()) as u32);
+    entry.subarray(0, ENTRY_HEADER_BYTES as u32).copy_from(header);
+    entry.subarray(ENTRY_HEADER_BYTES as u32, entry.length()).copy_from(content);
+    entry
 }
 
-/// Puts a segment (already copied out, [`js_copy`]) in the Cache API under `url`: the edge's
-/// own entry, never sent to a client; public, or the Cache API would not keep it; immutable,
-/// as the URL names what the copy is (see `cache_copy::segment_cache_url`).
-pub(crate) async fn put_in_cache(url: &str, bytes: Uint8Array) -> Result<()> {
+/// Puts an entry (already copied out, [`js_entry`]) in the Cache API under `url`, the cache key
+/// its MAC names: the edge's own entry, never sent to a client; public, or the Cache API would
+/// not keep it; immutable, as the URL names what the copy is (see
+/// `cache_copy::segment_cache_url`).
+pub(crate) async fn put_in_cache(url: &str, entry: Uint8Array) -> Result<()> {
     let sent = web_sys::Headers::new()?;
     sent.set(headers::CACHE_CONTROL, "public, max-age=31536000, immutable")?;
-    sent.set(headers::CONTENT_TYPE, media::SEGMENT)?;
+    // Not a segment as the origin serves it: a segment behind an entry header.
+    sent.set(headers::CONTENT_TYPE, media::OCTET_STREAM)?;
     let init = web_sys::ResponseInit::new();
     init.set_headers(&sent);
-    let response = web_sys::Response::new_with_opt_buffer_source_and_init(Some(&bytes), &init)?;
+    let response = web_sys::Response::new_with_opt_buffer_source_and_init(Some(&entry), &init)?;
     Cache::default().put(url, worker::Response::from(response)).await
 }
 

@@ -9,7 +9,11 @@
 //! old copy forward puts the result back, at a bounded rate ([`WriteBacks`]): each write-back
 //! is a Cache API write, not an origin request, and keeps every copy there within minutes of
 //! the head for the next reader. Without a journal, one key per version: immutable content.
+//!
+//! What is stored under a key is an entry ([`crate::cache_entry`]): the copy's segment behind a
+//! MAC over the key and the segment, so a copy is read back only from where this edge put it.
 
+use bloomgate_filter::segment::SEGMENT_HEADER_BYTES_JOURNAL;
 use bloomgate_filter::{JournalPosition, Manifest};
 
 /// A copy brought forward is written back when its own position was at least this much older
@@ -38,6 +42,12 @@ pub fn wanted_cache_url(manifest: &Manifest, index: u32) -> Option<String> {
         Some(_) => (index < manifest.params.segment_count).then(|| segment_cache_url(manifest, index, 0)),
         None => Some(segment_cache_url(manifest, index, manifest.segment_version(index)?)),
     }
+}
+
+/// Most bytes an entry's content may have under `manifest`: a segment of its filter in the
+/// larger header format. An entry declaring more is refused before it is read into memory.
+pub fn max_entry_content(manifest: &Manifest) -> usize {
+    SEGMENT_HEADER_BYTES_JOURNAL + manifest.params.segment_bytes() as usize
 }
 
 /// Whether a copy read at position `was` and brought forward to `now` is worth writing back.
@@ -95,6 +105,17 @@ mod tests {
         assert_eq!(segment_cache_url(&manifest, 2, 7), "https://bloomgate-edge.cache/v1/filters/f/segments/9/2");
         assert_eq!(wanted_cache_url(&manifest, 2), Some(segment_cache_url(&manifest, 2, 7)));
         assert_eq!(wanted_cache_url(&manifest, manifest.params.segment_count), None);
+    }
+
+    #[test]
+    fn an_entry_may_hold_a_segment_of_either_format_and_no_more() {
+        use bloomgate_filter::{encode_segment, encode_segment_at};
+        let manifest = manifest();
+        let payload = vec![0; manifest.params.segment_bytes() as usize];
+        let v1 = encode_segment(&manifest.params, 9, 0, 1, &payload).unwrap();
+        let v2 = encode_segment_at(&manifest.params, 9, 0, 1, crate::testing::at(4), &payload).unwrap();
+        assert!(v1.len() < v2.len());
+        assert_eq!(max_entry_content(&manifest), v2.len());
     }
 
     #[test]

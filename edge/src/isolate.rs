@@ -4,15 +4,17 @@
 //! were asked for, the [`SegmentStore`] (copies, spare buffers, journal tails, within the
 //! budget), the fetches in flight ([`Flights`]), so concurrent requests for the same missing
 //! manifest, segment or catch-up share one subrequest without ever awaiting another request's
-//! promise (workerd cancels a request that does), and what the isolate reports about itself.
+//! promise (workerd cancels a request that does), what the isolate reports about itself, and
+//! the key its Cache API entries are authenticated with (derived once, on its first request).
 
 use crate::cache_copy::WriteBacks;
+use crate::cache_entry::EntryKey;
 use crate::config::EdgeConfig;
 use crate::copy::SegmentCopy;
 use crate::decide::Wanted;
 use crate::flight::{Check, Flights, Role};
 use crate::manifest::ManifestFetch;
-use crate::report::GrowthLog;
+use crate::report::{GrowthLog, RefusalLog};
 use crate::store::{SegmentKey, SegmentStore};
 use bloomgate_client::api::{CpuSpent, IsolateCounts};
 use bloomgate_filter::Manifest;
@@ -42,6 +44,8 @@ pub(crate) struct Isolate {
     pub cpu: CpuSpent,
     pub write_backs: WriteBacks,
     pub growth: GrowthLog,
+    pub refusals: RefusalLog,
+    pub entry_key: EntryKey,
     pub started_ms: f64,
 }
 
@@ -62,6 +66,8 @@ pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) 
             cpu: CpuSpent::default(),
             write_backs: WriteBacks::default(),
             growth: GrowthLog::default(),
+            refusals: RefusalLog::default(),
+            entry_key: EntryKey::derive(&config.edge_secret),
             started_ms: now_ms(),
         });
         f(isolate)

@@ -21,10 +21,13 @@
 //! - [`store`]: copies, spare buffers and tails under one byte budget; one generation per filter.
 //! - [`lru`] and [`pool`]: the store's least-recently-used copies and spare segment buffers.
 //! - [`cache_copy`]: the Cache API key of a copy, and when a copy is written back there.
+//! - [`cache_entry`]: a Cache API entry's format: its content behind a MAC keyed from the edge
+//!   secret, bound to its cache key; what is refused.
 //! - [`batch_body`]: a batch body bounded while read and parsed (bytes, then keys).
 //! - [`answer`]: response bodies (the wire contract's, `bloomgate_client`), which origin answers
 //!   are relayed, the origin URL a lookup goes to.
-//! - [`report`]: the isolate's report on itself, and the log line when wasm memory grows.
+//! - [`report`]: the isolate's report on itself; the log lines when wasm memory grows and when
+//!   a Cache API entry is refused.
 //! - [`flight`]: one fetch at a time per missing manifest, segment or catch-up, without sharing
 //!   promises.
 //! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
@@ -37,7 +40,7 @@
 //! - `segments`: a usable copy from isolate memory, the Cache API or the origin.
 //! - `journal_sync`: journal requests: refreshes, catch-ups, the tail.
 //! - `isolate`: the isolate's state and the one-fetch-at-a-time machinery.
-//! - `body`: bodies read into buffers of their exact size; segments put in the Cache API.
+//! - `body`: bodies read into buffers of their exact size; Cache API entries put and read.
 //! - `upstream`: subrequests to the origin, under timeouts; relays and 503s.
 //!
 //! Build the worker with `scripts/edge-build`; see `edge/README.md`.
@@ -46,6 +49,7 @@
 pub mod answer;
 pub mod batch_body;
 pub mod cache_copy;
+pub mod cache_entry;
 pub mod catch_up;
 pub mod config;
 pub mod copy;

@@ -1,13 +1,17 @@
 //! The isolate's report on itself (`GET /_bloomgate/isolate`): wasm memory, what is held
-//! against the budget, counts and CPU; and the log line when wasm memory passes a threshold.
+//! against the budget, counts and CPU; the log line when wasm memory passes a threshold, and
+//! the one when a Cache API entry of a new kind is refused.
 //!
 //! wasm linear memory only grows (pages of 64 KiB) and a Worker isolate is stopped past 128 MB
 //! in all, so its size is the figure to watch: a line is logged (a warning, whatever
 //! `LOG_REQUESTS` says) the first time it passes each multiple of [`GROWTH_LOG_STEP`], which
-//! can happen only a few times in an isolate's life.
+//! can happen only a few times in an isolate's life. Refused entries are counted each time
+//! and logged once per kind ([`RefusalLog`]): whoever plants them decides how many there are.
 
+use crate::cache_entry::EntryRefused;
 use crate::store::Holdings;
 use bloomgate_client::api::HeldBytes;
+use core::mem::{discriminant, Discriminant};
 use subtle::ConstantTimeEq;
 
 /// wasm memory is logged each time it passes a multiple of this.
@@ -46,6 +50,25 @@ impl GrowthLog {
         let passed = wasm_bytes / GROWTH_LOG_STEP * GROWTH_LOG_STEP;
         self.next_at = passed + GROWTH_LOG_STEP;
         Some(passed)
+    }
+}
+
+/// Which kinds of refused Cache API entries have been logged ([`EntryRefused`]'s variants,
+/// whatever their fields): only the first of each kind is, the others are counted.
+#[derive(Debug, Default)]
+pub struct RefusalLog {
+    logged: Vec<Discriminant<EntryRefused>>,
+}
+
+impl RefusalLog {
+    /// Whether `why` is the isolate's first refusal of its kind (log it).
+    pub fn first(&mut self, why: &EntryRefused) -> bool {
+        let kind = discriminant(why);
+        let first = !self.logged.contains(&kind);
+        if first {
+            self.logged.push(kind);
+        }
+        first
     }
 }
 
@@ -89,6 +112,16 @@ mod tests {
         assert_eq!(log.passed(27 * MIB), Some(24 * MIB), "a jump past several logs the highest");
         assert_eq!(log.passed(31 * MIB), None);
         assert_eq!(log.passed(32 * MIB), Some(32 * MIB));
+    }
+
+    #[test]
+    fn each_kind_of_refused_entry_is_logged_once() {
+        let mut log = RefusalLog::default();
+        assert!(log.first(&EntryRefused::BadMac));
+        assert!(!log.first(&EntryRefused::BadMac));
+        assert!(log.first(&EntryRefused::UnknownFormat(2)));
+        assert!(!log.first(&EntryRefused::UnknownFormat(3)), "one kind, whatever the version");
+        assert!(log.first(&EntryRefused::NoEntryHeader));
     }
 
     #[test]

@@ -3,11 +3,17 @@
 //! written back if it was old), else from the origin. Decisions come from `decide`,
 //! `catch_up`, `cache_copy` and the store; journal requests from `journal_sync`.
 //!
+//! Every Cache API entry is the edge's own: put behind a MAC over its cache key and content
+//! (`cache_entry::seal`), and used only if that MAC verifies; an entry that does not is a miss
+//! (the segment comes from the origin and its entry replaces the refused one), counted in the
+//! isolate's report and logged the first time of its kind.
+//!
 //! A filter larger than the isolate's budget is the normal case at scale: then most lookups
 //! find their segment in the Cache API, not in memory, and what keeps them cheap is that a
 //! copy from there is brought forward from the tail the isolate keeps anyway, without asking
 //! the origin (`tail`).
 
+use crate::cache_entry::{self, EntryRefused};
 use crate::config::EdgeConfig;
 use crate::copy::SegmentCopy;
 use crate::isolate::{now_ms, once, with_isolate};
@@ -105,7 +111,7 @@ async fn load_and_keep(
     if config.cache_api {
         let url = cache_copy::segment_cache_url(manifest, key.2, copy.segment().header().version);
         with_isolate(config, |iso| iso.counts.cache_puts += 1);
-        put_later(ctx, url, &copy);
+        put_later(config, ctx, url, &copy);
     }
     Some(copy)
 }
@@ -159,16 +165,18 @@ fn write_back_if_old(
         allowed
     });
     if allowed {
-        put_later(ctx, cache_copy::segment_cache_url(manifest, index, copy.segment().header().version), copy);
+        put_later(config, ctx, cache_copy::segment_cache_url(manifest, index, copy.segment().header().version), copy);
     }
 }
 
-/// Puts a copy in the Cache API after the answer: copied out of wasm memory now, so its buffer
-/// is not kept alive for the put.
-fn put_later(ctx: &Context, url: String, copy: &SegmentCopy) {
-    let bytes = body::js_copy(copy.segment().as_bytes());
+/// Puts a copy in the Cache API under `url` after the answer, sealed with the isolate's entry
+/// key: copied out of wasm memory now, so its buffer is not kept alive for the put.
+fn put_later(config: &EdgeConfig, ctx: &Context, url: String, copy: &SegmentCopy) {
+    let content = copy.segment().as_bytes();
+    let header = with_isolate(config, |iso| cache_entry::seal(&iso.entry_key, &url, content));
+    let entry = body::js_entry(&header, content);
     ctx.wait_until(async move {
-        if let Err(e) = body::put_in_cache(&url, bytes).await {
+        if let Err(e) = body::put_in_cache(&url, entry).await {
             console_error!("cache put {url}: {e}");
         }
     });
@@ -188,22 +196,53 @@ fn decode(config: &EdgeConfig, bytes: Vec<u8>, what: &str) -> Option<Segment> {
     decoded.map_err(|e| console_error!("{what} rejected: {e}")).ok()
 }
 
-/// A copy of segment `index` of the manifest's generation from the Cache API, verified; it may
-/// be behind the manifest (the caller decides).
+/// A copy of segment `index` of the manifest's generation from the Cache API, its entry
+/// verified ([`refused`] if it is not the edge's own); it may be behind the manifest (the
+/// caller decides).
 async fn from_cache(config: &EdgeConfig, manifest: &Manifest, index: u32) -> Option<SegmentCopy> {
     let url = cache_copy::wanted_cache_url(manifest, index)?;
     with_isolate(config, |iso| iso.counts.cache_reads += 1);
     let cached = Cache::default().get(url.as_str(), false).await.ok()??;
-    with_isolate(config, |iso| iso.counts.cache_hits += 1);
     let buffer = |len| with_isolate(config, |iso| iso.store.buffer(len));
-    let bytes = body::read_exact(cached, buffer).await.ok()?;
-    let segment = decode(config, bytes, &url)?;
+    let (header, content) = match body::read_entry(cached, cache_copy::max_entry_content(manifest), buffer).await {
+        Ok(Ok(read)) => read,
+        Ok(Err(why)) => return refused(config, &url, why),
+        Err(e) => {
+            console_error!("cache read {url}: {e}");
+            return None;
+        }
+    };
+    let started = now_ms();
+    let verified = with_isolate(config, |iso| header.verify(&iso.entry_key, &url, &content));
+    // The MAC is part of verifying a segment on arrival: its time goes with the decoding's
+    // (which counts the segment), and a refused entry counts as one.
+    let units = u64::from(verified.is_err());
+    with_isolate(config, |iso| iso.cpu.segment_decode.add(units, now_ms() - started));
+    if let Err(why) = verified {
+        with_isolate(config, |iso| iso.store.give_back(content));
+        return refused(config, &url, why);
+    }
+    with_isolate(config, |iso| iso.counts.cache_hits += 1);
+    let segment = decode(config, content, &url)?;
     let h = segment.header();
     if h.generation != manifest.generation || h.params != manifest.params {
         console_error!("cached segment {url} does not match the manifest: dropped");
         return None;
     }
     Some(SegmentCopy::new(segment))
+}
+
+/// An entry that is not the edge's own: counted, logged if it is the isolate's first of its
+/// kind, and read as a miss.
+fn refused(config: &EdgeConfig, url: &str, why: EntryRefused) -> Option<SegmentCopy> {
+    let first = with_isolate(config, |iso| {
+        iso.counts.cache_refused += 1;
+        iso.refusals.first(&why)
+    });
+    if first {
+        console_error!("cache entry {url} refused: {why}; read as a miss (later ones of this kind are only counted)");
+    }
+    None
 }
 
 /// A copy of segment `index` from the origin, usable under the manifest.

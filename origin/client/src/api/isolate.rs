@@ -65,6 +65,12 @@ pub struct IsolateCounts {
     pub cache_reads: u64,
     /// Of those, reads that found a segment.
     pub cache_hits: u64,
+    /// Of `cache_reads`, entries found but refused as not the edge's own (no entry header,
+    /// another format, a length that does not add up, a MAC that does not verify under the key
+    /// derived from the edge secret), each then read as a miss. Read as 0 from older edges,
+    /// which do not send it.
+    #[serde(default)]
+    pub cache_refused: u64,
     /// Segments put in the Cache API after a fetch from the origin.
     pub cache_puts: u64,
     /// Copies put back in the Cache API after the journal brought them forward.
@@ -158,5 +164,8 @@ mod tests {
         let text = serde_json::to_string(&report).unwrap();
         assert!(text.contains(r#""wasm_bytes":1048576"#), "{text}");
         assert_eq!(serde_json::from_str::<IsolateReport>(&text).unwrap(), report);
+        let without_refusals = text.replace(r#""cache_refused":0,"#, "");
+        assert_ne!(without_refusals, text);
+        assert_eq!(serde_json::from_str::<IsolateReport>(&without_refusals).unwrap(), report, "read with its default");
     }
 }
