@@ -112,9 +112,9 @@ pub struct Config {
     /// Per-request Cassandra timeout in ms.
     pub cassandra_timeout_ms: u64,
     /// The most two origins' clocks may differ by, in ms. Writes and deletes of keys carry the
-    /// origin's own timestamp, deletes this far back, so that a write made after a delete
-    /// always outranks it in Cassandra (last write wins); a delete of a key written less than
-    /// this before it may leave the key in place.
+    /// origin's own timestamp, deletes this far ahead, and a delete is acknowledged only after
+    /// twice this: so a delete removes every write acknowledged before it, and every write sent
+    /// after its acknowledgement outranks it in Cassandra (last write wins).
     pub delete_skew_margin_ms: u64,
     /// Directory for the embedded key file (quick start only).
     pub data_dir: PathBuf,

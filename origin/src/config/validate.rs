@@ -3,8 +3,8 @@
 
 use super::{Config, ConfigError};
 
-/// The largest skew margin accepted: an hour.
-const MAX_DELETE_SKEW_MARGIN_MS: u64 = 3_600_000;
+/// The largest skew margin accepted: a minute (a delete waits twice the margin).
+const MAX_DELETE_SKEW_MARGIN_MS: u64 = 60_000;
 
 impl Config {
     /// Checks the values that would otherwise fail later, and obscurely.
@@ -38,8 +38,14 @@ impl Config {
         self.consistency()?;
         if self.delete_skew_margin_ms > MAX_DELETE_SKEW_MARGIN_MS {
             return Err(ConfigError::Invalid(format!(
-                "delete_skew_margin_ms {} is over an hour: a delete would leave every key written within it; keep the origins' clocks synchronised (NTP) and the margin above their largest difference",
+                "delete_skew_margin_ms {} is over a minute: keep the origins' clocks synchronised (NTP) and the margin just above their largest difference",
                 self.delete_skew_margin_ms
+            )));
+        }
+        if 2 * self.delete_skew_margin_ms >= self.request_timeout_ms {
+            return Err(ConfigError::Invalid(format!(
+                "delete_skew_margin_ms {} is too large for request_timeout_ms {}: a delete waits twice the margin before it is acknowledged, so every delete would time out; raise request_timeout_ms or lower the margin",
+                self.delete_skew_margin_ms, self.request_timeout_ms
             )));
         }
         if self.writer_tokens.iter().any(|t| t.len() < 16) {
@@ -128,8 +134,10 @@ mod tests {
             c.validate().unwrap_err().to_string().contains("edge_secret"),
             "an empty secret would open the edge endpoints"
         );
-        let c = Config { delete_skew_margin_ms: 3_600_001, ..Config::default() };
+        let c = Config { delete_skew_margin_ms: 60_001, request_timeout_ms: 600_000, ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().contains("delete_skew_margin_ms"));
+        let c = Config { delete_skew_margin_ms: 2_500, ..Config::default() };
+        assert!(c.validate().unwrap_err().to_string().contains("twice the margin"), "deletes would all time out");
         let c = Config { max_filter_bytes: 0, ..Config::default() };
         assert!(c.validate().unwrap_err().to_string().contains("max_filter_bytes"));
         let c = Config { read_lease_ms: 1_001, ..Config::default() };

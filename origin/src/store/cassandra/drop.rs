@@ -8,6 +8,7 @@ use super::{applied, classify, CassandraDatabase};
 use crate::store::DatabaseError;
 use futures::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keys deleted at once (concurrently) while a range is read.
 const DELETE_CHUNK: usize = 512;
@@ -38,33 +39,41 @@ impl CassandraDatabase {
         }
     }
 
-    /// Deletes every key of `filter`, `concurrency` token ranges at a time; returns how many.
+    /// Deletes every key of `filter`, `concurrency` token ranges at a time; returns how many,
+    /// once every write sent from then on outranks each of the deletes (the commit wait of
+    /// `write_order`, owed once, for the last delete stamped).
     pub(super) async fn delete_all_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError> {
-        let ranges = token_ranges(SCAN_RANGES).into_iter().map(|(start, end)| self.delete_range(filter, start, end));
+        let last_ack_after = AtomicU64::new(0);
+        let ranges = token_ranges(SCAN_RANGES)
+            .into_iter()
+            .map(|(start, end)| self.delete_range(filter, start, end, &last_ack_after));
         let counts: Vec<u64> = futures::stream::iter(ranges).buffer_unordered(concurrency.max(1)).try_collect().await?;
+        super::wait_for_clock(last_ack_after.load(Ordering::SeqCst), &crate::clock::now_us).await;
         Ok(counts.iter().sum())
     }
 
     /// The keys of `filter` in one token range, through the index if it answers, else the
     /// range read whole.
-    async fn delete_range(&self, filter: &str, start: i64, end: i64) -> Result<u64, DatabaseError> {
+    async fn delete_range(&self, filter: &str, start: i64, end: i64, acks: &AtomicU64) -> Result<u64, DatabaseError> {
         if let Some(indexed) = &self.statements.scan_filter_range {
-            match self.delete_rows(indexed, (filter, start, end), filter).await {
+            match self.delete_rows(indexed, (filter, start, end), filter, acks).await {
                 Ok(n) => return Ok(n),
                 Err(e) => {
                     tracing::warn!(filter, start, end, cause = %e, "delete through the filter index failed; reading the range whole")
                 }
             }
         }
-        self.delete_rows(&self.statements.scan_range, (start, end), filter).await
+        self.delete_rows(&self.statements.scan_range, (start, end), filter, acks).await
     }
 
-    /// Reads rows `(filter, key)` from `scan` and deletes those of `filter`, a chunk at a time.
+    /// Reads rows `(filter, key)` from `scan` and deletes those of `filter`, a chunk at a time;
+    /// the latest clock reading a delete may be acknowledged after is raised into `acks`.
     async fn delete_rows(
         &self,
         scan: &PreparedStatement,
         values: impl scylla::serialize::row::SerializeRow,
         filter: &str,
+        acks: &AtomicU64,
     ) -> Result<u64, DatabaseError> {
         let rows = self.session.execute_iter(scan.clone(), values).await.map_err(DatabaseError::other)?;
         let mut rows = rows.rows_stream::<(String, Vec<u8>)>().map_err(DatabaseError::other)?;
@@ -78,7 +87,7 @@ impl CassandraDatabase {
                 }
             }
             if chunk.len() == DELETE_CHUNK || (done && !chunk.is_empty()) {
-                deleted += self.delete_chunk(filter, std::mem::take(&mut chunk)).await?;
+                deleted += self.delete_chunk(filter, std::mem::take(&mut chunk), acks).await?;
             }
             if done {
                 return Ok(deleted);
@@ -86,13 +95,20 @@ impl CassandraDatabase {
         }
     }
 
-    async fn delete_chunk(&self, filter: &str, keys: Vec<Vec<u8>>) -> Result<u64, DatabaseError> {
+    async fn delete_chunk(&self, filter: &str, keys: Vec<Vec<u8>>, acks: &AtomicU64) -> Result<u64, DatabaseError> {
         let n = keys.len() as u64;
-        // Stamped as every delete (see `write_order`): a filter created again under the name
-        // writes its keys after these deletes, and must outrank them.
+        // Ordered as every delete (see `write_order`): they outrank every write acknowledged
+        // before the drop, and a filter created again under the name writes its keys after the
+        // drop's wait, so those outrank them.
         let now_us = crate::clock::now_us();
         let deletes = keys.into_iter().map(|key| self.delete_stamped(filter, key, now_us));
-        futures::stream::iter(deletes).buffer_unordered(DELETES_IN_FLIGHT).try_for_each(|_| async { Ok(()) }).await?;
+        futures::stream::iter(deletes)
+            .buffer_unordered(DELETES_IN_FLIGHT)
+            .try_for_each(|order| {
+                acks.fetch_max(order.ack_after_us, Ordering::SeqCst);
+                async { Ok(()) }
+            })
+            .await?;
         Ok(n)
     }
 }

@@ -179,30 +179,55 @@ impl CassandraDatabase {
         Ok(())
     }
 
-    /// Removes `key` as a delete made when this origin's clock read `now_us`, the skew margin
-    /// back (see [`write_order`]); true if it was there. `Database::delete` is this at the
-    /// clock's reading now.
-    pub async fn delete_at(&self, filter: &str, key: &[u8], now_us: u64) -> Result<bool, DatabaseError> {
+    /// Removes `key`, ordered by `clock` (this origin's clock, in µs; see [`write_order`]):
+    /// returns once every write sent from now on outranks the delete, true if the key was there.
+    /// `Database::delete` is this on the origin's clock.
+    pub async fn delete_at(
+        &self,
+        filter: &str,
+        key: &[u8],
+        clock: &(dyn Fn() -> u64 + Sync),
+    ) -> Result<bool, DatabaseError> {
         // Whether it was there is read first: informational (the answer's `deleted`), so it
         // need not be atomic with the delete.
         let existed = self.get(filter, key).await?.is_some();
-        self.delete_stamped(filter, key.to_vec(), now_us).await?;
+        let order = self.delete_stamped(filter, key.to_vec(), clock()).await?;
+        wait_for_clock(order.ack_after_us, clock).await;
         Ok(existed)
     }
 
-    /// The delete statement, stamped as a delete made at `now_us`.
-    pub(super) async fn delete_stamped(&self, filter: &str, key: Vec<u8>, now_us: u64) -> Result<(), DatabaseError> {
-        let stamp = write_order::delete_timestamp(now_us, self.delete_margin);
+    /// The delete statement, ordered as a delete made when the clock read `now_us`; its order,
+    /// whose wait the caller owes before acknowledging.
+    pub(super) async fn delete_stamped(
+        &self,
+        filter: &str,
+        key: Vec<u8>,
+        now_us: u64,
+    ) -> Result<write_order::DeleteOrder, DatabaseError> {
+        let order = write_order::delete_order(now_us, self.delete_margin);
         self.session
-            .execute_unpaged(&self.statements.delete_key, (stamp, filter.to_owned(), key))
+            .execute_unpaged(&self.statements.delete_key, (order.stamp, filter.to_owned(), key))
             .await
             .map_err(classify)?;
-        Ok(())
+        Ok(order)
     }
 
     /// The driver session, for scans that live outside this trait (rebuilds).
     pub fn session(&self) -> &Arc<Session> {
         &self.session
+    }
+}
+
+/// Waits until `clock` reads past `after_us` (the commit wait of a delete, see
+/// [`write_order`]). The clock is read again after each sleep: a clock that stepped back
+/// makes the wait longer, never shorter.
+async fn wait_for_clock(after_us: u64, clock: &(dyn Fn() -> u64 + Sync)) {
+    loop {
+        let now = clock();
+        if now > after_us {
+            return;
+        }
+        tokio::time::sleep(Duration::from_micros(after_us - now + 1)).await;
     }
 }
 
@@ -251,7 +276,7 @@ impl Database for CassandraDatabase {
     }
 
     async fn delete(&self, filter: &str, key: &[u8]) -> Result<bool, DatabaseError> {
-        self.delete_at(filter, key, crate::clock::now_us()).await
+        self.delete_at(filter, key, &crate::clock::now_us).await
     }
 
     async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
