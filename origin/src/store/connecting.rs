@@ -62,8 +62,12 @@ impl ConnectingDatabase {
                     }
                     Err(e) => {
                         tracing::warn!(cause = %e, retry_in_ms = backoff.as_millis() as u64, "{what} does not answer; retrying");
+                        let why = match &e {
+                            DatabaseError::Error(why) => why.clone(),
+                            other => other.to_string(),
+                        };
                         *lock(&connecting.last_error) =
-                            format!("{e} (retrying every {} s at most)", MAX_BACKOFF.as_secs());
+                            format!("{why} (retrying every {} s at most)", MAX_BACKOFF.as_secs());
                         connecting.attempts.send_modify(|n| *n += 1);
                     }
                 }

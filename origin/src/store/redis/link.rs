@@ -72,7 +72,7 @@ fn connect_hint(e: &redis::RedisError, client: &redis::Client) -> &'static str {
     let message = e.to_string().to_ascii_lowercase();
     if !tls && (e.is_connection_dropped() || message.contains("reset") || message.contains("end of file")) {
         " (if this Redis serves TLS, use a rediss:// URL)"
-    } else if message.contains("wrongpass") || message.contains("noauth") || message.contains("noperm") {
+    } else if ["wrongpass", "noauth", "noperm", "authentication"].iter().any(|w| message.contains(w)) {
         " (check redis_user and redis_password or redis_password_file)"
     } else if tls && message.contains("certificate") {
         " (check redis_tls_ca_file: it must hold the CA that signed the server's certificate)"
@@ -201,7 +201,13 @@ impl Inner {
                 *lock(&self.current) = Some(link.clone());
                 *lock(&self.last_failure) = None;
             }
-            Err(e) => *lock(&self.last_failure) = Some((Instant::now(), e.to_string())),
+            Err(e) => {
+                let why = match e {
+                    FilterUnavailable::Error(why) => why.clone(),
+                    other => other.to_string(),
+                };
+                *lock(&self.last_failure) = Some((Instant::now(), why));
+            }
         }
         *lock(&self.connecting) = None;
         result
