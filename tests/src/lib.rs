@@ -10,7 +10,8 @@
 //!
 //! # Layout
 //! - this file: service addresses, reachability, free ports, waiting for a server, test keys.
-//! - [`origin`]: an origin served in-process on the test services, with an API client.
+//! - [`origin`]: an origin served in-process on the test services (or on the embedded stores,
+//!   as in the quick start), with an API client.
 //! - [`edge`]: `wrangler dev` running the built edge worker, and an origin-proxy-edge stack.
 //! - [`edge_load`]: a bounded lookup load on the edge, with its `workerd`s' memory sampled.
 //! - [`fault_proxy`]: a TCP proxy that delays, cuts or corrupts a connection.
@@ -18,6 +19,7 @@
 //! - [`redis_cluster`]: the shared Redis Cluster's nodes, and bringing killed ones back.
 //! - [`race`]: writes through one origin read at once through another, under change.
 //! - [`raw_http`]: HTTP/1.1 requests written byte for byte.
+//! - [`tls_front`]: a TLS terminator with a CA of its own, in front of a plain-HTTP origin.
 //! - [`procs`]: the machine's processes from `/proc`, and signals to the ones started here.
 #![forbid(unsafe_code)]
 
@@ -30,6 +32,7 @@ pub mod race;
 pub mod raw_http;
 pub mod redis_cluster;
 pub mod redis_server;
+pub mod tls_front;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -22,6 +22,8 @@ pub struct TestOrigin {
     /// The API client, with the writer token.
     pub client: bloomgate_client::Client,
     shutdown: Option<oneshot::Sender<()>>,
+    /// The quick start's key file directory, removed on drop.
+    data_dir: Option<std::path::PathBuf>,
 }
 
 /// Config for an origin over the given Redis URL and Cassandra address.
@@ -71,6 +73,20 @@ impl TestOrigin {
         TestOrigin::start(cfg).await
     }
 
+    /// An origin on the embedded stores, as the quick start runs it (the filter in process, the
+    /// keys in a file in a directory of its own, removed when it is dropped): no services
+    /// needed. `tune` is applied to its config.
+    pub async fn quick_start(tune: impl FnOnce(&mut Config)) -> TestOrigin {
+        let dir = std::env::temp_dir().join(format!("bloomgate-quick-{:016x}", rand::random::<u64>()));
+        let mut cfg = config(None, "unused:0");
+        cfg.cassandra_nodes.clear();
+        cfg.data_dir = dir.clone();
+        tune(&mut cfg);
+        let mut origin = TestOrigin::start(cfg).await;
+        origin.data_dir = Some(dir);
+        origin
+    }
+
     /// Builds the state (connecting the stores) and serves.
     pub async fn start(config: Config) -> TestOrigin {
         let listener = tokio::net::TcpListener::bind(config.listen).await.unwrap();
@@ -80,16 +96,20 @@ impl TestOrigin {
         tokio::spawn(bloomgate_origin::run(listener, state.clone(), async {
             let _ = rx.await;
         }));
-        // Idle connections are dropped here before the origin closes them (its header-read
-        // timeout, 30 s by default, also ends idle keep-alive connections): reusing one just as
-        // the server closes it would fail a request for no reason of the test's.
+        // Idle connections are dropped here (by both clients) before the origin closes them (its
+        // header-read timeout, 30 s by default, also ends idle keep-alive connections): reusing
+        // one just as the server closes it would fail a request for no reason of the test's.
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .pool_idle_timeout(std::time::Duration::from_secs(4))
             .build()
             .unwrap();
-        let client = bloomgate_client::Client::with_http(&base, http.clone()).with_token(TOKEN);
-        TestOrigin { base, http, state, client, shutdown: Some(tx) }
+        let client = bloomgate_client::Client::builder(&base)
+            .token(TOKEN)
+            .pool_idle_timeout(std::time::Duration::from_secs(4))
+            .build()
+            .expect("a client of the test origin");
+        TestOrigin { base, http, state, client, shutdown: Some(tx), data_dir: None }
     }
 
     /// Creates a filter (hex:64 keys); its stats as JSON.
@@ -180,6 +200,9 @@ impl Drop for TestOrigin {
     fn drop(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
+        }
+        if let Some(dir) = self.data_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

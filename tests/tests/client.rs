@@ -48,7 +48,7 @@ async fn error_answers_say_whether_to_retry_and_keys_travel_intact() {
     let err = client.stats(&missing).await.unwrap_err();
     assert_eq!(err.status(), Some(404), "{err}");
     assert!(!err.is_retryable());
-    let Error::Api { problem: Some(problem), .. } = &err else { panic!("a problem body: {err:?}") };
+    let Error::Http { problem: Some(problem), .. } = &err else { panic!("a problem body: {err:?}") };
     assert!(problem.detail.contains(&missing), "{problem:?}");
     let err = client.lookup(&missing, &random_keys(1)[0]).await.unwrap_err();
     assert_eq!(err.status(), Some(404), "an unknown filter is an error, not a 'not seen': {err}");
@@ -66,7 +66,7 @@ async fn error_answers_say_whether_to_retry_and_keys_travel_intact() {
     assert!(!client.lookup(&filter, "a/b c/d?e=f#g é").await.unwrap().seen, "%2F is not /");
 
     // Without the writer token, writes are refused, for good.
-    let anonymous = Client::new(&origin.base);
+    let anonymous = Client::new(&origin.base).unwrap();
     let err = anonymous.insert(&filter, "x", b"").await.unwrap_err();
     assert_eq!(err.status(), Some(401));
     assert!(!err.is_retryable());

@@ -18,6 +18,13 @@ use std::time::{Duration, Instant};
 /// The freshness bound S the edge runs with in this test.
 const FRESHNESS_SECS: u32 = 3;
 
+/// A client of `base` that drops idle connections before wrangler's Node proxy closes them
+/// (its keep-alive timeout is 5 s): a request sent on one it is closing would fail for no
+/// reason of the test's.
+fn client_of(base: &str) -> Client {
+    Client::builder(base).pool_idle_timeout(Duration::from_secs(2)).build().unwrap()
+}
+
 /// Looks `keys` up until one is answered by the edge itself (its segment held), for at most
 /// 10 s; every answer must be "not seen". The key the edge answered.
 async fn an_edge_no(edge: &Client, filter: &str, keys: &[String]) -> String {
@@ -42,7 +49,7 @@ async fn the_client_reads_the_edge_and_the_origin_alike() {
     let present = random_keys(20);
     origin.insert_all(&filter, &present).await;
     let absent = random_keys(20);
-    let at_edge = Client::new(&edge.base);
+    let at_edge = client_of(&edge.base);
 
     // Single lookups: a stored key (the edge forwards it: the origin's answer, relayed) and an
     // absent one the edge rules out itself.
@@ -70,12 +77,12 @@ async fn the_client_reads_the_edge_and_the_origin_alike() {
     // An unknown filter is an error with a problem, not a "not seen".
     let missing = unique_filter("client-edge-none");
     let err = at_edge.lookup(&missing, &absent[0]).await.unwrap_err();
-    let Error::Api { status: 404, problem: Some(problem), .. } = &err else { panic!("a 404 problem: {err:?}") };
+    let Error::Http { status: 404, problem: Some(problem), .. } = &err else { panic!("a 404 problem: {err:?}") };
     assert!(problem.detail.contains(&missing), "{problem:?}");
     assert_eq!(at_edge.exists(&missing, &absent[0]).await.unwrap_err().status(), Some(404));
 
     // The origin, with the same calls: its filter says "no", the database "seen".
-    let at_origin = Client::new(&origin.base);
+    let at_origin = client_of(&origin.base);
     let seen = at_origin.lookup(&filter, &present[0]).await.unwrap();
     assert!(seen.seen && seen.answered_by == AnsweredBy::Database);
     let no = at_origin.lookup(&filter, &absent[0]).await.unwrap();
@@ -97,7 +104,7 @@ async fn no_lookup_answer_of_the_edge_may_be_kept_by_a_cache() {
     let present = random_keys(5);
     origin.insert_all(&filter, &present).await;
     let absent = random_keys(20);
-    let no = an_edge_no(&Client::new(&edge.base), &filter, &absent).await;
+    let no = an_edge_no(&client_of(&edge.base), &filter, &absent).await;
     let http = reqwest::Client::new();
     let url = |filter: &str, key: &str| format!("{}{}", edge.base, bloomgate_client::paths::key(filter, key));
     let lookups = bloomgate_client::paths::lookups(&filter);
@@ -133,7 +140,7 @@ async fn the_edge_follows_a_filter_dropped_and_created_again() {
     let create = CreateFilter::new(10_000, 0.01);
     origin.client.create_filter(&filter, &create).await.unwrap();
     origin.insert_all(&filter, &random_keys(10)).await;
-    let at_edge = Client::new(&edge.base);
+    let at_edge = client_of(&edge.base);
     let absent = random_keys(20);
     an_edge_no(&at_edge, &filter, &absent).await; // the edge holds the filter's manifest and a segment
 
@@ -142,7 +149,7 @@ async fn the_edge_follows_a_filter_dropped_and_created_again() {
     let dropped = Instant::now();
     loop {
         match at_edge.lookup(&filter, &absent[0]).await {
-            Err(Error::Api { status: 404, problem: Some(_), .. }) => break,
+            Err(Error::Http { status: 404, problem: Some(_), .. }) => break,
             Ok(answer) => assert!(!answer.seen),
             Err(e) if e.is_retryable() => {}
             Err(e) => panic!("{e}"),

@@ -1,17 +1,9 @@
-//! bloomgate's HTTP API from Rust: the wire contract that the origin, the edge and clients all
-//! compile, and (feature `http`, on by default) a client.
-//!
-//! ```no_run
-//! # #[cfg(feature = "http")]
-//! # async fn demo() -> Result<(), bloomgate_client::Error> {
-//! use bloomgate_client::{api::CreateFilter, Client};
-//! let client = Client::new("http://127.0.0.1:8080").with_token("a-writer-token-of-16+-chars");
-//! client.create_filter("users", &CreateFilter::new(1_000_000, 0.01)).await?;
-//! client.insert("users", &"ab".repeat(32), b"").await?;
-//! let answer = client.lookup("users", &"cd".repeat(32)).await?;
-//! assert!(!answer.seen);
-//! # Ok(()) }
-//! ```
+#![cfg_attr(feature = "http", doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(feature = "http"),
+    doc = "bloomgate's wire contract: the paths, headers, media types and bodies that the origin, \
+           the edge and clients all compile. The client itself is the `http` feature (on by default)."
+)]
 //!
 //! # Layout
 //! - [`api`]: the bodies: what a request sends, what each answer holds, the problem body of
@@ -25,7 +17,8 @@
 //! - [`headers`]: the `x-bloomgate-*` header names and how `Retry-After` is written.
 //! - [`media`]: the content types.
 //! - [`caching`]: the `Cache-Control` of lookup answers and of the edge's feed, with why.
-//! - `Client` and `Error` (feature `http`, `client.rs`): one method per API call.
+//! - `Client`, `ClientBuilder`, `RetryPolicy` and `Error` (feature `http`, `client.rs` and
+//!   `client/`): one method per API call, over reqwest with rustls.
 //!
 //! Without the `http` feature the crate needs neither reqwest nor tokio: the edge depends on
 //! it with `default-features = false` and compiles it to wasm32.
@@ -41,4 +34,7 @@ pub mod paths;
 mod client;
 
 #[cfg(feature = "http")]
-pub use client::{retry_after, Client, Error, Presence};
+pub use client::{
+    Client, ClientBuilder, Error, Presence, RetryPolicy, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_BATCH,
+    DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_TIMEOUT,
+};

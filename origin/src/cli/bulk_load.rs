@@ -3,11 +3,11 @@
 //!
 //! Lines are checked against the filter's key format before sending; bad ones are reported
 //! with their line numbers and skipped (or stop the load with `--abort-on-bad-line`). Reading
-//! is bounded (a reader thread feeds a small channel of batches); batches retry 429, 5xx and
-//! transport errors with jittered exponential backoff (`backon`) that waits at least what the
-//! origin's `Retry-After` asks. Progress is over the file's bytes, with an ETA.
+//! is bounded (a reader thread feeds a small channel of batches); batches are retried by the
+//! client after 429, 5xx and transport errors, with jittered exponential backoff that waits at
+//! least what the origin's `Retry-After` asks. Progress is over the file's bytes, with an ETA.
 
-use bloomgate_client::Client;
+use bloomgate_client::{Client, RetryPolicy};
 use bloomgate_filter::KeyFormat;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt;
@@ -20,13 +20,21 @@ const MAX_LINE: usize = 4096;
 /// Attempts per batch before it counts as failed.
 const ATTEMPTS: u32 = 6;
 
+/// How a batch is tried again: up to `ATTEMPTS` times, the backoff from 100 ms up to 5 s, at
+/// most a minute of waiting per batch (longer only if the origin's `Retry-After` asks more,
+/// which fails the batch instead).
+fn retries() -> RetryPolicy {
+    RetryPolicy::default()
+        .attempts(ATTEMPTS)
+        .backoff(Duration::from_millis(100), Duration::from_secs(5))
+        .total_wait(Duration::from_secs(60))
+}
+
 /// What to load and how.
 #[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// Origin base URL.
-    pub origin: String,
-    /// Writer token.
-    pub token: String,
+    /// A client of the origin, with a writer token.
+    pub client: Client,
     /// Filter name.
     pub filter: String,
     /// Keys per request.
@@ -158,8 +166,7 @@ fn bytes_bar(size: Option<u64>) -> anyhow::Result<ProgressBar> {
 /// Loads `file` (`-` = stdin) into the filter.
 pub async fn load(file: &Path, options: &LoadOptions) -> anyhow::Result<LoadReport> {
     let started = Instant::now();
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
-    let client = Client::with_http(&options.origin, http).with_token(&options.token);
+    let client = options.client.with_retries(retries());
     let stats = client
         .stats(&options.filter)
         .await
@@ -281,58 +288,18 @@ async fn send_batches(
     report
 }
 
-/// Why a batch was not stored: worth another try (429, 5xx, no answer), or refused.
-#[derive(Debug)]
-enum SendError {
-    /// Try again, after at least `after` when the origin said so (`Retry-After`).
-    Again { after: Option<Duration>, why: String },
-    /// The origin refused the batch (4xx): trying again would not help.
-    Refused(String),
-}
-
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::Again { why, .. } => write!(f, "{why} (after {ATTEMPTS} attempts)"),
-            SendError::Refused(why) => f.write_str(why),
-        }
-    }
-}
-
-/// The wait before the next attempt: the backoff's, or longer if the origin asked for more
-/// (`None`: no attempts left).
-fn next_wait(error: &SendError, backoff: Option<Duration>) -> Option<Duration> {
-    match error {
-        SendError::Again { after: Some(after), .. } => backoff.map(|b| b.max(*after)),
-        _ => backoff,
-    }
-}
-
-/// Sends one batch, retrying 429, 5xx and transport errors with jittered exponential backoff
-/// that honours `Retry-After`; the keys stored and the input bytes they account for.
+/// Sends one batch (the client tries it again as [`retries`] says); the keys stored and the
+/// input bytes they account for.
 async fn send_batch(client: &Client, options: &LoadOptions, batch: Batch) -> anyhow::Result<(u64, u64)> {
-    use backon::{ExponentialBuilder, Retryable};
     if batch.keys.is_empty() {
         return Ok((0, batch.input_bytes));
     }
-    let attempt = || async {
-        client.insert_batch(&options.filter, &batch.keys).await.map(|_| ()).map_err(|e| match e.is_retryable() {
-            true => SendError::Again { after: e.retry_after(), why: e.to_string() },
-            false => SendError::Refused(format!("origin refused the batch: {e}")),
-        })
-    };
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_max_times(ATTEMPTS as usize - 1)
-        .with_jitter();
-    attempt
-        .retry(backoff)
-        .when(|e| matches!(e, SendError::Again { .. }))
-        .adjust(next_wait)
-        .await
-        .map_err(|e| anyhow::anyhow!("batch of {} keys not stored: {e}", batch.keys.len()))?;
-    Ok((batch.keys.len() as u64, batch.input_bytes))
+    let n = batch.keys.len();
+    client.insert_batch(&options.filter, &batch.keys).await.map_err(|e| match e.is_retryable() {
+        true => anyhow::anyhow!("batch of {n} keys not stored: {e} (gave up after at most {ATTEMPTS} attempts)"),
+        false => anyhow::anyhow!("batch of {n} keys not stored: the origin refused it: {e}"),
+    })?;
+    Ok((n as u64, batch.input_bytes))
 }
 
 #[cfg(test)]
@@ -363,17 +330,6 @@ mod tests {
         assert_eq!(lines, [2, 3, 5]);
         assert!(bad[2].reason.contains("longer than"));
         assert_eq!(total.get(), input.len() as u64, "the lines' bytes add up to the input's");
-    }
-
-    #[test]
-    fn the_origin_s_retry_after_lengthens_the_wait_but_never_adds_attempts() {
-        // (Reading the header is the client's: bloomgate_client::retry_after.)
-        let busy = SendError::Again { after: Some(Duration::from_secs(3)), why: "503".into() };
-        assert_eq!(next_wait(&busy, Some(Duration::from_millis(100))), Some(Duration::from_secs(3)));
-        assert_eq!(next_wait(&busy, Some(Duration::from_secs(5))), Some(Duration::from_secs(5)));
-        assert_eq!(next_wait(&busy, None), None, "no attempts left");
-        let plain = SendError::Again { after: None, why: "io".into() };
-        assert_eq!(next_wait(&plain, Some(Duration::from_millis(200))), Some(Duration::from_millis(200)));
     }
 
     #[test]

@@ -99,7 +99,7 @@ impl From<KeysArg> for DropKeys {
 
 /// `create`.
 pub async fn create(args: CreateArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let client = args.origin.client();
+    let client = args.origin.client()?;
     args.origin.token("create")?;
     let create = CreateFilter {
         capacity: args.capacity,
@@ -129,7 +129,7 @@ pub async fn create(args: CreateArgs, out: &mut impl Write) -> anyhow::Result<()
 
 /// `list`.
 pub async fn list(args: ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let list = args.origin.client().list_filters().await.map_err(|e| args.origin.failed("list the filters", e))?;
+    let list = args.origin.client()?.list_filters().await.map_err(|e| args.origin.failed("list the filters", e))?;
     match args.json {
         true => writeln!(out, "{}", serde_json::to_string_pretty(&list)?)?,
         false => write!(out, "{}", table(&list))?,
@@ -165,7 +165,7 @@ fn table(list: &FilterList) -> String {
 pub async fn stats(args: StatsArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let stats = args
         .origin
-        .client()
+        .client()?
         .stats(&args.filter)
         .await
         .map_err(|e| args.origin.failed(&format!("stats of {:?}", args.filter), e))?;
@@ -182,7 +182,7 @@ pub async fn drop(args: DropArgs, out: &mut impl Write) -> anyhow::Result<()> {
     args.origin.token("drop")?;
     let dropped = args
         .origin
-        .client()
+        .client()?
         .drop_filter(&args.filter, args.keys_arg())
         .await
         .map_err(|e| args.origin.failed(&format!("drop {:?}", args.filter), e))?;

@@ -7,9 +7,6 @@ use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// Keys asked per batch lookup (under the origin's default `max_batch`).
-const LOOKUP_BATCH: usize = 500;
-
 #[derive(Args)]
 pub struct LookupArgs {
     /// Filter to ask.
@@ -47,18 +44,12 @@ pub struct LoadArgs {
 
 /// `lookup`: one line per key, `KEY seen|not seen (by ANSWERER)`.
 pub async fn lookup(args: LookupArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let client = args.origin.client();
+    let client = args.origin.client()?;
     let what = format!("lookup in {:?}", args.filter);
+    // Any number of keys: the client splits them to the origin's `max_batch`.
     let answers: Vec<KeyAnswer> = match args.keys.as_slice() {
         [key] => vec![client.lookup(&args.filter, key).await.map_err(|e| args.origin.failed(&what, e))?],
-        keys => {
-            let mut answers = Vec::with_capacity(keys.len());
-            for chunk in keys.chunks(LOOKUP_BATCH) {
-                let batch = client.lookup_batch(&args.filter, chunk).await.map_err(|e| args.origin.failed(&what, e))?;
-                answers.extend(batch.results);
-            }
-            answers
-        }
+        keys => client.lookup_batch(&args.filter, keys).await.map_err(|e| args.origin.failed(&what, e))?.results,
     };
     for answer in answers {
         match args.json {
@@ -74,9 +65,9 @@ pub async fn lookup(args: LookupArgs, out: &mut impl Write) -> anyhow::Result<()
 
 /// `load`.
 pub async fn load(args: LoadArgs) -> anyhow::Result<()> {
+    args.origin.token("load")?;
     let options = LoadOptions {
-        origin: args.origin.origin.clone(),
-        token: args.origin.token("load")?.to_owned(),
+        client: args.origin.client()?,
         filter: args.filter,
         batch: args.batch,
         concurrency: args.concurrency,

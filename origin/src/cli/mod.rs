@@ -1,7 +1,8 @@
 //! The `bloomgate-origin` command line: the commands and their arguments, and which function
 //! runs each. Serving and rebuilding connect to the stores (`serve`); every other command is a
-//! call to a running origin through `bloomgate-client` (`filters`, `keys`), authenticated by
-//! `--token` or `BLOOMGATE_TOKEN`: a writer token, or an ops token for `stats` and `list`.
+//! call to a running origin through `bloomgate-client` (`filters`, `keys`), at `--origin`
+//! (http:// or https://, with `--ca-file` for a private CA), authenticated by `--token` or
+//! `BLOOMGATE_TOKEN`: a writer token, or an ops token for `stats` and `list`.
 //!
 //! # Layout
 //! - `serve`: `serve`, `rebuild` and `check-config`, which read the settings.
@@ -16,7 +17,9 @@ mod keys;
 mod serve;
 mod stats_table;
 
+use bloomgate_client::{Client, Error};
 use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
 
 /// bloomgate origin: a Bloom-filter gate in front of Cassandra.
 #[derive(Parser)]
@@ -69,22 +72,35 @@ pub enum Command {
 /// The running origin a command calls, and the token it calls with.
 #[derive(Args, Clone, Debug)]
 pub struct Origin {
-    /// Origin base URL.
+    /// Origin base URL: http://HOST:PORT or https://HOST:PORT.
     #[arg(long, env = "BLOOMGATE_ORIGIN_URL", default_value = "http://127.0.0.1:8080")]
     origin: String,
     /// Bearer token: a writer token, or an ops token for `stats` and `list`.
     #[arg(long, env = "BLOOMGATE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A PEM file of CA certificates to trust, beside the system's, for an https:// origin
+    /// whose certificate a CA of your own signed.
+    #[arg(long, env = "BLOOMGATE_CA_FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 impl Origin {
-    /// A client of the origin, with the token if one was given.
-    fn client(&self) -> bloomgate_client::Client {
-        let client = bloomgate_client::Client::new(&self.origin);
-        match &self.token {
-            Some(token) => client.with_token(token),
-            None => client,
+    /// A client of the origin, with the token and the CA file if given; an error that says
+    /// which setting to fix otherwise.
+    fn client(&self) -> anyhow::Result<Client> {
+        let mut builder = Client::builder(&self.origin);
+        if let Some(token) = &self.token {
+            builder = builder.token(token);
         }
+        if let Some(ca_file) = &self.ca_file {
+            builder = builder.ca_file(ca_file);
+        }
+        builder.build().map_err(|e| match e {
+            Error::InvalidUrl { .. } => anyhow::anyhow!("--origin (BLOOMGATE_ORIGIN_URL): {e}"),
+            Error::InvalidCa { .. } => anyhow::anyhow!("--ca-file (BLOOMGATE_CA_FILE): {e}"),
+            Error::InvalidToken { .. } => anyhow::anyhow!("--token (BLOOMGATE_TOKEN): {e}"),
+            e => anyhow::anyhow!("{e}"),
+        })
     }
 
     /// The token, which `command` cannot do without.
@@ -95,10 +111,10 @@ impl Origin {
     }
 
     /// What a failed call means for the person who typed the command.
-    fn failed(&self, what: &str, e: bloomgate_client::Error) -> anyhow::Error {
+    fn failed(&self, what: &str, e: Error) -> anyhow::Error {
         match e {
-            bloomgate_client::Error::Transport(e) => {
-                anyhow::anyhow!("cannot reach the origin at {}: is it running? ({e})", self.origin)
+            Error::Connect { cause, .. } => {
+                anyhow::anyhow!("cannot reach the origin at {}: is it running? ({cause})", self.origin)
             }
             e => anyhow::anyhow!("{what}: {e}"),
         }

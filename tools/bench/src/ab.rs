@@ -117,9 +117,7 @@ pub struct AbLoad {
 pub async fn preload(name: &str, base: &str, keys: &Arc<Vec<String>>) -> anyhow::Result<String> {
     let filter = format!("ab-{:08x}", rand::random::<u32>());
     let spec = FilterSpec { name: &filter, fp_rate: 0.01, capacity: keys.len() as u64 * 2, segment_bytes: None };
-    filters::preload(&reqwest::Client::new(), base, &spec, keys, false)
-        .await
-        .with_context(|| format!("preload {name}"))?;
+    filters::preload(base, &spec, keys, false).await.with_context(|| format!("preload {name}"))?;
     Ok(filter)
 }
 

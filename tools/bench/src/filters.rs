@@ -1,6 +1,7 @@
 //! The filters a run measures: created on an origin and preloaded with its present keys through
 //! the batch API, and their stats read back for the report.
 
+use bloomgate_client::{Client, RetryPolicy};
 use bloomgate_tests::origin::TOKEN;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
@@ -19,16 +20,22 @@ pub struct FilterSpec<'a> {
     pub segment_bytes: Option<u64>,
 }
 
+/// A writer's client of the origin at `base` for a run's set-up: a minute per request (a batch
+/// of 1000 keys behind a loaded Cassandra), and writes refused with 503 while Redis or
+/// Cassandra hiccup (a filter-state read timing out behind other batches' Redis scripts, see
+/// BENCHMARKS.md) tried again, at least as long as the origin asks.
+fn setup_client(base: &str) -> anyhow::Result<Client> {
+    let retries = RetryPolicy::default()
+        .attempts(31)
+        .backoff(Duration::from_millis(200), Duration::from_secs(2))
+        .total_wait(Duration::from_secs(120));
+    Ok(Client::builder(base).token(TOKEN).timeout(Duration::from_secs(60)).build()?.with_retries(retries))
+}
+
 /// Creates the filter and stores `keys` through the origin's batch API, four batches at a time.
-pub async fn preload(
-    http: &reqwest::Client,
-    base: &str,
-    spec: &FilterSpec<'_>,
-    keys: &Arc<Vec<String>>,
-    progress: bool,
-) -> anyhow::Result<()> {
+pub async fn preload(base: &str, spec: &FilterSpec<'_>, keys: &Arc<Vec<String>>, progress: bool) -> anyhow::Result<()> {
     let filter = spec.name;
-    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
+    let client = setup_client(base)?;
     let mut create = bloomgate_client::api::CreateFilter::new(spec.capacity.max(1), spec.fp_rate);
     if let Some(b) = spec.segment_bytes {
         create.segment_bytes = b;
@@ -55,19 +62,7 @@ pub async fn preload(
         let (client, keys, bar, filter) = (client.clone(), keys.clone(), bar.clone(), filter.to_owned());
         tasks.spawn(async move {
             let chunk = &keys[c * 1000..((c + 1) * 1000).min(keys.len())];
-            // Writes are refused with 503 while Redis or Cassandra hiccup (a filter-state read
-            // timing out behind other batches' Redis scripts, see BENCHMARKS.md): back off and
-            // retry, at least as long as the origin asks.
-            for attempt in 0u32.. {
-                match client.insert_batch(&filter, chunk).await {
-                    Ok(_) => break,
-                    Err(e) if attempt < 30 && e.is_retryable() => {
-                        let backoff = Duration::from_millis(200 * u64::from((attempt + 1).min(10)));
-                        tokio::time::sleep(e.retry_after().unwrap_or_default().max(backoff)).await;
-                    }
-                    Err(e) => return Err(anyhow::anyhow!("insert batch: {e}")),
-                }
-            }
+            client.insert_batch(&filter, chunk).await.map_err(|e| anyhow::anyhow!("insert batch: {e}"))?;
             bar.inc(chunk.len() as u64);
             anyhow::Ok(())
         });
@@ -79,9 +74,9 @@ pub async fn preload(
     Ok(())
 }
 
-/// The origin's stats of a filter (null when it cannot be read).
-pub async fn filter_stats(http: &reqwest::Client, base: &str, filter: &str) -> serde_json::Value {
-    let client = bloomgate_client::Client::with_http(base, http.clone()).with_token(TOKEN);
+/// The origin's stats of a filter (null when they cannot be read).
+pub async fn filter_stats(base: &str, filter: &str) -> serde_json::Value {
+    let Ok(client) = setup_client(base) else { return serde_json::Value::Null };
     match client.stats(filter).await {
         Ok(stats) => serde_json::to_value(stats).unwrap_or_default(),
         Err(_) => serde_json::Value::Null,

@@ -384,7 +384,7 @@ pub(crate) async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchR
         capacity: cfg.capacity_for(cfg.present as f64),
         segment_bytes: cfg.segment_bytes,
     };
-    preload(&http, &servers.origin.base, &spec, &present, cfg.progress).await?;
+    preload(&servers.origin.base, &spec, &present, cfg.progress).await?;
     let preload_secs = t0.elapsed().as_secs_f64();
     let workload = Workload::new(cfg.seed, present.clone(), cfg.miss_share, cfg.zipf_s);
 
@@ -394,7 +394,7 @@ pub(crate) async fn run_side_by_side(cfg: &BenchConfig) -> anyhow::Result<BenchR
     }
 
     let mut stats_by_filter = BTreeMap::new();
-    stats_by_filter.insert(filter.clone(), filter_stats(&http, &servers.origin.base, &filter).await);
+    stats_by_filter.insert(filter.clone(), filter_stats(&servers.origin.base, &filter).await);
     let mut sweep = Vec::new();
     let mut sweep_error = None;
     if let Some(s) = &cfg.sweep {

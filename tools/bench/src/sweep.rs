@@ -30,7 +30,7 @@ pub(crate) async fn run_sweep(
             capacity: cfg.capacity_for(s.present as f64),
             segment_bytes: s.segment_bytes,
         };
-        preload(http, &origin.base, &spec, &keys, cfg.progress).await?;
+        preload(&origin.base, &spec, &keys, cfg.progress).await?;
         for &miss in &s.miss_shares {
             let w = Workload::new(cfg.seed ^ 0x5eed, keys.clone(), miss, cfg.zipf_s);
             let before = Samples::scrape(http, &origin.base).await?;
@@ -64,7 +64,7 @@ pub(crate) async fn run_sweep(
                 wrong_answers: stats.wrong_answers,
             });
         }
-        let st = filter_stats(http, &origin.base, &sweep_filter).await;
+        let st = filter_stats(&origin.base, &sweep_filter).await;
         let expected = st["expected_fp_rate_now"].as_f64();
         for p in sweep.iter_mut().filter(|p| p.fp_rate == fp) {
             p.filter_expected_fp = expected;

@@ -46,7 +46,7 @@ async fn sigterm_answers_every_admitted_request_and_accepts_no_more() {
     let http = reqwest::Client::new();
     origin.start(&http).await.expect("origin started");
     let pid = origin.pid().unwrap();
-    let client = bloomgate_client::Client::with_http(&origin.base, http.clone()).with_token(TOKEN);
+    let client = bloomgate_client::Client::builder(&origin.base).token(TOKEN).build().unwrap();
     let filter = unique_filter("shutdown");
     client.create_filter(&filter, &bloomgate_client::api::CreateFilter::new(10_000, 0.01)).await.unwrap();
 

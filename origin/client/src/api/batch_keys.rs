@@ -23,6 +23,14 @@ impl BatchKeysError {
 
     /// What to do about a batch over the limit.
     pub const TOO_MANY_HINT: &'static str = "Split the batch into smaller requests.";
+
+    /// The limit a [`Self::too_many_detail`] names; None for any other words. A client learns
+    /// the server's `max_batch` from its refusal with this.
+    pub fn limit_in_too_many_detail(detail: &str) -> Option<usize> {
+        let (_, rest) = detail.strip_prefix("batch has ")?.split_once(" keys; at most ")?;
+        let max = rest.strip_suffix(" are accepted per request")?;
+        max.parse().ok()
+    }
 }
 
 /// The keys of a batch body, at most `max_keys` of them.
@@ -119,6 +127,17 @@ mod tests {
     fn keys_past_the_limit_are_counted_not_kept() {
         assert_eq!(parse_batch_keys(br#"{"keys":["a","b","c","d"]}"#, 2), Err(BatchKeysError::TooMany(4)));
         assert_eq!(BatchKeysError::too_many_detail(2, 4), "batch has 4 keys; at most 2 are accepted per request");
+    }
+
+    #[test]
+    fn the_limit_reads_back_from_the_refusal_s_words() {
+        for (max, got) in [(1, 2), (3, 7), (1000, 1_000_000)] {
+            let detail = BatchKeysError::too_many_detail(max, got);
+            assert_eq!(BatchKeysError::limit_in_too_many_detail(&detail), Some(max), "{detail}");
+        }
+        for other in ["", "body over the limit", "batch has 4 keys; at most x are accepted per request"] {
+            assert_eq!(BatchKeysError::limit_in_too_many_detail(other), None, "{other}");
+        }
     }
 
     #[test]

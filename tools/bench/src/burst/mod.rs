@@ -125,7 +125,7 @@ pub async fn run(spec: &BurstSpec) -> anyhow::Result<Burst> {
     eprintln!("[burst] origin pid {} at {}; caps {caps:?}", origin.pid, origin.base);
 
     let filter = format!("burst-{:08x}", rand::random::<u32>());
-    let client = bloomgate_client::Client::new(&origin.base).with_token(TOKEN);
+    let client = bloomgate_client::Client::builder(&origin.base).token(TOKEN).build()?;
     let create = bloomgate_client::api::CreateFilter {
         key_format: bloomgate_filter::KeyFormat::Hex { digits: None },
         ..bloomgate_client::api::CreateFilter::new(1_000_000, 0.01)

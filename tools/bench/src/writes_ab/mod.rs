@@ -81,7 +81,7 @@ pub async fn run_writes(cfg: &BenchConfig, w: &WritesConfig) -> anyhow::Result<W
         cfg.step(&format!("writes A/B: measuring the filters {reused:?} again (no preload)"));
         reuse_filters(&http, &origins, reused, per_round * w.rounds as f64).await?
     } else {
-        preload_filters(cfg, w, &http, &origins, capacity, &present).await?
+        preload_filters(cfg, w, &origins, capacity, &present).await?
     };
     let preload_secs = preload_started.elapsed().as_secs_f64();
 
@@ -137,7 +137,6 @@ async fn reuse_filters(
 async fn preload_filters(
     cfg: &BenchConfig,
     w: &WritesConfig,
-    http: &reqwest::Client,
     origins: &[Server],
     capacity: u64,
     present: &Arc<Vec<String>>,
@@ -149,7 +148,7 @@ async fn preload_filters(
         let spec = FilterSpec { name: &name, fp_rate: cfg.fp_rate, capacity, segment_bytes: w.segment_bytes };
         // Each through its own side's origin: whether a generation keeps a journal is decided
         // when it is named. The preload's entries are behind every segment the edge fetches.
-        preload(http, &origins[side.index()].base, &spec, present, cfg.progress).await?;
+        preload(&origins[side.index()].base, &spec, present, cfg.progress).await?;
         filters.push(name);
     }
     Ok(filters)

@@ -46,7 +46,7 @@ pub(crate) async fn run_side(
         filter: filter.to_owned(),
         origin_writes,
         front,
-        filter_stats: filter_stats(http, &origin.base, filter).await,
+        filter_stats: filter_stats(&origin.base, filter).await,
     })
 }
 
