@@ -1,14 +1,16 @@
 //! What the edge's own work costs per answer, natively (the Rust of the handler, without the
 //! Workers runtime's calls into JavaScript around it): a "no" from a copy at hand, a key of a
-//! batch, a segment verified on arrival, a refresh's journal chunk taken in and brought to
-//! every copy held, and a copy from the Cache API brought forward from the tail.
+//! batch, a segment verified on arrival (and a Cache API entry's MAC before it), a refresh's
+//! journal chunk taken in and brought to every copy held, and a copy from the Cache API brought
+//! forward from the tail.
 //!
 //! `cargo bench -p bloomgate-edge --bench answer`
 
 use bloomgate_client::paths;
+use bloomgate_edge::cache_entry::{self, EntryHeader, EntryKey};
 use bloomgate_edge::copy::SegmentCopy;
 use bloomgate_edge::store::{SegmentKey, SegmentStore};
-use bloomgate_edge::{answer, decide, route};
+use bloomgate_edge::{answer, cache_copy, decide, route};
 use bloomgate_filter::{
     decode_journal, decode_path_key, encode_journal, encode_segment_at, hash_key, BloomFilter, JournalPosition,
     KeyFormat, KeyHash, Manifest, Params, Segment,
@@ -112,6 +114,12 @@ fn arrivals(c: &mut Criterion) {
     c.bench_function("edge/segment_decode_64KiB", |b| {
         b.iter_batched(|| bytes.clone(), |bytes| black_box(Segment::decode(bytes)), BatchSize::SmallInput)
     });
+    // A segment from the Cache API has its entry's MAC verified before it is decoded.
+    let key = EntryKey::derive("bench-edge-secret");
+    let url = cache_copy::segment_cache_url(&s.manifest, 3, 0);
+    let header = cache_entry::seal(&key, &url, &bytes);
+    let read = EntryHeader::read(&header, header.len() + bytes.len(), bytes.len()).expect("a sealed entry");
+    c.bench_function("edge/cache_entry_verify_64KiB", |b| b.iter(|| black_box(read.verify(&key, &url, &bytes))));
 }
 
 /// A chunk of `adds` single-key adds after `from`.
