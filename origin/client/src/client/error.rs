@@ -29,13 +29,14 @@ pub enum Error {
     InvalidCa {
         /// Where they came from: a file's path, or "the PEM bytes given".
         from: String,
-        /// Why they were refused.
+        /// What was wrong: the file could not be read, is not PEM, or holds no certificate.
         reason: String,
     },
     /// The token cannot be sent in an `Authorization` header.
     #[error("invalid token: {reason}")]
     InvalidToken {
-        /// Why.
+        /// What a header cannot carry in it (spaces, control characters, non-ASCII), or that it
+        /// is empty.
         reason: String,
     },
     /// No connection: refused, host unknown, network unreachable.
