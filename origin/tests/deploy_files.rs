@@ -50,10 +50,16 @@ fn the_kubernetes_probes_and_scrapes_use_the_admin_port_the_config_opens() {
     let config = load("deploy/kubernetes/origin.env", variables(include_str!("../../deploy/kubernetes/origin.env")));
     let admin = config.admin_listen.expect("the manifests keep metrics and readiness off the Service's port");
     let deployment = include_str!("../../deploy/kubernetes/deployment.yaml");
-    assert!(deployment.contains(&format!("- name: admin\n              containerPort: {}", admin.port())), "{deployment}");
+    assert!(
+        deployment.contains(&format!("- name: admin\n              containerPort: {}", admin.port())),
+        "{deployment}"
+    );
     assert!(deployment.contains(&format!("prometheus.io/port: \"{}\"", admin.port())));
     let readiness = deployment.split("readinessProbe:").nth(1).expect("a readiness probe");
-    assert!(readiness.split("Probe:").next().unwrap_or_default().contains("port: admin"), "readiness is on the admin port");
+    assert!(
+        readiness.split("Probe:").next().unwrap_or_default().contains("port: admin"),
+        "readiness is on the admin port"
+    );
     let service = include_str!("../../deploy/kubernetes/service.yaml");
     assert!(!service.contains(&admin.port().to_string()), "the Service exposes the API port alone");
 }

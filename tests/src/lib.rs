@@ -14,17 +14,20 @@
 //!   as in the quick start), with an API client.
 //! - [`edge`]: `wrangler dev` running the built edge worker, and an origin-proxy-edge stack.
 //! - [`edge_load`]: a bounded lookup load on the edge, with its `workerd`s' memory sampled.
+//! - [`faketime`]: a process whose wall clock is off from the machine's (Debian's libfaketime).
 //! - [`fault_proxy`]: a TCP proxy that delays, cuts or corrupts a connection.
 //! - [`redis_server`]: a private `redis-server` a test may kill, restart or roll back.
 //! - [`redis_cluster`]: the shared Redis Cluster's nodes, and bringing killed ones back.
 //! - [`race`]: writes through one origin read at once through another, under change.
 //! - [`raw_http`]: HTTP/1.1 requests written byte for byte.
 //! - [`tls_front`]: a TLS terminator with a CA of its own, in front of a plain-HTTP origin.
+//! - [`tls_services`]: the TLS Redis, Redis Cluster and Cassandra of `scripts/services start --tls`.
 //! - [`procs`]: the machine's processes from `/proc`, and signals to the ones started here.
 #![forbid(unsafe_code)]
 
 pub mod edge;
 pub mod edge_load;
+pub mod faketime;
 pub mod fault_proxy;
 pub mod origin;
 pub mod procs;
@@ -33,6 +36,7 @@ pub mod raw_http;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod tls_front;
+pub mod tls_services;
 
 use std::path::PathBuf;
 use std::time::Duration;

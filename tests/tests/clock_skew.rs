@@ -14,6 +14,7 @@
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{JournalPosition, Manifest};
+use bloomgate_tests::faketime::with_wall_clock_off_by;
 use bloomgate_tests::origin::TestOrigin;
 use bloomgate_tests::{random_keys, redis_addr, unique_filter};
 use reqwest::StatusCode;
@@ -24,13 +25,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 const SKEWED_FILTER: &str = "BG_TEST_SKEWED_FILTER";
 /// How far ahead the skewed origin's clock runs: twice the default retention (10 minutes).
 const AHEAD: &str = "+20m";
-/// Where Debian's `faketime` package puts the library.
-const LIBFAKETIME: &[&str] = &[
-    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-    "/usr/lib/faketime/libfaketime.so.1",
-];
-
 async fn manifest(origin: &TestOrigin, filter: &str) -> Manifest {
     let r = origin.edge_get(&format!("/v1/filters/{filter}/manifest")).await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -60,12 +54,9 @@ async fn an_origin_whose_clock_runs_ahead_trims_no_recent_journal_entry() {
     }
     assert_eq!(journal_from(&origin, &filter, start.generation, first).await, StatusCode::OK);
 
-    let skewed = Command::new(std::env::current_exe().unwrap())
+    let mut skewed = Command::new(std::env::current_exe().unwrap());
+    let skewed = with_wall_clock_off_by(&mut skewed, AHEAD)
         .args(["skewed_writer", "--exact", "--ignored", "--nocapture"])
-        .env("LD_PRELOAD", libfaketime())
-        .env("FAKETIME", AHEAD)
-        // Timers and leases run on the monotonic clock: left as it is.
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .env(SKEWED_FILTER, &filter)
         .status()
         .expect("start the skewed writer");
@@ -101,11 +92,4 @@ async fn skewed_writer() {
     for key in random_keys(5) {
         assert_eq!(origin.put(&filter, &key).await.status(), StatusCode::CREATED);
     }
-}
-
-/// Debian's libfaketime, or a failure that says how to install it.
-fn libfaketime() -> &'static str {
-    LIBFAKETIME.iter().copied().find(|p| std::path::Path::new(p).exists()).unwrap_or_else(|| {
-        panic!("libfaketime not found at {LIBFAKETIME:?}: install Debian's faketime (apt-get install faketime)")
-    })
 }

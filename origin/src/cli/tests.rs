@@ -91,6 +91,26 @@ fn every_command_that_calls_an_origin_takes_its_token_and_ca_file_from_the_envir
     }
 }
 
+/// Every environment variable an argument reads, over every command.
+fn variables_read() -> std::collections::BTreeSet<String> {
+    let cli = Cli::command();
+    let arguments = cli.get_arguments().chain(cli.get_subcommands().flat_map(|c| c.get_arguments()));
+    arguments.filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect()
+}
+
+#[test]
+fn the_variables_the_command_line_reads_are_the_ones_config_loading_accepts() {
+    use bloomgate_origin::config::{Config, BINARY_ENV, ENV_PREFIX};
+    let read = variables_read();
+    let settings: Vec<String> =
+        Config::setting_names().iter().map(|s| format!("{ENV_PREFIX}{}", s.to_ascii_uppercase())).collect();
+    let unlisted: Vec<&String> =
+        read.iter().filter(|v| !BINARY_ENV.contains(&v.as_str()) && !settings.contains(v)).collect();
+    assert!(unlisted.is_empty(), "read by the command line, yet refused at load as unknown: {unlisted:?}");
+    let unread: Vec<&&str> = BINARY_ENV.iter().filter(|v| !read.contains(**v)).collect();
+    assert!(unread.is_empty(), "accepted at load, yet read by no argument: {unread:?}");
+}
+
 #[test]
 fn drops_keep_the_keys_unless_told_otherwise() {
     let Command::Drop(args) = parse(&["drop", "--filter", "f"]) else { unreachable!() };

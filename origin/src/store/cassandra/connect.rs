@@ -42,10 +42,8 @@ const OLDEST_RELEASE: (u32, u32) = (5, 0);
 
 /// Refuses a cluster older than [`OLDEST_RELEASE`], naming its release and why.
 async fn check_release(session: &Session) -> Result<(), DatabaseError> {
-    let result = session
-        .query_unpaged("SELECT release_version FROM system.local", ())
-        .await
-        .map_err(DatabaseError::other)?;
+    let result =
+        session.query_unpaged("SELECT release_version FROM system.local", ()).await.map_err(DatabaseError::other)?;
     let rows = result.into_rows_result().map_err(DatabaseError::other)?;
     let (release,): (String,) = rows.first_row().map_err(DatabaseError::other)?;
     supported_release(&release).map_err(DatabaseError::other)
