@@ -26,11 +26,21 @@ pub enum Bug {
     /// A write is acknowledged without waiting out the read leases of the generations it added
     /// to: another origin's copy may then answer "no" for it from a lease older than the add.
     SkipLeaseWait,
+    /// A delete is stamped the skew margin *behind* its origin's clock and acknowledged at once,
+    /// with no commit wait: a write made less than the margin before it outranks it, so the
+    /// delete answers `"deleted": true` and removes nothing.
+    DeleteStampedBehind,
 }
 
 impl Bug {
     /// Every bug.
-    pub const ALL: [Bug; 4] = [Bug::SkipReadBarrier, Bug::SkipFilterAdd, Bug::SkipIncarnationCheck, Bug::SkipLeaseWait];
+    pub const ALL: [Bug; 5] = [
+        Bug::SkipReadBarrier,
+        Bug::SkipFilterAdd,
+        Bug::SkipIncarnationCheck,
+        Bug::SkipLeaseWait,
+        Bug::DeleteStampedBehind,
+    ];
 
     /// Its name, as `BG_PLANTED_BUG` spells it.
     pub fn name(self) -> &'static str {
@@ -39,6 +49,7 @@ impl Bug {
             Bug::SkipFilterAdd => "skip-filter-add",
             Bug::SkipIncarnationCheck => "skip-incarnation-check",
             Bug::SkipLeaseWait => "skip-lease-wait",
+            Bug::DeleteStampedBehind => "delete-stamped-behind",
         }
     }
 

@@ -43,6 +43,11 @@ pub struct DeleteOrder {
 /// The order of a delete made when the origin's clock read `now_us`, with skew margin `margin`.
 pub fn delete_order(now_us: u64, margin: Duration) -> DeleteOrder {
     let m = u64::try_from(margin.as_micros()).unwrap_or(u64::MAX / 4);
+    if crate::planted::active(crate::planted::Bug::DeleteStampedBehind) {
+        // The rule this module replaced: stamped behind and acknowledged at once, so a write
+        // acknowledged less than the margin before the delete outranks it.
+        return DeleteOrder { stamp: write_timestamp(now_us.saturating_sub(m + 1)), ack_after_us: now_us };
+    }
     DeleteOrder { stamp: write_timestamp(now_us.saturating_add(m)), ack_after_us: now_us.saturating_add(2 * m) }
 }
 
