@@ -11,6 +11,10 @@
 //! - **No "seen" for a key nobody ever tried to write.** (The origin confirms a filter "maybe"
 //!   with the database; the edge forwards it.) A key whose write failed may or may not be
 //!   stored: no rule applies to it.
+//! - **A delete does what it says** (invariant 12). A key whose delete was acknowledged before a
+//!   lookup started is answered "not seen", by the origins and the edge alike, unless some write
+//!   of it may be ordered after the delete: one not acknowledged, one that had not ended when
+//!   the delete was sent, or one sent after that ([`deletes`]).
 //! - **No acknowledged write lost:** every acknowledged key is in Cassandra at the end.
 //! - **Errors only as the excuse table allows.** Success is 200/201, or 404 with
 //!   `{"seen":false}` for a lookup. A 503 or 429 with `Retry-After`, or no answer at all, is
@@ -32,19 +36,23 @@
 //!   cover the errors left by the one before.
 //!
 //! A key is held to the "seen" and durability rules from its first acknowledged write that no
-//! delete could have undone (every delete of it ended before that write started): after a
-//! delete either answer is right, until the key is written again.
+//! delete could have undone (every delete of it ended before that write started), and to "not
+//! seen" after an acknowledged delete while no write of it may be ordered after that delete. In
+//! between (a write racing the delete, one not acknowledged, one sent after the delete and not
+//! yet acknowledged) either answer is right.
 //!
 //! # Layout
 //! - this file: settings, verdict types, and [`check`], which applies every rule.
 //! - [`excuses`]: the excuse table: which fault may excuse which error, where, for how long.
 //! - [`availability`]: writes acknowledged during each kind of fault, operations outside them.
+//! - [`deletes`]: which answers an acknowledged delete holds to "not seen".
 //! - [`floors`]: the evidence a run must show, and their formulas.
 //! - `rules`: the rules, one function each.
 //! - `windows`: fault windows as the rules ask about them.
 //! - `tests`: a small history that breaks each rule.
 
 pub mod availability;
+pub mod deletes;
 pub mod excuses;
 pub mod floors;
 mod rules;
@@ -80,6 +88,9 @@ pub enum ViolationKind {
     FalseNegativeEdge,
     /// A key nobody tried to write was answered "seen".
     SeenNeverWritten,
+    /// A key was answered "seen" after an acknowledged delete of it, with no write of it that
+    /// could be ordered after the delete.
+    DeletedButSeen,
     /// An acknowledged key is not in Cassandra at the end (or could not be read).
     LostWrite,
     /// A 503/429 with Retry-After, or no answer, that no row of the excuse table explains.
@@ -103,10 +114,11 @@ pub enum ViolationKind {
 
 impl ViolationKind {
     /// Every kind, in the report's column order.
-    pub const ALL: [ViolationKind; 12] = [
+    pub const ALL: [ViolationKind; 13] = [
         ViolationKind::FalseNegativeOrigin,
         ViolationKind::FalseNegativeEdge,
         ViolationKind::SeenNeverWritten,
+        ViolationKind::DeletedButSeen,
         ViolationKind::LostWrite,
         ViolationKind::ErrorNotExcused,
         ViolationKind::MissingRetryAfter,
@@ -124,6 +136,7 @@ impl ViolationKind {
             ViolationKind::FalseNegativeOrigin => "false_negative_origin",
             ViolationKind::FalseNegativeEdge => "false_negative_edge",
             ViolationKind::SeenNeverWritten => "seen_never_written",
+            ViolationKind::DeletedButSeen => "deleted_but_seen",
             ViolationKind::LostWrite => "lost_write",
             ViolationKind::ErrorNotExcused => "error_not_excused",
             ViolationKind::MissingRetryAfter => "missing_retry_after",
@@ -171,10 +184,14 @@ pub struct Checked {
     pub must_be_seen_readded: u64,
     /// Answers that had to be "not seen" (never written).
     pub must_not_be_seen: u64,
+    /// Answers that had to be "not seen" because an acknowledged delete removed the key (no
+    /// write of it could be ordered after the delete), at the origins and the edge.
+    pub must_be_not_seen_after_delete: u64,
     /// "Not seen" answered by the edge itself, from its segments.
     pub edge_no_answers: u64,
     /// Answers no rule constrains (acknowledged during the lookup or within S at the edge,
-    /// written without acknowledgement, deleted and not written again).
+    /// written without acknowledgement, deleted while a write of it was in flight or written
+    /// again since).
     pub unconstrained: u64,
     /// Errors the excuse table excused.
     pub excused_errors: u64,
@@ -273,7 +290,8 @@ pub fn check(history: &History, settings: &CheckSettings) -> CheckResult {
     let mut v = Verdicts::new();
     let windows = windows::FaultWindows::new(&history.faults, settings.edge_origin, settings.freshness);
     let writes = rules::Writes::of(history);
-    let cx = rules::Context { history, settings, writes: &writes, windows: &windows };
+    let deletes = deletes::Deletes::of(history);
+    let cx = rules::Context { history, settings, writes: &writes, deletes: &deletes, windows: &windows };
     for (i, op) in history.ops.iter().enumerate() {
         v.result.checked.ops += 1;
         rules::status(&mut v, &cx, i, op);

@@ -1,5 +1,6 @@
 //! The rules, one function each, over one operation or one kind of end-of-run evidence.
 
+use super::deletes::{Deleted, Deletes};
 use super::excuses::{ErrorKind, Failed};
 use super::windows::{error_kind, FaultWindows};
 use super::{secs, CheckSettings, Verdicts, Violation, ViolationKind};
@@ -56,6 +57,7 @@ pub(super) struct Context<'a> {
     pub(super) history: &'a History,
     pub(super) settings: &'a CheckSettings,
     pub(super) writes: &'a Writes,
+    pub(super) deletes: &'a Deletes,
     pub(super) windows: &'a FaultWindows,
 }
 
@@ -183,7 +185,8 @@ pub(super) fn false_positives(v: &mut Verdicts, history: &History) {
     }
 }
 
-/// One key's answer: "seen" where it must be, never "seen" for a key nobody wrote.
+/// One key's answer: "seen" where it must be, never "seen" for a key nobody wrote or one an
+/// acknowledged delete removed.
 pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key: KeyId, answer: Answer) {
     v.result.checked.answers += 1;
     if op.target == Target::Edge && answer.by == Some(AnsweredBy::Edge) && !answer.seen {
@@ -209,6 +212,9 @@ pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key:
             v.add(violation, format!("{} by {}", op.target, answer.by_name()));
         }
         return;
+    }
+    if let Some(deleted) = cx.deletes.must_be_gone(&key, op.start, op.end) {
+        return deleted_answer(v, cx, i, op, key, answer, deleted);
     }
     let Some(&(ack, write)) = cx.writes.acked.get(&key) else {
         v.result.checked.unconstrained += 1;
@@ -249,6 +255,48 @@ pub(super) fn answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key:
         let label = format!("{} by {}, {}, written via {}", op.target, answer.by_name(), op.why.name(), w.target);
         v.add(violation, label);
     }
+}
+
+/// An answer that had to be "not seen": its key's delete was acknowledged before the lookup
+/// started, and no write of it may be ordered after that delete (see [`super::deletes`]).
+fn deleted_answer(v: &mut Verdicts, cx: &Context<'_>, i: usize, op: &Op, key: KeyId, answer: Answer, d: Deleted) {
+    v.result.checked.must_be_not_seen_after_delete += 1;
+    if !answer.seen {
+        return;
+    }
+    let delete = &cx.history.ops[d.delete];
+    let written = match d.last_write.map(|w| &cx.history.ops[w]) {
+        Some(w) => format!(
+            "its last write ({} via {}, {} to {}) was acknowledged {:.1} ms before the delete was sent",
+            w.kind.name(),
+            w.target,
+            secs(w.start),
+            secs(w.end),
+            (delete.start - w.end) as f64 / 1000.0,
+        ),
+        None => "it had not been written before the delete".to_owned(),
+    };
+    let detail = format!(
+        "{} answered seen=true (by {}) at {} for {key}, deleted via {} (sent {}, acknowledged {}, {:.1} ms before \
+         the lookup started); {written}, and no write of it was sent before the lookup ended",
+        op.target,
+        answer.by_name(),
+        secs(op.start),
+        delete.target,
+        secs(delete.start),
+        secs(delete.end),
+        (op.start - delete.end) as f64 / 1000.0,
+    );
+    let violation = Violation {
+        kind: ViolationKind::DeletedButSeen,
+        at: op.start,
+        target: Some(op.target),
+        key: Some(key),
+        op: Some(i),
+        detail,
+    };
+    let label = format!("{} by {}, {}, deleted via {}", op.target, answer.by_name(), op.why.name(), delete.target);
+    v.add(violation, label);
 }
 
 /// Every acknowledged key no delete could have undone is in Cassandra at the end.

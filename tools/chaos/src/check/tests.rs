@@ -138,7 +138,8 @@ fn deleted_keys_are_left_out_of_the_seen_rules_until_written_again() {
     let h = history(vec![write(A, 0, 10_000, k), delete(20_000, 30_000), lookup(B, 40_000, k, false)]);
     let result = check(&h, &SETTINGS);
     assert_eq!(result.total(), 0);
-    assert_eq!(result.checked.unconstrained, 1);
+    assert_eq!(result.checked.must_be_not_seen_after_delete, 1, "held to the delete instead");
+    assert_eq!(result.checked.unconstrained, 0);
     assert_eq!(result.checked.db_keys, 0, "deleted keys are not expected in Cassandra");
     // Written again after the delete ended: "seen" again, everywhere, and durable.
     let again = vec![
@@ -157,6 +158,123 @@ fn deleted_keys_are_left_out_of_the_seen_rules_until_written_again() {
     // A write that started before a delete ended may have been undone by it.
     let raced = history(vec![write(A, 25_000, 35_000, k), delete(20_000, 30_000), lookup(B, 40_000, k, false)]);
     assert_eq!(check(&raced, &SETTINGS).total(), 0);
+}
+
+fn delete(target: Target, start: Micros, end: Micros, key: KeyId) -> Op {
+    op(OpKind::Delete, target, start, end, &[key], Outcome::Acked)
+}
+
+const C: Target = Target::Origin(2);
+
+#[test]
+fn a_key_seen_after_its_acknowledged_delete_is_a_violation() {
+    let k = KeyId::deletable(1);
+    // Written via A, deleted via B as soon as that was acknowledged, read via C and the edge as
+    // soon as the delete was: every answer must be "not seen".
+    let ops = |seen| {
+        let both = Outcome::Answers(vec![Answer { seen, by: Some(AnsweredBy::Database) }; 2]);
+        vec![
+            write(A, 0, 10_000, k),
+            delete(B, 11_000, 20_000, k),
+            lookup(C, 20_100, k, seen),
+            lookup(Target::Edge, 20_200, k, seen),
+            op(OpKind::LookupBatch, A, 21_000, 22_000, &[k, k], both),
+        ]
+    };
+    let result = check(&history(ops(true)), &SETTINGS);
+    assert_eq!(result.counts[&ViolationKind::DeletedButSeen], 4, "origin, edge and each key of a batch");
+    assert_eq!(result.total(), 4);
+    assert_eq!(result.checked.must_be_not_seen_after_delete, 4);
+    let example = &result.examples[&ViolationKind::DeletedButSeen][0];
+    assert_eq!((example.key, example.op, example.target), (Some(k), Some(2), Some(C)));
+    assert!(example.detail.contains("deleted via origin-1 (sent 0.011s, acknowledged 0.020s"), "{}", example.detail);
+    assert!(example.detail.contains("0.1 ms before the lookup started"), "{}", example.detail);
+    assert!(example.detail.contains("acknowledged 1.0 ms before the delete was sent"), "{}", example.detail);
+    assert_eq!(result.breakdown[&ViolationKind::DeletedButSeen]["edge by edge, random, deleted via origin-1"], 1);
+    // "Not seen" is what was promised: counted, no violation.
+    let result = check(&history(ops(false)), &SETTINGS);
+    assert_eq!((result.total(), result.checked.must_be_not_seen_after_delete), (0, 4));
+    // A lookup that started before the delete's acknowledgement may still see the key.
+    let early = history(vec![write(A, 0, 10_000, k), delete(B, 11_000, 20_000, k), lookup(C, 19_000, k, true)]);
+    let result = check(&early, &SETTINGS);
+    assert_eq!((result.total(), result.checked.must_be_not_seen_after_delete), (0, 0));
+    // Of several deletes, the one sent last holds the key, though a write came before it.
+    let twice = history(vec![
+        write(A, 0, 10_000, k),
+        delete(B, 20_000, 30_000, k),
+        write(C, 40_000, 50_000, k),
+        delete(A, 60_000, 70_000, k),
+        lookup(B, 80_000, k, true),
+    ]);
+    let result = check(&twice, &SETTINGS);
+    assert_eq!(result.counts[&ViolationKind::DeletedButSeen], 1);
+    assert!(result.examples[&ViolationKind::DeletedButSeen][0].detail.contains("via origin-2, 0.040s to 0.050s"));
+}
+
+#[test]
+fn a_write_that_may_be_ordered_after_the_delete_may_be_seen() {
+    let k = KeyId::deletable(1);
+    let seen_after = |writes: Vec<Op>| {
+        let mut ops = writes;
+        ops.extend([delete(B, 20_000, 30_000, k), lookup(C, 40_000, k, true)]);
+        check(&history(ops), &SETTINGS)
+    };
+    // Acknowledged before the delete was sent: deleted.
+    assert_eq!(seen_after(vec![write(A, 0, 10_000, k)]).counts[&ViolationKind::DeletedButSeen], 1);
+    // Concurrent: acknowledged after the delete was sent (before or after its acknowledgement).
+    for (start, end) in [(15_000, 20_000), (15_000, 25_000), (25_000, 35_000)] {
+        let result = seen_after(vec![write(A, 0, 10_000, k), write(A, start, end, k)]);
+        assert_eq!(result.total(), 0, "a write from {start} to {end}: {result:?}");
+        assert_eq!(result.checked.must_be_not_seen_after_delete, 0);
+    }
+    // Not acknowledged, however long before the delete it was sent: it may land at any time.
+    for outcome in [
+        Outcome::Status { code: 503, retry_after: true, detail: String::new() },
+        Outcome::Transport { error: "timed out".into() },
+    ] {
+        let unacked = op(OpKind::WriteBatch, A, 0, 10_000, &[k, KeyId::deletable(2)], outcome);
+        let faults = vec![fault(FaultKind::CassandraPause, 0, 10_000, None)];
+        let h = History { faults, ..history(vec![unacked, delete(B, 20_000, 30_000, k), lookup(C, 40_000, k, true)]) };
+        let result = check(&h, &SETTINGS);
+        assert_eq!(result.counts[&ViolationKind::DeletedButSeen], 0, "{result:?}");
+        assert_eq!(result.checked.must_be_not_seen_after_delete, 0);
+    }
+    // A delete that was not acknowledged holds nothing.
+    let failed_delete = op(OpKind::Delete, B, 20_000, 30_000, &[k], Outcome::Transport { error: "reset".into() });
+    let h = history(vec![write(A, 0, 10_000, k), failed_delete, lookup(C, 40_000, k, true)]);
+    assert_eq!(check(&h, &SETTINGS).counts[&ViolationKind::DeletedButSeen], 0);
+}
+
+#[test]
+fn a_key_written_again_after_the_delete_was_acknowledged_must_be_seen() {
+    let k = KeyId::deletable(1);
+    let readd = |seen_before, seen_during, seen_after| {
+        history(vec![
+            write(A, 0, 10_000, k),
+            delete(B, 10_500, 20_000, k),
+            // Read before the re-put was sent: still held to the delete.
+            lookup(C, 20_100, k, seen_before),
+            // The re-put, sent as soon as the delete was acknowledged, read at once.
+            write(A, 22_000, 30_000, k),
+            lookup(B, 21_500, k, seen_during),
+            lookup(B, 30_500, k, seen_after),
+            lookup(Target::Edge, 30_000 + S + 1, k, seen_after),
+        ])
+    };
+    // Seen once written again, and while the re-put was in flight: no violation.
+    let result = check(&readd(false, true, true), &SETTINGS);
+    assert_eq!(result.total(), 0, "{result:?}");
+    assert_eq!(result.checked.must_be_not_seen_after_delete, 1);
+    assert_eq!(result.checked.must_be_seen_readded, 2);
+    assert_eq!(result.checked.unconstrained, 1, "the read that overlapped the re-put");
+    assert_eq!(durable_keys(&readd(false, false, true)), [k].into());
+    // Not seen once the re-put was acknowledged: the delete hid it, a false negative.
+    let result = check(&readd(false, false, false), &SETTINGS);
+    assert_eq!(result.counts[&ViolationKind::FalseNegativeOrigin], 1);
+    assert_eq!(result.counts[&ViolationKind::FalseNegativeEdge], 1);
+    assert_eq!(result.counts[&ViolationKind::DeletedButSeen], 0);
+    // Seen before the re-put was sent: the delete did nothing.
+    assert_eq!(count(&readd(true, false, true), ViolationKind::DeletedButSeen), 1);
 }
 
 #[test]

@@ -62,7 +62,7 @@ fn run_summary(md: &mut String, r: &Report) {
     let c = &r.checked;
     let _ = writeln!(
         md,
-        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge ({} of keys deleted and written again), {} had to be not seen, {} unconstrained; {} \"not seen\" answered by the edge itself; {} acknowledged keys read back from Cassandra; {} errors excused ({} by observed stalls, {} as possible false positives while the database was down); operations skipped at the client's in-flight caps: {} to the origins, {} to the edge.\n",
+        "**{} operations checked** ({:.0}/s), {} key answers: {} had to be seen at an origin, {} at the edge ({} of keys deleted and written again), {} had to be not seen (never written), {} not seen after an acknowledged delete, {} unconstrained; {} \"not seen\" answered by the edge itself; {} acknowledged keys read back from Cassandra; {} errors excused ({} by observed stalls, {} as possible false positives while the database was down); operations skipped at the client's in-flight caps: {} to the origins, {} to the edge.\n",
         c.ops,
         c.ops as f64 / r.run_secs.max(1e-9),
         c.answers,
@@ -70,6 +70,7 @@ fn run_summary(md: &mut String, r: &Report) {
         c.must_be_seen_edge,
         c.must_be_seen_readded,
         c.must_not_be_seen,
+        c.must_be_not_seen_after_delete,
         c.unconstrained,
         c.edge_no_answers,
         c.db_keys,
