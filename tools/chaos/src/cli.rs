@@ -92,6 +92,10 @@ struct RunArgs {
     /// Deletes per second (of keys written only to be deleted).
     #[arg(long, default_value_t = 3.0)]
     delete_rate: f64,
+    /// Share of the deletes sent as soon as their key's write was acknowledged (through another
+    /// origin, read back at once through a third); the others come two seconds after the write.
+    #[arg(long, default_value_t = 0.5)]
+    delete_after_write_share: f64,
     /// Share of the deleted keys written again (and then checked "seen").
     #[arg(long, default_value_t = 0.5)]
     readd_share: f64,
@@ -234,6 +238,7 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         batch_write_keys: a.batch_write_keys,
         batch_lookup_keys: a.batch_lookup_keys,
         delete_rate: a.delete_rate,
+        delete_after_write_share: a.delete_after_write_share,
         readd_share: a.readd_share,
         absent_share: a.absent_share,
         freshness,

@@ -271,9 +271,12 @@ pub fn required_faults(edge: bool, redis: RedisKind) -> BTreeSet<FaultKind> {
 pub const JOURNAL_SECONDS: f64 = 3.0;
 
 /// Insert-journal entries the workload appends per second: one per add call (single writes,
-/// batch writes, the deletable keys written once a second, the deleted keys written again).
+/// batch writes, the deletable keys written once a second, those written one by one to be
+/// deleted right after, the deleted keys written again).
 pub fn journal_rate(w: &WorkloadSettings) -> f64 {
-    let deletes = if w.delete_rate > 0.0 { 1.0 + w.delete_rate * w.readd_share } else { 0.0 };
+    let right_after = w.delete_rate * w.delete_after_write_share.clamp(0.0, 1.0);
+    let batches = if w.delete_rate > right_after { 1.0 } else { 0.0 };
+    let deletes = if w.delete_rate > 0.0 { batches + right_after + w.delete_rate * w.readd_share } else { 0.0 };
     w.write_rate + w.batch_rate + deletes
 }
 
@@ -286,7 +289,7 @@ pub fn journal_max_entries(w: &WorkloadSettings) -> u64 {
 /// Rates for a run: the CI defaults, or the given ones.
 pub fn describe(settings: &WorkloadSettings) -> String {
     format!(
-        "{}/s writes (+ as many reads via another origin and at the edge), {}/s origin reads, {}/s edge reads, {}/s batches of {} writes and of {} lookups, {}/s deletes ({} of them written again)",
+        "{}/s writes (+ as many reads via another origin and at the edge), {}/s origin reads, {}/s edge reads, {}/s batches of {} writes and of {} lookups, {}/s deletes ({} of them right after their write, {} written again)",
         settings.write_rate,
         settings.read_rate,
         settings.edge_read_rate,
@@ -294,6 +297,7 @@ pub fn describe(settings: &WorkloadSettings) -> String {
         settings.batch_write_keys,
         settings.batch_lookup_keys,
         settings.delete_rate,
+        settings.delete_after_write_share,
         settings.readd_share
     )
 }
@@ -377,13 +381,17 @@ mod tests {
             batch_write_keys: 10,
             batch_lookup_keys: 20,
             delete_rate: 3.0,
+            delete_after_write_share: 0.5,
             readd_share: 0.5,
             absent_share: 0.5,
             freshness: Duration::from_secs(3),
             max_in_flight: 256,
         };
-        assert_eq!(journal_rate(&ci), 18.5);
-        assert_eq!(journal_max_entries(&ci), 56);
+        // 15 + 1 + (1 batch of deletables + 1.5 written to be deleted at once + 1.5 written again).
+        assert_eq!(journal_rate(&ci), 20.0);
+        assert_eq!(journal_max_entries(&ci), 60);
+        let all_at_once = WorkloadSettings { delete_after_write_share: 1.0, ..ci.clone() };
+        assert_eq!(journal_rate(&all_at_once), 15.0 + 1.0 + 3.0 + 1.5, "no batch of deletables");
         let quiet = WorkloadSettings { write_rate: 1.0, batch_rate: 0.0, delete_rate: 0.0, ..ci };
         assert_eq!(journal_max_entries(&quiet), 20, "at least 20");
     }

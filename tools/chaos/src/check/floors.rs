@@ -8,7 +8,8 @@
 //! Rates (per second, as configured): W single writes, R origin lookups, E edge lookups, B batch
 //! writes (and as many batch lookups, half of them at the edge when it runs), Kw keys per batch
 //! write, Kl keys per batch lookup, a the share of random lookups for never-written keys, D
-//! deletes, d the share of deleted keys written again; N origins, S the edge's bound.
+//! deletes, p the share of them sent right after their key's write, d the share of deleted keys
+//! written again; N origins, S the edge's bound.
 //!
 //! With read leases on (the default), each origin must also have answered "no" from memory under
 //! its lease for a share of the never-written keys it was asked about: a run whose leases never
@@ -148,6 +149,18 @@ pub fn evaluate(history: &History, result: &CheckResult, s: &FloorSettings) -> V
         let required = SHARE * t * s.workload.delete_rate * s.workload.readd_share;
         floors.push(floor("readded_must_be_seen", formula, required, c.must_be_seen_readded as f64));
     }
+    if s.workload.delete_rate > 0.0 && s.workload.delete_after_write_share > 0.0 {
+        // Each delete right after a write is read back at once through an origin, and through
+        // the edge unless the key is written again at once (that read may then race the write).
+        let (formula, reads) = if s.edge {
+            (format!("{SHARE} × T × D × p × (2 − d)"), 2.0 - s.workload.readd_share)
+        } else {
+            (format!("{SHARE} × T × D × p"), 1.0)
+        };
+        let required = SHARE * t * s.workload.delete_rate * s.workload.delete_after_write_share * reads;
+        let seen = c.must_be_not_seen_after_delete as f64;
+        floors.push(floor("must_be_not_seen_after_delete", formula, required, seen));
+    }
     floors.extend(fault_floors(history, s));
     let outside = &result.availability.ops_outside;
     let formula = format!("{SUCCESS_OUTSIDE_FAULTS} of the operations overlapping no fault's window");
@@ -186,6 +199,7 @@ mod tests {
             batch_write_keys: 10,
             batch_lookup_keys: 20,
             delete_rate: 2.0,
+            delete_after_write_share: 0.5,
             readd_share: 0.5,
             absent_share: 0.5,
             freshness: Duration::from_secs(3),
@@ -223,6 +237,10 @@ mod tests {
         assert_eq!(named(&floors, "edge_no_answers").required, 375.0);
         assert_eq!(named(&floors, "copy_answered_origin-0").required, 0.25 * 100.0 * 70.0 / 2.0);
         assert_eq!(named(&floors, "readded_must_be_seen").required, 25.0);
+        // 0.25 × 100 × 2 × 0.5 × (1 + 0.5) = 37.5, and without the edge, the origins' reads alone.
+        assert_eq!(named(&floors, "must_be_not_seen_after_delete").required, 37.5);
+        let no_edge = evaluate(&history, &result, &FloorSettings { edge: false, ..settings() });
+        assert_eq!(named(&no_edge, "must_be_not_seen_after_delete").required, 25.0);
         // 0.25 × 100 × 0.5 × (40 + 0.5 × 20) / 2 = 312.5.
         assert_eq!(named(&floors, "lease_answered_origin-1").required, 312.5);
         let barrier = evaluate(&history, &result, &FloorSettings { leases: false, ..settings() });

@@ -83,6 +83,9 @@ pub enum Why {
     Delete,
     /// A deleted key written again, and its reads.
     Readd,
+    /// A key deleted as soon as its write was acknowledged, through another origin than the
+    /// writer: the write, the delete, and the reads sent as soon as the delete was acknowledged.
+    DeleteAfterWrite,
 }
 
 impl Why {
@@ -97,6 +100,7 @@ impl Why {
             Why::Burst => "burst",
             Why::Delete => "delete",
             Why::Readd => "readd",
+            Why::DeleteAfterWrite => "delete_after_write",
         }
     }
 }

@@ -316,6 +316,7 @@ mod tests {
             batch_write_keys: 1,
             batch_lookup_keys: 1,
             delete_rate: 0.0,
+            delete_after_write_share: 0.0,
             readd_share: 0.0,
             absent_share: 0.5,
             freshness: Duration::from_secs(3),

@@ -2,7 +2,9 @@
 //! allows": the same run must mean the same on a quiet and on a busy machine), recording every
 //! operation. Each acknowledged write is read back at once through a *different* origin (the
 //! race of a write via B and a read via A) and, S seconds later, through the edge; readers ask
-//! for random acknowledged keys and for keys nobody writes; batches and deletes run beside.
+//! for random acknowledged keys and for keys nobody writes; batches and deletes run beside, a
+//! share of the deletes sent through another origin as soon as their key's write was
+//! acknowledged and read back at once through a third.
 //!
 //! Every operation runs as its own task under a cap on operations in flight, one cap for the
 //! origins and one for the edge (a slow edge must not starve the origins' workload): when the
@@ -13,10 +15,13 @@
 //! # Layout
 //! - this file: the workload's state and its requests, each recorded as an operation.
 //! - [`answers`]: what an API answer means for the history.
-//! - [`streams`]: the paced streams of operations, and the bulk writes and deletes of faults.
+//! - [`streams`]: the paced streams of writes and lookups, and the preload.
+//! - [`deletes`]: the delete streams (two seconds after a write, or right after it, through
+//!   another origin), the keys written again, and the delete burst of a fault.
 //! - [`edge_watch`]: when to give up on the edge.
 
 mod answers;
+mod deletes;
 pub mod edge_watch;
 mod streams;
 
@@ -53,7 +58,12 @@ pub struct WorkloadSettings {
     pub batch_lookup_keys: usize,
     /// Deletes per second (of keys written for that purpose).
     pub delete_rate: f64,
-    /// Share of the deleted keys written again a second after their delete.
+    /// Share of the deletes sent as soon as their key's write was acknowledged, through another
+    /// origin, and read back at once through a third (and the edge); the others come two
+    /// seconds after their key's write.
+    pub delete_after_write_share: f64,
+    /// Share of the deleted keys written again: a second after their delete, or, for those
+    /// deleted right after their write, as soon as the delete was acknowledged.
     pub readd_share: f64,
     /// Share of random lookups for never-written keys.
     pub absent_share: f64,
@@ -202,6 +212,16 @@ impl Workload {
         Target::Origin((not + step) % n)
     }
 
+    /// An origin other than `a` and `b` if there is one, else one other than `b`.
+    fn third_origin(&self, a: Target, b: Target) -> Target {
+        let others: Vec<u8> =
+            (0..self.endpoints.origins.len() as u8).filter(|o| ![a, b].contains(&Target::Origin(*o))).collect();
+        if others.is_empty() {
+            return self.other_origin(b);
+        }
+        Target::Origin(others[self.with(|s| s.rng.random_range(0..others.len()))])
+    }
+
     /// A random acknowledged key (half of the time one of the last thousand), or a key
     /// nobody writes.
     fn random_key(&self) -> KeyId {
@@ -294,9 +314,9 @@ impl Workload {
         self.send(OpKind::LookupBatch, why, target, keys, request, &hex).await;
     }
 
-    async fn delete(&self, target: Target, key: KeyId) -> bool {
+    async fn delete(&self, target: Target, key: KeyId, why: Why) -> bool {
         let request = self.http.delete(self.url(target, &format!("/keys/{}", self.keys.hex(key)))).bearer_auth(TOKEN);
-        self.send(OpKind::Delete, Why::Delete, target, vec![key], request, &[]).await == Outcome::Acked
+        self.send(OpKind::Delete, why, target, vec![key], request, &[]).await == Outcome::Acked
     }
 
     fn remember(&self, keys: &[KeyId]) {

@@ -1,10 +1,10 @@
 //! The workload's streams: each paced at its rate, each operation spawned under the in-flight
-//! cap; and the bulk writes and deletes the fault steps ask for (preload, delete burst).
+//! cap; and the bulk writes the fault steps ask for (preload). The delete streams are in
+//! [`deletes`](super::deletes).
 
 use super::Workload;
 use crate::history::{Target, Why};
 use crate::keys::KeyId;
-use futures::StreamExt;
 use rand::Rng;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ impl Workload {
 
     /// Writes `key` through a random origin; once that is acknowledged, remembers it for random
     /// lookups and reads it back through another origin at once and through the edge S later.
-    async fn write_and_read_back(self: &Arc<Self>, key: KeyId, write: Why, read: Why) {
+    pub(super) async fn write_and_read_back(self: &Arc<Self>, key: KeyId, write: Why, read: Why) {
         let via = self.random_origin();
         if !self.write(via, key, write).await {
             return;
@@ -70,15 +70,6 @@ impl Workload {
         self.lookup_batch(target, keys, Why::Random).await;
     }
 
-    async fn write_deletables(self: Arc<Self>, n: usize) {
-        let first = self.next_deletable.fetch_add(n as u32, Ordering::Relaxed);
-        let keys: Vec<KeyId> = (first..first + n as u32).map(KeyId::deletable).collect();
-        if self.write_batch(self.random_origin(), keys.clone(), Why::Delete).await {
-            let at = self.rec.now();
-            self.with(|s| s.to_delete.extend(keys.into_iter().map(|k| (k, at))));
-        }
-    }
-
     /// Writes keys in batches through random origins until `n` more are acknowledged (the
     /// start of the run: past the filter's small capacity). Gives up after `limit`.
     pub async fn preload(&self, n: usize, limit: Duration) -> usize {
@@ -97,79 +88,12 @@ impl Workload {
         stored
     }
 
-    /// Writes at least `n` keys of their own (in batches of 500), then deletes them all at once,
-    /// 16 at a time through random origins: past the stale-delete share, the origins must
-    /// rebuild on their own. Returns the deletes acknowledged.
-    pub async fn delete_burst(&self, n: usize, limit: Duration) -> usize {
-        let started = Instant::now();
-        let mut written = Vec::new();
-        while written.len() < n && started.elapsed() < limit {
-            let first = self.next_deletable.fetch_add(500, Ordering::Relaxed);
-            let keys: Vec<KeyId> = (first..first + 500).map(KeyId::deletable).collect();
-            if self.write_batch(self.random_origin(), keys.clone(), Why::Delete).await {
-                written.extend(keys);
-            } else {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-        let deletes: Vec<_> = written.into_iter().map(|key| self.delete(self.random_origin(), key)).collect();
-        futures::stream::iter(deletes).buffer_unordered(16).filter(|acked| std::future::ready(*acked)).count().await
-    }
-
     /// A lookup of a random key through a random origin or the edge (a burst's while one is on).
     async fn random_lookup(self: Arc<Self>, to_edge: bool) {
         let target = if to_edge { Target::Edge } else { self.random_origin() };
         let key = self.random_key();
         let why = if self.burst.load(Ordering::Relaxed) > 1 { Why::Burst } else { Why::Random };
         self.lookup(target, key, why).await;
-    }
-
-    /// Deletes `key`; once that is acknowledged, a share of the deleted keys (`readd_share`) is
-    /// written again a second later through a random origin, read back through another at once
-    /// and at the edge S later, and joins the keys random lookups ask for: a key deleted and
-    /// written again must be "seen" like any other.
-    async fn delete_and_readd(self: Arc<Self>, key: KeyId) {
-        if !self.delete(self.random_origin(), key).await {
-            return;
-        }
-        let share = self.settings.readd_share;
-        if !self.with(|s| s.rng.random_bool(share)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if !self.stopped.load(Ordering::SeqCst) {
-            self.write_and_read_back(key, Why::Readd, Why::Readd).await;
-        }
-    }
-
-    /// The delete streams: deletable keys written once a second, enough for a second of
-    /// deletes at `rate`, and each deleted two seconds after its acknowledgement (and a share of
-    /// them written again, see [`delete_and_readd`](Self::delete_and_readd)).
-    fn delete_streams(self: &Arc<Self>, streams: &mut tokio::task::JoinSet<()>, rate: f64) {
-        let w = self.clone();
-        streams.spawn(paced(
-            self.clone(),
-            move |_| 1.0,
-            move || {
-                let n = rate.ceil() as usize;
-                w.spawn(Target::Origin(0), move |w| w.write_deletables(n));
-            },
-        ));
-        let w = self.clone();
-        streams.spawn(paced(
-            self.clone(),
-            move |_| rate,
-            move || {
-                let now = w.rec.now();
-                let due = w.with(|s| match s.to_delete.front() {
-                    Some((_, at)) if now.saturating_sub(*at) >= 2_000_000 => s.to_delete.pop_front().map(|(k, _)| k),
-                    _ => None,
-                });
-                if let Some(key) = due {
-                    w.spawn(Target::Origin(0), move |w| w.delete_and_readd(key));
-                }
-            },
-        ));
     }
 
     /// Runs every stream until [`stop`](Self::stop).
@@ -227,7 +151,7 @@ impl Workload {
 
 /// Calls `emit` `rate(w)` times per second on average, in 10 ms steps, until the workload
 /// stops. A late step does not bring a burst of catching up beyond 100 ms worth.
-async fn paced(w: Arc<Workload>, rate: impl Fn(&Workload) -> f64, mut emit: impl FnMut()) {
+pub(super) async fn paced(w: Arc<Workload>, rate: impl Fn(&Workload) -> f64, mut emit: impl FnMut()) {
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last = Instant::now();
