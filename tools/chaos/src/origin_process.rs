@@ -90,7 +90,8 @@ impl OriginRedis<'_> {
 }
 
 /// The TOML an origin reads. The metadata cache stays at its default (1 s): it is part of
-/// what is tested.
+/// what is tested. The run's keyspace is created by the first origin, with one replica: the
+/// shared Cassandra of the tests is a single node.
 pub fn origin_toml(port: u16, redis: OriginRedis<'_>, cassandra: &str, keyspace: &str, t: &OriginTuning) -> String {
     let redis = redis.toml();
     format!(
@@ -100,6 +101,7 @@ redis_timeout_ms = {}
 redis_write_timeout_ms = {}
 cassandra_nodes = ["{cassandra}"]
 cassandra_keyspace = "{keyspace}"
+cassandra_replication = "{{'class': 'SimpleStrategy', 'replication_factor': 1}}"
 cassandra_consistency = "local_quorum"
 cassandra_timeout_ms = {}
 request_timeout_ms = {}
@@ -266,6 +268,7 @@ mod tests {
         assert_eq!(config.listen.port(), 8123);
         assert_eq!(config.meta_cache_ms, bloomgate_origin::config::Config::default().meta_cache_ms);
         assert_eq!(config.cassandra_consistency, "local_quorum");
+        assert_eq!(config.cassandra_replication, "{'class': 'SimpleStrategy', 'replication_factor': 1}");
         assert!(config.rebuild_settle_ms >= config.request_timeout_ms, "the rebuild's argument needs it");
         assert!(config.rebuild_grace_ms > 3000 + config.meta_cache_ms);
         let nodes = ["127.0.0.1:7001".to_owned(), "127.0.0.1:7002".to_owned()];
