@@ -9,6 +9,7 @@
 //! | `skip-filter-add`: a write acknowledged without its filter add | origins | `quiet` | `false_negative_origin` |
 //! | `skip-incarnation-check`: every Redis process is the same incarnation | origins | `rollback`: Redis restarted from an older snapshot | `false_negative_origin` |
 //! | `ignore-freshness`: the edge uses a manifest however old | edge | `edge-cut`: the edge cut off while writes go on | `false_negative_edge` |
+//! | `delete-stamped-behind`: a delete stamped the clock margin behind and acknowledged at once | origins | `quiet`: keys deleted through another origin as soon as their write was acknowledged, read at once | `deleted_but_seen` |
 //!
 //! Each focused schedule is a part of the whole one, which `chaos.rs` runs without planted bugs
 //! and must pass: a control that fails, fails because of its bug.
@@ -61,6 +62,17 @@ fn a_write_acknowledged_without_its_filter_add_is_caught() {
         bug: "skip-filter-add",
         args: &["--schedule", "quiet", "--duration", "8s", "--no-edge"],
         expect: "false_negative_origin",
+    });
+}
+
+#[test]
+fn a_delete_that_removes_nothing_is_caught() {
+    // The origins share one clock: stamped a margin (1 s) behind, the delete loses to every
+    // write of the last second, and the workload's deletes right after a write are in it.
+    control(Control {
+        bug: "delete-stamped-behind",
+        args: &["--schedule", "quiet", "--duration", "8s", "--no-edge"],
+        expect: "deleted_but_seen",
     });
 }
 
