@@ -98,6 +98,82 @@ pub async fn post_chunked(base: &str, target: &str, body: Vec<u8>, chunk: usize)
     Ok(parse(&raw).unwrap_or_else(|| panic!("POST {target} at {base}: unparsable answer {raw:?}")))
 }
 
+/// The requests of a burst, gathered: each sends all of its body but the last bytes, then
+/// holds them until every request of the burst has done so (or was answered early), so the
+/// server holds every admitted body at once, however fast or slow the machine is.
+pub struct Gathering {
+    expected: usize,
+    arrived: std::sync::atomic::AtomicUsize,
+    all_in: tokio::sync::watch::Sender<bool>,
+}
+
+impl Gathering {
+    /// A gathering of `expected` requests.
+    pub fn of(expected: usize) -> std::sync::Arc<Gathering> {
+        std::sync::Arc::new(Gathering {
+            expected,
+            arrived: std::sync::atomic::AtomicUsize::new(0),
+            all_in: tokio::sync::watch::Sender::new(false),
+        })
+    }
+
+    fn arrive(&self) {
+        let arrived = self.arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if arrived >= self.expected {
+            self.all_in.send_replace(true);
+        }
+    }
+}
+
+/// POSTs `body` to `target` at `base` (with `Content-Length` and a bearer `token`) as one of
+/// `gathering`: every byte but the last `held` is sent, then the rest once the whole burst is in
+/// (an answer that comes first, such as a 429, is read and the rest never sent); then the answer.
+pub async fn post_gathered(
+    base: &str,
+    target: &str,
+    token: &str,
+    body: &[u8],
+    held: usize,
+    gathering: &Gathering,
+) -> Result<RawResponse, String> {
+    let host = base.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let (first, rest) = body.split_at(body.len().saturating_sub(held));
+    let exchange = async {
+        let mut stream = TcpStream::connect(&host).await?;
+        let head = format!(
+            "POST {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await?;
+        // A server that refuses the request may answer and stop reading before all of it arrives.
+        let sent = stream.write_all(first).await;
+        gathering.arrive();
+        let mut all_in = gathering.all_in.subscribe();
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16 * 1024];
+        if sent.is_ok() {
+            tokio::select! {
+                _ = all_in.wait_for(|in_| *in_) => { stream.write_all(rest).await?; }
+                n = stream.read(&mut buf) => { raw.extend_from_slice(&buf[..n?]); }
+            }
+        }
+        while !complete(&raw, false) {
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            raw.extend_from_slice(&buf[..n]);
+        }
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(120), exchange)
+        .await
+        .map_err(|_| format!("POST {target} at {base}: no answer within 120 s"))?
+        .map_err(|e| format!("POST {target} at {base}: {e}"))?;
+    parse(&raw).ok_or_else(|| format!("POST {target} at {base}: unparsable answer {raw:?}"))
+}
+
 /// Whether `raw` holds a whole response: head, and the body its framing announces.
 fn complete(raw: &[u8], head_request: bool) -> bool {
     let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
