@@ -20,8 +20,8 @@
 //! so it never replaces `bloomgate-chaos`):
 //! `cargo build -p bloomgate-chaos --features planted-bugs --bin bloomgate-chaos-planted` and
 //! `scripts/edge-build --planted` (into `edge/build-planted`), then
-//! `cargo test -p bloomgate-chaos --test negative_controls -- --test-threads 1` (about a minute
-//! and a half here). `scripts/test` does all of it. A planted build older than a source it is
+//! `cargo test -p bloomgate-chaos --test negative_controls -- --test-threads 1` (about two
+//! minutes here for the six). `scripts/test` does all of it. A planted build older than a source it is
 //! built from fails the test with the command to rebuild it. The runs pause nothing and use a
 //! private Redis, but they read and write the shared Cassandra.
 
