@@ -93,9 +93,23 @@ impl DefCache {
                     self.forget(name);
                     Ok(None)
                 }
+                // Rewritten in a format this build does not read: the definition held no longer
+                // describes the filter.
+                Err(e @ DatabaseError::UnknownFormat { .. }) => {
+                    self.forget(name);
+                    Err(e)
+                }
                 Err(_) => Ok(Some(def)),
             },
-            Cached::Ask => self.listed_since(keys, name, arrived).await,
+            Cached::Ask => match self.listed_since(keys, name, arrived).await {
+                // Another filter's definition is in a format this build does not read, which
+                // fails every listing: this name is read on its own instead, so one such
+                // filter takes no other with it.
+                Err(DatabaseError::UnknownFormat { filter, .. }) if filter != name => {
+                    Ok(keys.filter(name).await?.map(|def| self.insert(def)))
+                }
+                listed => listed,
+            },
         }
     }
 
@@ -137,11 +151,22 @@ mod tests {
         }
     }
 
-    /// A database that lists what a test put in it, and counts the listings.
+    /// A database that lists what a test put in it, and counts the listings; the definitions
+    /// named in `newer` are in a format this build does not read.
     #[derive(Default)]
     struct Listed {
         defs: Mutex<Vec<FilterDef>>,
+        newer: Mutex<Vec<String>>,
         listings: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Listed {
+        fn unreadable(&self, name: &str) -> Result<(), DatabaseError> {
+            match self.newer.lock().unwrap().iter().any(|n| n == name) {
+                true => Err(DatabaseError::UnknownFormat { filter: name.into(), found: 2, known: 1 }),
+                false => Ok(()),
+            }
+        }
     }
 
     #[async_trait::async_trait]
@@ -149,9 +174,14 @@ mod tests {
         async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
             self.listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             tokio::task::yield_now().await;
+            let first_newer = self.newer.lock().unwrap().first().cloned();
+            if let Some(name) = first_newer {
+                self.unreadable(&name)?;
+            }
             Ok(self.defs.lock().unwrap().clone())
         }
         async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
+            self.unreadable(name)?;
             Ok(self.defs.lock().unwrap().iter().find(|d| d.name == name).cloned())
         }
         async fn get(&self, _: &str, _: &[u8]) -> Result<Option<Vec<u8>>, DatabaseError> {
@@ -195,6 +225,23 @@ mod tests {
         db.defs.lock().unwrap().push(def("f"));
         assert_eq!(cache.get(&db, "f").await.unwrap().map(|d| d.name.clone()), Some("f".into()));
         assert!(cache.entries().defs.len() == 1, "only filters that exist take memory");
+    }
+
+    #[tokio::test]
+    async fn a_definition_in_a_newer_format_is_refused_and_takes_no_other_filter_with_it() {
+        let (cache, db) = (DefCache::new(Duration::from_millis(1)), Listed::default());
+        db.defs.lock().unwrap().extend([def("old"), def("held")]);
+        assert!(cache.get(&db, "held").await.unwrap().is_some());
+        db.newer.lock().unwrap().push("new".into());
+        let refused = cache.get(&db, "new").await;
+        assert!(matches!(refused, Err(DatabaseError::UnknownFormat { .. })), "refused, not \"no such filter\"");
+        assert_eq!(cache.get(&db, "old").await.unwrap().map(|d| d.name.clone()), Some("old".into()));
+        assert_eq!(cache.get(&db, "made-up").await.unwrap(), None, "a name that does not exist still reads as none");
+        // A held definition rewritten in a newer format is dropped, not used on.
+        db.newer.lock().unwrap().push("held".into());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(matches!(cache.get(&db, "held").await, Err(DatabaseError::UnknownFormat { .. })));
+        assert!(!cache.entries().defs.contains_key("held"));
     }
 
     #[tokio::test]

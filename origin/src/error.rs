@@ -125,6 +125,9 @@ impl AppError {
             FilterWrite(_) => "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.",
             FilterRead(_) => "Retry after the delay; lookups still work meanwhile.",
             DropStopped(_) => "Send the drop again after the delay: it finishes what this one began (every step is idempotent).",
+            Database(DatabaseError::UnknownFormat { .. }) => {
+                "Nothing was read or changed: a newer bloomgate origin wrote this filter's definition, in a format this origin does not read. Upgrade this origin (docs/operations.md, \"Schema\")."
+            }
             Database(_) => "Retry after the delay. The answer is unknown, not 'absent'.",
             Overloaded => "Retry after the delay, or spread the load.",
             Timeout => "Retry after the delay.",
@@ -139,6 +142,8 @@ impl AppError {
             DropStopped(_) => {
                 "the drop did not finish: the filter store did not answer, or the filter's state kept changing".into()
             }
+            // Names the caller's filter and two format numbers: nothing of the server's.
+            Database(e @ DatabaseError::UnknownFormat { .. }) => e.to_string(),
             Database(_) => "the database did not answer".into(),
             Overloaded => "too many requests in flight".into(),
             Timeout => "the request took too long".into(),
@@ -201,6 +206,15 @@ mod tests {
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
         let detail = AppError::Database(DatabaseError::Error("node 10.0.0.7".into())).parts().2;
         assert!(!detail.contains("10.0.0.7"));
+    }
+
+    #[test]
+    fn a_definition_in_a_newer_format_is_503_saying_to_upgrade() {
+        let err = AppError::Database(DatabaseError::UnknownFormat { filter: "files".into(), found: 2, known: 1 });
+        let (status, hint, detail) = err.parts();
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(detail.contains("\"files\"") && detail.contains("format 2") && detail.contains("upgrade this origin"));
+        assert!(hint.contains("Upgrade this origin"), "{hint}");
     }
 
     #[test]

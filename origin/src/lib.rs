@@ -27,9 +27,11 @@
 //!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
 //!     `scripts/*.lua`), the key names (`keys`), one file per role (`lookup`, `write`,
 //!     `feed`, `stats`, `lifecycle`).
-//!   - `store/cassandra/`: the database in Cassandra: connecting (`connect`), the schema
-//!     (`schema`), reads meeting writes (`consistency`), the statements (`statements`), a
-//!     rebuild's scan (`scan`), a drop's deletes (`drop`), the order of a key's writes and deletes
+//!   - `store/cassandra/`: the database in Cassandra: connecting (`connect`), the schema's
+//!     versions (`migrations`) and applying them (`migrate`), the columns checked on an
+//!     unversioned keyspace (`schema`), a definition's row and format (`definition`), reads
+//!     meeting writes (`consistency`), the statements (`statements`), a rebuild's scan
+//!     (`scan`), a drop's deletes (`drop`), the order of a key's writes and deletes
 //!     (`write_order`).
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
@@ -68,9 +70,9 @@
 //!   puts the routes behind their layers, [`run`] serves them.
 //!
 //! The binary (`main.rs`) parses the command line and runs a command; everything the command
-//! line alone uses lives in its `cli/` folder: the commands (`serve`, `filters`, `keys`),
-//! every setting as a flag (`config_flags`), the bulk loader (`bulk_load`) and the stats table
-//! (`stats_table`).
+//! line alone uses lives in its `cli/` folder: the commands (`serve`, `filters`, `keys`, and
+//! `schema`: the Cassandra schema printed or applied), every setting as a flag
+//! (`config_flags`), the bulk loader (`bulk_load`) and the stats table (`stats_table`).
 #![forbid(unsafe_code)]
 
 pub mod admission;
@@ -180,7 +182,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
 
 /// How to reach Cassandra: the nodes, schema and consistency settings, the credentials (the
 /// password read from its file) and the TLS configuration (its files read and checked now).
-fn cassandra_settings(config: &Config) -> anyhow::Result<CassandraSettings> {
+/// What the origin connects with, and `bloomgate-origin schema apply` too.
+pub fn cassandra_settings(config: &Config) -> anyhow::Result<CassandraSettings> {
     let credentials = match (&config.cassandra_user, config.cassandra_password()?) {
         (Some(user), Some(password)) => Some((user.clone(), password)),
         _ => None,

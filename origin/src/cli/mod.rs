@@ -1,11 +1,14 @@
 //! The `bloomgate-origin` command line: the commands and their arguments, and which function
-//! runs each. Serving and rebuilding connect to the stores (`serve`); every other command is a
-//! call to a running origin through `bloomgate-client` (`filters`, `keys`), at `--origin`
-//! (http:// or https://, with `--ca-file` for a private CA), authenticated by `--token` or
-//! `BLOOMGATE_TOKEN`: a writer token, or an ops token for `stats` and `list`.
+//! runs each. Serving and rebuilding connect to the stores (`serve`), and `schema apply` to
+//! Cassandra alone (`schema`); every other command is a call to a running origin through
+//! `bloomgate-client` (`filters`, `keys`), at `--origin` (http:// or https://, with
+//! `--ca-file` for a private CA), authenticated by `--token` or `BLOOMGATE_TOKEN`: a writer
+//! token, or an ops token for `stats` and `list`.
 //!
 //! # Layout
 //! - `serve`: `serve`, `rebuild` and `check-config`, which read the settings.
+//! - `schema`: `schema print` and `schema apply`, the Cassandra schema's migrations, with the
+//!   settings `serve` reads.
 //! - `config_flags`: every setting as a flag.
 //! - `filters`: `create`, `list`, `stats`, `drop`; `stats_table` draws `stats` for people.
 //! - `keys`: `lookup` and `load`; `bulk_load` reads, checks and sends a file of keys.
@@ -14,6 +17,7 @@ mod bulk_load;
 mod config_flags;
 mod filters;
 mod keys;
+mod schema;
 mod serve;
 mod stats_table;
 
@@ -53,6 +57,10 @@ pub enum Command {
     /// Check the settings `serve` would run with (same file, environment and flags) without
     /// connecting to anything: prints "ok", or the problem and exits non-zero.
     CheckConfig(Box<serve::ServeArgs>),
+    /// The Cassandra schema: print its CQL for cqlsh, or apply the migrations the keyspace
+    /// lacks (what a Kubernetes Job runs before origins of a new version roll out).
+    #[command(subcommand)]
+    Schema(schema::SchemaCommand),
     /// Create a filter on a running origin (or confirm one with the same definition exists).
     Create(filters::CreateArgs),
     /// List the filters of a running origin.
@@ -137,6 +145,14 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         },
+        Command::Schema(command) => {
+            let name = command.name();
+            if let Err(problem) = schema::run(command, &mut std::io::stdout()).await {
+                eprintln!("bloomgate-origin {name}: {problem:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Create(args) => filters::create(args, &mut std::io::stdout()).await,
         Command::List(args) => filters::list(args, &mut std::io::stdout()).await,
         Command::Stats(args) => filters::stats(args, &mut std::io::stdout()).await,

@@ -89,14 +89,22 @@ impl Config {
     pub(super) fn validate_stores(&self) -> Result<(), ConfigError> {
         self.validate_filter_home()?;
         self.validate_redis_connection()?;
-        self.validate_cassandra_connection()?;
-        for (setting, path) in
-            self.redis_tls().named("redis").into_iter().chain(self.cassandra_tls_files().named("cassandra"))
-        {
+        for (setting, path) in self.redis_tls().named("redis") {
             check_pem(&setting, path)?;
         }
         self.redis_password()?;
+        self.validate_cassandra()
+    }
+
+    /// The checks of the Cassandra settings alone: what `bloomgate-origin schema apply`, which
+    /// connects to nothing else, needs of them (and `validate` checks with the rest).
+    pub fn validate_cassandra(&self) -> Result<(), ConfigError> {
+        self.validate_cassandra_connection()?;
+        for (setting, path) in self.cassandra_tls_files().named("cassandra") {
+            check_pem(&setting, path)?;
+        }
         self.cassandra_password()?;
+        self.consistency()?;
         Ok(())
     }
 

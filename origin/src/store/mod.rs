@@ -145,6 +145,20 @@ pub enum DatabaseError {
     /// Any other failure.
     #[error("database error: {0}")]
     Error(String),
+    /// A filter's definition is in a format newer than this build reads: a newer origin wrote
+    /// it. Refused, never guessed at: the filter's lookups and writes answer 503 until this
+    /// origin is upgraded.
+    #[error(
+        "filter {filter:?}: its definition is in format {found}, and this origin reads formats up to {known}: upgrade this origin"
+    )]
+    UnknownFormat {
+        /// The filter.
+        filter: String,
+        /// The format its definition is in.
+        found: i32,
+        /// The newest definition format this build reads.
+        known: i32,
+    },
 }
 
 impl DatabaseError {

@@ -1,10 +1,10 @@
-//! Connecting to Cassandra: the session, the schema created (or, when the operator manages
-//! it, checked and the CQL to run printed), and the keyspace's replication checked against the
-//! configured consistency, all before the first statement is prepared.
+//! Connecting to Cassandra: the session, the schema brought to this build's version (or, when
+//! the operator applies it, its version checked), and the keyspace's replication checked
+//! against the configured consistency, all before the first statement is prepared.
 
 use super::consistency::{check_overlap, Replication};
-use super::schema::{create_statements, schema_problems, unmanaged_schema_error, ExistingColumn};
-use super::{all_rows, CassandraSettings};
+use super::migrate;
+use super::CassandraSettings;
 use crate::store::DatabaseError;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -14,6 +14,19 @@ use std::time::Duration;
 /// A session on the keyspace of `settings`, its schema ready and its replication overlapping
 /// the configured consistency.
 pub(super) async fn open(settings: &CassandraSettings) -> Result<Session, DatabaseError> {
+    let session = session(settings).await?;
+    if settings.manage_schema {
+        migrate::apply(&session, settings).await?;
+    } else {
+        migrate::check(&session, settings).await?;
+    }
+    check_keyspace_consistency(&session, &settings.keyspace, settings.consistency).await?;
+    Ok(session)
+}
+
+/// A session on the cluster of `settings`, authenticated and over TLS as configured, on a
+/// release bloomgate supports; nothing of the keyspace checked yet.
+pub(super) async fn session(settings: &CassandraSettings) -> Result<Session, DatabaseError> {
     let mut builder = SessionBuilder::new().known_nodes(&settings.nodes).connection_timeout(Duration::from_secs(5));
     if let Some((user, password)) = &settings.access.credentials {
         builder = builder.user(user, password);
@@ -24,15 +37,6 @@ pub(super) async fn open(settings: &CassandraSettings) -> Result<Session, Databa
         DatabaseError::other(format!("cannot connect to Cassandra at {}: {e}{hint}", settings.nodes.join(",")))
     })?;
     check_release(&session).await?;
-    if settings.manage_schema {
-        for statement in create_statements(&settings.keyspace, &settings.replication) {
-            session.query_unpaged(statement, ()).await.map_err(DatabaseError::other)?;
-        }
-        session.await_schema_agreement().await.map_err(DatabaseError::other)?;
-    } else {
-        check_unmanaged_schema(&session, settings).await?;
-    }
-    check_keyspace_consistency(&session, &settings.keyspace, settings.consistency).await?;
     Ok(session)
 }
 
@@ -81,25 +85,6 @@ fn connect_hint(message: &str, access: &super::CassandraAccess) -> &'static str 
         " (check cassandra_tls_ca_file: it must hold the CA that signed the nodes' certificates; and cassandra_tls_server_name if the certificates do not name the nodes' IP addresses)"
     } else {
         ""
-    }
-}
-
-/// With `cassandra_manage_schema = false`: fails, printing the CQL to run, unless the keyspace
-/// and tables exist with the columns bloomgate uses. A missing keyspace simply has no columns.
-async fn check_unmanaged_schema(session: &Session, settings: &CassandraSettings) -> Result<(), DatabaseError> {
-    let result = session
-        .query_unpaged(
-            "SELECT table_name, column_name, type, kind FROM system_schema.columns WHERE keyspace_name = ?",
-            (&settings.keyspace,),
-        )
-        .await
-        .map_err(DatabaseError::other)?;
-    let columns: Vec<ExistingColumn> = all_rows(result)?;
-    let problems = schema_problems(&columns);
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(DatabaseError::other(unmanaged_schema_error(&settings.keyspace, &settings.replication, &problems)))
     }
 }
 

@@ -16,9 +16,19 @@
 //! (each replica indexes a row as it stores it). Without the index (a schema managed
 //! elsewhere), or while it is still being built, a range is read whole and filtered here.
 //!
+//! The schema is versioned: [`migrations`] lists the steps that build it, each recorded in the
+//! keyspace's `schema_migrations` once applied. `bloomgate-origin schema apply` (a Kubernetes
+//! Job) or an origin with `cassandra_manage_schema = true` applies the ones a keyspace lacks;
+//! an origin with `false` applies nothing and refuses a keyspace at another version.
+//!
 //! # Layout
-//! - `connect`: the session, the schema created or checked, the consistency checked.
-//! - [`schema`]: the CQL of the schema, and the check of one an operator manages (pure).
+//! - `connect`: the session, the schema applied or its version checked, the consistency
+//!   checked.
+//! - [`migrations`]: the schema's versions, what a keyspace lacks, the version check and the
+//!   script for cqlsh (pure).
+//! - `migrate`: applying the migrations a keyspace lacks, and reading the version it records.
+//! - [`schema`]: the columns bloomgate uses, checked on a keyspace that records no version (pure).
+//! - [`definition`]: a filter's definition as a row, and the format it is written in (pure).
 //! - [`consistency`]: whether a level's reads meet its writes on a keyspace (pure).
 //! - `statements`: every statement, prepared once.
 //! - `scan`: a rebuild's read of one filter's keys, range by range.
@@ -28,18 +38,22 @@
 
 mod connect;
 pub mod consistency;
+pub mod definition;
 mod drop;
+mod migrate;
+pub mod migrations;
 mod scan;
 pub mod schema;
 mod statements;
 pub mod write_order;
 
+pub use migrate::SchemaApplied;
 pub use scan::token_ranges;
 
 use super::{Database, DatabaseError, FilterDef, KeySink};
 use async_trait::async_trait;
-use bloomgate_filter::KeyFormat;
 use consistency::Replication;
+use definition::{def_from_row, row_of, DefinitionRow};
 use scylla::client::session::Session;
 use scylla::errors::{ExecutionError, RequestAttemptError};
 use scylla::response::query_result::QueryResult;
@@ -54,12 +68,14 @@ use tracing::instrument;
 pub struct CassandraSettings {
     /// Contact points, `host:port`.
     pub nodes: Vec<String>,
-    /// Keyspace, created if missing when `manage_schema`.
+    /// Keyspace, created if missing when the schema is applied.
     pub keyspace: String,
     /// Replication clause for a new keyspace, e.g.
-    /// `{'class': 'SimpleStrategy', 'replication_factor': 1}`.
+    /// `{'class': 'NetworkTopologyStrategy', 'dc1': 3}`; empty = unset, and then a keyspace
+    /// that does not exist is not created.
     pub replication: String,
-    /// Create the keyspace and tables if missing; `false` = only check that they exist.
+    /// Apply the migrations the keyspace lacks at connect; `false` = apply nothing, and refuse
+    /// a keyspace at another version than this build's.
     pub manage_schema: bool,
     /// Consistency for reads and writes.
     pub consistency: Consistency,
@@ -134,8 +150,8 @@ fn applied(result: QueryResult) -> Result<bool, DatabaseError> {
 }
 
 impl CassandraDatabase {
-    /// Connects, creates the keyspace and tables if missing (or, when the operator manages the
-    /// schema, checks that they exist), and prepares every statement.
+    /// Connects, applies the migrations the keyspace lacks (or, when the operator applies the
+    /// schema, checks its version), and prepares every statement.
     pub async fn connect(settings: &CassandraSettings) -> Result<CassandraDatabase, DatabaseError> {
         let session = connect::open(settings).await?;
         let statements = Statements::prepare(&session, settings).await?;
@@ -146,6 +162,14 @@ impl CassandraDatabase {
             keyspace: settings.keyspace.clone(),
             consistency: settings.consistency,
         })
+    }
+
+    /// Applies the migrations the keyspace of `settings` lacks, creating it (with
+    /// `settings.replication`) if it does not exist, and says what was done: what
+    /// `bloomgate-origin schema apply` runs, and an origin that manages its schema at connect.
+    pub async fn apply_schema(settings: &CassandraSettings) -> Result<SchemaApplied, DatabaseError> {
+        let session = connect::session(settings).await?;
+        migrate::apply(&session, settings).await
     }
 
     /// Whether reads at the configured level still see every acknowledged write for the
@@ -231,18 +255,6 @@ async fn wait_for_clock(after_us: u64, clock: &(dyn Fn() -> u64 + Sync)) {
     }
 }
 
-type FilterRow = (String, String, i64, f64, i64);
-
-fn def_from_row((name, key_format, capacity, fp_rate, segment_bytes): FilterRow) -> Result<FilterDef, DatabaseError> {
-    Ok(FilterDef {
-        name,
-        key_format: key_format.parse::<KeyFormat>().map_err(DatabaseError::other)?,
-        capacity: u64::try_from(capacity).map_err(DatabaseError::other)?,
-        fp_rate,
-        segment_bytes: u64::try_from(segment_bytes).map_err(DatabaseError::other)?,
-    })
-}
-
 #[async_trait]
 impl Database for CassandraDatabase {
     async fn scan_keys(&self, filter: &str, concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError> {
@@ -251,7 +263,9 @@ impl Database for CassandraDatabase {
 
     async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
         let result = self.session.execute_unpaged(&self.statements.all_filters, ()).await.map_err(classify)?;
-        all_rows::<FilterRow>(result)?.into_iter().map(def_from_row).collect()
+        // One definition this build cannot read fails the listing (see `def_cache` for how
+        // lookups of the other filters still find theirs).
+        all_rows::<DefinitionRow>(result)?.into_iter().map(def_from_row).collect()
     }
 
     async fn resize_filter(&self, name: &str, capacity: u64, fp_rate: f64) -> Result<(), DatabaseError> {
@@ -280,14 +294,7 @@ impl Database for CassandraDatabase {
     }
 
     async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
-        let def = def.clone();
-        let values = (
-            def.name.clone(),
-            def.key_format.to_string(),
-            i64::try_from(def.capacity).map_err(DatabaseError::other)?,
-            def.fp_rate,
-            i64::try_from(def.segment_bytes).map_err(DatabaseError::other)?,
-        );
+        let values = row_of(def)?;
         let result = self.session.execute_unpaged(&self.statements.insert_filter, values).await.map_err(classify)?;
         let applied = applied(result)?;
         // Whether we inserted or someone else did first, the stored row is the answer.
@@ -302,7 +309,7 @@ impl Database for CassandraDatabase {
         let values = (name.to_owned(),);
         let result = self.session.execute_unpaged(&self.statements.get_filter, values).await.map_err(classify)?;
         let rows = result.into_rows_result().map_err(DatabaseError::other)?;
-        let row: Option<FilterRow> = rows.maybe_first_row().map_err(DatabaseError::other)?;
+        let row: Option<DefinitionRow> = rows.maybe_first_row().map_err(DatabaseError::other)?;
         row.map(def_from_row).transpose()
     }
 

@@ -1,6 +1,7 @@
-//! The Cassandra schema bloomgate needs: the CQL that creates it, and the check of a keyspace
-//! an operator manages (`cassandra_manage_schema = false`) against it. Pure: the store reads
-//! `system_schema` and hands the rows here.
+//! The columns bloomgate needs, and the check of a keyspace that records no schema version
+//! (made by hand before versions were recorded) against them. Pure: the store reads
+//! `system_schema` and hands the rows here. The statements that make the schema are the
+//! migrations (`migrations`).
 
 /// What part of the primary key a column is, as `system_schema.columns.kind` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,30 +40,11 @@ pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
     column("filters", "capacity", "bigint", ColumnKind::Other),
     column("filters", "fp_rate", "double", ColumnKind::Other),
     column("filters", "segment_bytes", "bigint", ColumnKind::Other),
+    column("filters", "format", "int", ColumnKind::Other),
 ];
 
 /// The name of the index that lets a rebuild read only its own filter's keys.
 pub const FILTER_INDEX: &str = "keys_by_filter";
-
-/// The statements that create the keyspace, the tables and the index, in order; each is a
-/// no-op when its object exists. Run by the origin itself, or printed for the operator who
-/// manages schema. The index (a storage-attached index on the partition key's `filter`) is
-/// what lets a rebuild scan only its own filter's keys; without it a rebuild reads the whole
-/// table and keeps its filter's rows (see `cassandra`).
-pub fn create_statements(keyspace: &str, replication: &str) -> [String; 4] {
-    [
-        format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}"),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {keyspace}.keys (filter text, key blob, value blob, PRIMARY KEY ((filter, key)))"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {keyspace}.filters (name text PRIMARY KEY, key_format text, capacity bigint, fp_rate double, segment_bytes bigint)"
-        ),
-        format!(
-            "CREATE CUSTOM INDEX IF NOT EXISTS {FILTER_INDEX} ON {keyspace}.keys (filter) USING 'StorageAttachedIndex'"
-        ),
-    ]
-}
 
 /// A column as `system_schema.columns` describes it: (table, column, type, kind).
 pub type ExistingColumn = (String, String, String, String);
@@ -108,16 +90,13 @@ pub fn schema_problems(existing: &[ExistingColumn]) -> Vec<String> {
     problems
 }
 
-/// The start-up error when `cassandra_manage_schema = false` and the schema is not usable:
-/// what is wrong, and the exact CQL that makes it right.
-pub fn unmanaged_schema_error(keyspace: &str, replication: &str, problems: &[String]) -> String {
-    let cql: Vec<String> = create_statements(keyspace, replication).iter().map(|s| format!("  {s};")).collect();
+/// The start-up error of an origin that manages no schema (`cassandra_manage_schema = false`)
+/// on a keyspace that records no version and lacks what bloomgate uses: what is missing, and
+/// what to run.
+pub fn unversioned_schema_error(keyspace: &str, problems: &[String]) -> String {
     format!(
-        "cassandra_manage_schema = false, so bloomgate creates no keyspace or tables, and keyspace {keyspace} is not ready: {}. \
-         Create it with this CQL (through cqlsh; the replication comes from cassandra_replication, change it to yours), then start again:\n{}\n\
-         An existing table with other columns must be dropped or altered to match first.",
-        problems.join("; "),
-        cql.join("\n")
+        "keyspace {keyspace} records no schema version, and is not ready: {}. Run `bloomgate-origin schema apply` with this origin's settings (or `schema print` and apply the script through cqlsh), then start again. An existing table with other columns must be dropped or altered to match first.",
+        problems.join("; ")
     )
 }
 
@@ -137,6 +116,7 @@ mod tests {
             row("filters", "capacity", "bigint", "regular"),
             row("filters", "fp_rate", "double", "regular"),
             row("filters", "segment_bytes", "bigint", "regular"),
+            row("filters", "format", "int", "regular"),
         ]
     }
 
@@ -174,18 +154,18 @@ mod tests {
     }
 
     #[test]
-    fn the_error_prints_the_statements_to_run() {
-        let replication = "{'class': 'NetworkTopologyStrategy', 'datacenter1': 3}";
-        let message = unmanaged_schema_error("bg", replication, &schema_problems(&[]));
-        assert!(message.contains("cassandra_manage_schema = false"), "{message}");
-        assert!(message.contains("keyspace bg is not ready: it does not exist"), "{message}");
-        for statement in create_statements("bg", replication) {
-            assert!(message.contains(&format!("  {statement};")), "{message}");
-        }
-        assert!(message.contains(
-            "CREATE KEYSPACE IF NOT EXISTS bg WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 3};"
-        ));
-        assert!(message.contains("PRIMARY KEY ((filter, key))"));
-        assert!(message.contains("CREATE CUSTOM INDEX IF NOT EXISTS keys_by_filter ON bg.keys (filter)"));
+    fn a_schema_from_before_the_format_column_lacks_it() {
+        let mut columns = as_created();
+        columns.retain(|(_, column, ..)| column != "format");
+        assert_eq!(schema_problems(&columns), ["column filters.format (int) is missing"]);
+    }
+
+    #[test]
+    fn the_error_names_what_is_missing_and_the_command_to_run() {
+        let message = unversioned_schema_error("bg", &schema_problems(&[]));
+        assert!(message.contains("keyspace bg records no schema version"), "{message}");
+        assert!(message.contains("it does not exist, or holds no tables"), "{message}");
+        assert!(message.contains("Run `bloomgate-origin schema apply`"), "{message}");
+        assert!(message.contains("`schema print`"), "{message}");
     }
 }

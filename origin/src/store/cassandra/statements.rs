@@ -2,8 +2,9 @@
 //! consistency, timeout and idempotence (see the module doc of `cassandra` for why one level
 //! serves all of them, and the one exception).
 
-use super::schema::{create_statements, FILTER_INDEX};
-use super::CassandraSettings;
+use super::migrations::filter_index;
+use super::schema::FILTER_INDEX;
+use super::{definition, CassandraSettings};
 use crate::store::DatabaseError;
 use scylla::client::session::Session;
 use scylla::statement::prepared::PreparedStatement;
@@ -80,7 +81,7 @@ impl Statements {
     pub async fn prepare(session: &Session, settings: &CassandraSettings) -> Result<Statements, DatabaseError> {
         let p = Preparer { session, settings };
         let ks = &settings.keyspace;
-        let definition = "name, key_format, capacity, fp_rate, segment_bytes";
+        let definition = definition::COLUMNS;
         let (scan_filter_range, any_key) = indexed(&p, settings).await;
         let mut ping = p.prepare("SELECT release_version FROM system.local".to_string(), true).await?;
         // The one exception to the configured level (see the module doc): a node-local table.
@@ -100,7 +101,7 @@ impl Statements {
             // Definitions are written only by lightweight transactions (create, resize, drop),
             // never mixed with plain writes.
             insert_filter: p
-                .prepare_lwt(format!("INSERT INTO {ks}.filters ({definition}) VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"))
+                .prepare_lwt(format!("INSERT INTO {ks}.filters ({definition}) VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS"))
                 .await?,
             get_filter: p.prepare(format!("SELECT {definition} FROM {ks}.filters WHERE name = ?"), true).await?,
             all_filters: p.prepare(format!("SELECT {definition} FROM {ks}.filters"), true).await?,
@@ -139,7 +140,7 @@ async fn indexed(
             tracing::warn!(
                 cause = %e,
                 "no index {FILTER_INDEX} on {ks}.keys: rebuilds read the whole table; create it with: {}",
-                create_statements(ks, &settings.replication)[3]
+                filter_index(ks)
             );
             None
         }

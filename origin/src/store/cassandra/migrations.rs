@@ -1,0 +1,276 @@
+//! The schema's versions: the ordered migrations that build a keyspace, the version this build
+//! needs ([`SCHEMA_VERSION`]), which migrations a keyspace still lacks, whether its recorded
+//! version lets this origin run, and the whole CQL script for operators who apply schema
+//! through cqlsh. Pure: `migrate` runs the statements and reads what a keyspace recorded.
+//!
+//! A keyspace records each migration applied to it in `schema_migrations` (version,
+//! description, when). Every statement is a no-op where its object exists, so applying is
+//! idempotent: a migration interrupted halfway is simply applied again.
+
+use super::schema::FILTER_INDEX;
+
+/// One step of the schema, applied once to a keyspace and recorded there.
+#[derive(Clone, Copy, Debug)]
+pub struct Migration {
+    /// Its number: migrations are applied in this order.
+    pub version: u32,
+    /// What it does, recorded beside its version.
+    pub description: &'static str,
+    statements: fn(&str) -> Vec<String>,
+}
+
+impl Migration {
+    /// Its statements for `keyspace`, in order; each is a no-op where its object exists.
+    pub fn statements(&self, keyspace: &str) -> Vec<String> {
+        (self.statements)(keyspace)
+    }
+}
+
+/// Every migration this build knows, oldest first.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "tables keys and filters, and the index keys_by_filter",
+        statements: |ks| vec![keys_table(ks), filters_table(ks), filter_index(ks)],
+    },
+    Migration {
+        version: 2,
+        description: "filters.format: the format a filter's definition is written in",
+        // IF NOT EXISTS (Cassandra 4.1 and later): a column already there is no error, here
+        // and in a script run twice through cqlsh.
+        statements: |ks| vec![format!("ALTER TABLE {ks}.filters ADD IF NOT EXISTS format int")],
+    },
+];
+
+/// The schema version this build needs, and the newest it knows.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+/// The table of keys: one key is one partition, so a lookup binds the whole partition key and
+/// `token(filter, key)` cuts a rebuild's scan into ranges.
+pub fn keys_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.keys (filter text, key blob, value blob, PRIMARY KEY ((filter, key)))"
+    )
+}
+
+/// The table of filter definitions, as migration 1 makes it (migration 2 adds `format`).
+pub fn filters_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.filters (name text PRIMARY KEY, key_format text, capacity bigint, fp_rate double, segment_bytes bigint)"
+    )
+}
+
+/// The storage-attached index on the keys' `filter`: what lets a rebuild or a drop read only
+/// its own filter's keys; without it they read the whole table.
+pub fn filter_index(keyspace: &str) -> String {
+    format!("CREATE CUSTOM INDEX IF NOT EXISTS {FILTER_INDEX} ON {keyspace}.keys (filter) USING 'StorageAttachedIndex'")
+}
+
+/// The keyspace, with `replication` (a clause such as
+/// `{'class': 'NetworkTopologyStrategy', 'dc1': 3}`).
+pub fn keyspace_statement(keyspace: &str, replication: &str) -> String {
+    format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}")
+}
+
+/// The table recording which migrations a keyspace has.
+pub fn migrations_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.schema_migrations (version int PRIMARY KEY, description text, applied_at timestamp)"
+    )
+}
+
+/// The statement that records a migration, its version and description bound.
+pub fn record_statement(keyspace: &str) -> String {
+    format!(
+        "INSERT INTO {keyspace}.schema_migrations (version, description, applied_at) VALUES (?, ?, toTimestamp(now()))"
+    )
+}
+
+/// The migrations a keyspace that recorded `recorded` still lacks, oldest first.
+pub fn pending(recorded: &[u32]) -> Vec<&'static Migration> {
+    MIGRATIONS.iter().filter(|m| !recorded.contains(&m.version)).collect()
+}
+
+/// What a keyspace's recorded versions mean for an origin of this build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionCheck {
+    /// At [`SCHEMA_VERSION`]: this origin runs on it.
+    Current,
+    /// Older (0: nothing recorded): migrations must be applied first.
+    Behind {
+        /// The newest version recorded.
+        found: u32,
+        /// [`SCHEMA_VERSION`].
+        needed: u32,
+    },
+    /// Newer than this build knows: a newer bloomgate applied it.
+    Ahead {
+        /// The newest version recorded.
+        found: u32,
+        /// [`SCHEMA_VERSION`].
+        known: u32,
+    },
+}
+
+impl VersionCheck {
+    /// The check of a keyspace whose `schema_migrations` holds `recorded`: its newest version
+    /// against [`SCHEMA_VERSION`].
+    pub fn of(recorded: &[u32]) -> VersionCheck {
+        let found = recorded.iter().copied().max().unwrap_or(0);
+        match found.cmp(&SCHEMA_VERSION) {
+            std::cmp::Ordering::Equal => VersionCheck::Current,
+            std::cmp::Ordering::Less => VersionCheck::Behind { found, needed: SCHEMA_VERSION },
+            std::cmp::Ordering::Greater => VersionCheck::Ahead { found, known: SCHEMA_VERSION },
+        }
+    }
+
+    /// Why an origin on `keyspace` refuses to run, and what to do; `None` when it runs.
+    pub fn refusal(&self, keyspace: &str) -> Option<String> {
+        match *self {
+            VersionCheck::Current => None,
+            VersionCheck::Behind { found, needed } => Some(format!(
+                "keyspace {keyspace}: the schema is at version {found}{}, this origin needs {needed}: run `bloomgate-origin schema apply` (or `schema print` and apply it through cqlsh)",
+                if found == 0 { " (none recorded)" } else { "" }
+            )),
+            VersionCheck::Ahead { found, known } => Some(format!(
+                "keyspace {keyspace}: the schema is at version {found}, newer than this origin knows ({known}): upgrade this origin"
+            )),
+        }
+    }
+}
+
+/// What to set `cassandra_replication` to, for the message that asks for it.
+const REPLICATION_ADVICE: &str = "Set cassandra_replication (BLOOMGATE_CASSANDRA_REPLICATION). In production: {'class': 'NetworkTopologyStrategy', 'datacenter1': 3}, three replicas in each data centre (named as SELECT data_center FROM system.local names them), read and written at local_quorum. For a single-node test cluster only: {'class': 'SimpleStrategy', 'replication_factor': 1}";
+
+/// The replication a keyspace that does not exist yet is created with: the setting's clause,
+/// which must be given (there is no default: one replica loses keys with a disk).
+pub fn replication_for_new_keyspace<'a>(keyspace: &str, replication: &'a str) -> Result<&'a str, String> {
+    match replication.trim() {
+        "" => Err(format!(
+            "keyspace {keyspace} does not exist, and creating it needs its replication, which is not set. {REPLICATION_ADVICE}"
+        )),
+        clause => Ok(clause),
+    }
+}
+
+/// The whole script for cqlsh (`cqlsh -f`): the keyspace, the migrations table, then every
+/// migration followed by the row that records it. Run whole on a keyspace at any version, it
+/// brings it to [`SCHEMA_VERSION`]: every statement is a no-op where its object exists.
+pub fn script(keyspace: &str, replication: &str) -> Result<String, String> {
+    let replication = match replication.trim() {
+        "" => {
+            return Err(format!(
+                "the script creates keyspace {keyspace}, which needs its replication. {REPLICATION_ADVICE}"
+            ))
+        }
+        clause => clause,
+    };
+    let mut out = format!(
+        "-- bloomgate schema, version {SCHEMA_VERSION}, for keyspace {keyspace} (bloomgate-origin schema print).\n\
+         -- Every statement is a no-op where its object exists: run it whole (cqlsh -f), at any version.\n\n\
+         {};\n{};\n",
+        keyspace_statement(keyspace, replication),
+        migrations_table(keyspace)
+    );
+    for migration in MIGRATIONS {
+        out.push_str(&format!("\n-- version {}: {}\n", migration.version, migration.description));
+        for statement in migration.statements(keyspace) {
+            out.push_str(&format!("{statement};\n"));
+        }
+        out.push_str(&format!(
+            "INSERT INTO {keyspace}.schema_migrations (version, description, applied_at) VALUES ({}, '{}', toTimestamp(now()));\n",
+            migration.version,
+            migration.description.replace('\'', "''")
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NTS: &str = "{'class': 'NetworkTopologyStrategy', 'dc1': 3}";
+
+    #[test]
+    fn versions_count_up_from_one_and_the_newest_is_the_schema_version() {
+        let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(versions, (1..=MIGRATIONS.len() as u32).collect::<Vec<_>>());
+        assert_eq!(SCHEMA_VERSION, 2);
+        assert!(MIGRATIONS[1].statements("bg") == ["ALTER TABLE bg.filters ADD IF NOT EXISTS format int"]);
+    }
+
+    #[test]
+    fn pending_is_every_migration_not_recorded_oldest_first() {
+        let versions = |recorded: &[u32]| pending(recorded).iter().map(|m| m.version).collect::<Vec<_>>();
+        assert_eq!(versions(&[]), [1, 2]);
+        assert_eq!(versions(&[1]), [2]);
+        assert_eq!(versions(&[1, 2]), Vec::<u32>::new());
+        assert_eq!(versions(&[2]), [1], "a gap is filled: applying is idempotent");
+        assert_eq!(versions(&[1, 2, 3]), Vec::<u32>::new(), "versions this build does not know are not its to apply");
+    }
+
+    #[test]
+    fn the_version_check_has_three_outcomes_each_saying_what_to_do() {
+        assert_eq!(VersionCheck::of(&[1, 2]), VersionCheck::Current);
+        assert_eq!(VersionCheck::Current.refusal("bg"), None);
+
+        let behind = VersionCheck::of(&[1]);
+        assert_eq!(behind, VersionCheck::Behind { found: 1, needed: 2 });
+        let message = behind.refusal("bg").unwrap();
+        assert!(message.contains("keyspace bg: the schema is at version 1, this origin needs 2"), "{message}");
+        assert!(message.contains("run `bloomgate-origin schema apply`"), "{message}");
+        assert!(message.contains("`schema print` and apply it through cqlsh"), "{message}");
+        let none = VersionCheck::of(&[]).refusal("bg").unwrap();
+        assert!(none.contains("at version 0 (none recorded), this origin needs 2"), "{none}");
+
+        let ahead = VersionCheck::of(&[1, 2, 3]);
+        assert_eq!(ahead, VersionCheck::Ahead { found: 3, known: 2 });
+        let message = ahead.refusal("bg").unwrap();
+        assert!(
+            message.contains("the schema is at version 3, newer than this origin knows (2): upgrade this origin"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_new_keyspace_needs_its_replication_set_and_an_explicit_single_replica_is_accepted() {
+        let err = replication_for_new_keyspace("bg", " ").unwrap_err();
+        assert!(err.contains("keyspace bg does not exist"), "{err}");
+        assert!(err.contains("{'class': 'NetworkTopologyStrategy', 'datacenter1': 3}"), "{err}");
+        assert!(err.contains("{'class': 'SimpleStrategy', 'replication_factor': 1}"), "{err}");
+        assert_eq!(replication_for_new_keyspace("bg", NTS), Ok(NTS));
+        let single = "{'class': 'SimpleStrategy', 'replication_factor': 1}";
+        assert_eq!(replication_for_new_keyspace("bg", single), Ok(single));
+    }
+
+    #[test]
+    fn the_script_holds_every_statement_and_the_rows_recording_them_in_order() {
+        let script = script("bg", NTS).unwrap();
+        let mut expected = vec![keyspace_statement("bg", NTS), migrations_table("bg")];
+        for m in MIGRATIONS {
+            expected.extend(m.statements("bg"));
+            expected.push(format!(
+                "INSERT INTO bg.schema_migrations (version, description, applied_at) VALUES ({}, '{}', toTimestamp(now()))",
+                m.version,
+                m.description.replace('\'', "''")
+            ));
+        }
+        let mut at = 0;
+        for statement in &expected {
+            let found = script[at..].find(&format!("{statement};\n"));
+            at += found.unwrap_or_else(|| panic!("missing or out of order: {statement}\n{script}")) + statement.len();
+        }
+        let statements = script.lines().filter(|l| !l.is_empty() && !l.starts_with("--")).count();
+        assert_eq!(statements, expected.len(), "nothing else but comments:\n{script}");
+        assert!(script.contains("PRIMARY KEY ((filter, key))"));
+        assert!(script.contains("CREATE CUSTOM INDEX IF NOT EXISTS keys_by_filter ON bg.keys (filter)"));
+        assert!(super::script("bg", "").unwrap_err().contains("NetworkTopologyStrategy"));
+    }
+
+    #[test]
+    fn quotes_in_a_description_are_escaped_for_cql() {
+        let script = script("bg", NTS).unwrap();
+        assert!(script.contains("'filters.format: the format a filter''s definition is written in'"), "{script}");
+    }
+}
