@@ -10,6 +10,9 @@ use tokio::sync::oneshot;
 pub const TOKEN: &str = "test-writer-token-0123456789";
 /// Edge secret every test origin accepts.
 pub const EDGE_SECRET: &str = "test-edge-secret";
+/// The replication test keyspaces are created with: one replica, on the single test node.
+/// Said explicitly: the origin creates no keyspace without it.
+pub const SINGLE_NODE_REPLICATION: &str = "{'class': 'SimpleStrategy', 'replication_factor': 1}";
 
 /// A running origin; dropped = shut down.
 pub struct TestOrigin {
@@ -36,6 +39,7 @@ pub fn config(redis_url: Option<String>, cassandra: &str) -> Config {
         redis_timeout_ms: 250,
         cassandra_nodes: vec![cassandra.to_owned()],
         cassandra_keyspace: "bloomgate_test".into(),
+        cassandra_replication: SINGLE_NODE_REPLICATION.into(),
         cassandra_consistency: "one".into(),
         cassandra_timeout_ms: 1000,
         // Every test origin reads one clock: no skew to allow for, and a delete right after a

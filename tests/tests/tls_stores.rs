@@ -60,6 +60,7 @@ fn managed_config(tls: &TlsServices, tune: impl FnOnce(&mut toml::Table)) -> Con
     Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         cassandra_keyspace: "bloomgate_tls_test".into(),
+        cassandra_replication: bloomgate_tests::origin::SINGLE_NODE_REPLICATION.into(),
         cassandra_consistency: "one".into(),
         delete_skew_margin_ms: 0,
         writer_tokens: vec![TOKEN.into()],

@@ -101,11 +101,15 @@ pub struct Config {
     pub cassandra_tls_server_name: Option<String>,
     /// Cassandra keyspace.
     pub cassandra_keyspace: String,
-    /// Replication clause used when creating the keyspace.
+    /// Replication clause a keyspace that does not exist is created with, e.g.
+    /// `{'class': 'NetworkTopologyStrategy', 'dc1': 3}`. Empty (the default) = unset: creating
+    /// the keyspace is then refused, naming the clause to set, so no keyspace gets a single
+    /// replica without someone asking for it.
     pub cassandra_replication: String,
-    /// Create the keyspace and tables at start if missing. `false`, for operators who manage
-    /// schema themselves: create nothing, check at start that they exist with the columns
-    /// bloomgate uses, and otherwise fail printing the CQL to run.
+    /// Apply the schema's pending migrations at start (`bloomgate-origin schema apply`'s code),
+    /// creating the keyspace if missing, as tests and `scripts/dev` do. `false`, where a Job or an
+    /// operator applies the schema: apply nothing, and refuse a keyspace whose recorded schema
+    /// version is not this build's (saying to run `schema apply`, or to upgrade this origin).
     pub cassandra_manage_schema: bool,
     /// Consistency for reads and writes: `one`, `local_one`, `quorum`, `local_quorum`, `all`.
     pub cassandra_consistency: String,
@@ -256,7 +260,7 @@ impl Default for Config {
             cassandra_tls_client_key_file: None,
             cassandra_tls_server_name: None,
             cassandra_keyspace: "bloomgate".into(),
-            cassandra_replication: "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            cassandra_replication: String::new(),
             cassandra_manage_schema: true,
             cassandra_consistency: "local_quorum".into(),
             cassandra_timeout_ms: 2000,

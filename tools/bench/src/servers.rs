@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use bloomgate_origin::config::Config;
-use bloomgate_tests::origin::{EDGE_SECRET, TOKEN};
+use bloomgate_tests::origin::{EDGE_SECRET, SINGLE_NODE_REPLICATION, TOKEN};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -176,6 +176,7 @@ pub async fn start_origin(launch: &Launch, settings: &OriginSettings) -> anyhow:
                 redis_cluster_nodes: settings.redis_cluster_nodes.clone(),
                 cassandra_nodes: vec![settings.cassandra.clone()],
                 cassandra_keyspace: settings.keyspace.clone(),
+                cassandra_replication: SINGLE_NODE_REPLICATION.into(),
                 writer_tokens: vec![TOKEN.into()],
                 edge_secret: Some(EDGE_SECRET.into()),
                 filter_enabled: settings.filter_enabled,
@@ -224,6 +225,7 @@ fn spawn_origin(
         .env("BLOOMGATE_REDIS_CLUSTER_NODES", settings.redis_cluster_nodes.join(","))
         .env("BLOOMGATE_CASSANDRA_NODES", &settings.cassandra)
         .env("BLOOMGATE_CASSANDRA_KEYSPACE", &settings.keyspace)
+        .env("BLOOMGATE_CASSANDRA_REPLICATION", SINGLE_NODE_REPLICATION)
         .env("BLOOMGATE_WRITER_TOKENS", TOKEN)
         .env("BLOOMGATE_EDGE_SECRET", EDGE_SECRET)
         .env("BLOOMGATE_FILTER_ENABLED", settings.filter_enabled.to_string())
