@@ -63,3 +63,41 @@ fn the_kubernetes_probes_and_scrapes_use_the_admin_port_the_config_opens() {
     let service = include_str!("../../deploy/kubernetes/service.yaml");
     assert!(!service.contains(&admin.port().to_string()), "the Service exposes the API port alone");
 }
+
+#[test]
+fn the_shipped_templates_create_the_keyspace_with_three_replicas_per_data_centre() {
+    let three_per_dc = "{'class': 'NetworkTopologyStrategy', 'datacenter1': 3}";
+    let kubernetes =
+        load("deploy/kubernetes/origin.env", variables(include_str!("../../deploy/kubernetes/origin.env")));
+    assert_eq!(kubernetes.cassandra_replication, three_per_dc);
+    let example = load("deploy/origin.env.example", variables(include_str!("../../deploy/origin.env.example")));
+    assert_eq!(example.cassandra_replication, three_per_dc);
+}
+
+#[test]
+fn kubernetes_pods_run_no_ddl_and_a_job_applies_the_schema_with_their_settings() {
+    let config = load("deploy/kubernetes/origin.env", variables(include_str!("../../deploy/kubernetes/origin.env")));
+    assert!(!config.cassandra_manage_schema, "pods check the schema's version; the Job applies it");
+    let kustomization = include_str!("../../deploy/kubernetes/kustomization.yaml");
+    assert!(kustomization.contains("\n  - schema-job.yaml\n"), "the Job is part of the set");
+    let job = include_str!("../../deploy/kubernetes/schema-job.yaml");
+    assert!(job.contains("kind: Job") && job.contains(r#"args: ["--log-format", "json", "schema", "apply"]"#));
+    let deployment = include_str!("../../deploy/kubernetes/deployment.yaml");
+    let env_from = |manifest: &str| {
+        manifest.split("envFrom:").nth(1).map(|rest| rest.split("resources:").next().unwrap_or_default().to_owned())
+    };
+    assert_eq!(env_from(job), env_from(deployment), "the Job reads the origins' ConfigMap and Secret");
+    for hardening in [
+        "runAsNonRoot: true",
+        "readOnlyRootFilesystem: true",
+        "allowPrivilegeEscalation: false",
+        "automountServiceAccountToken: false",
+        "backoffLimit:",
+        "ttlSecondsAfterFinished:",
+        "restartPolicy: Never",
+    ] {
+        assert!(job.contains(hardening), "schema-job.yaml lacks {hardening}");
+    }
+    let readme = include_str!("../../deploy/kubernetes/README.md");
+    assert!(readme.contains("kubectl wait --for=condition=complete job/bloomgate-schema"), "the README runs it first");
+}
