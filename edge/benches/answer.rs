@@ -39,6 +39,7 @@ fn setup(capacity: u64, stored: u32) -> Setup {
         filter.insert(&key_bytes(i));
     }
     let manifest = Manifest {
+        format: bloomgate_filter::MANIFEST_FORMAT,
         filter: "hashes".into(),
         key_format: KeyFormat::SHA256_HEX,
         generation: 1,

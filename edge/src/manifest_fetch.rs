@@ -123,8 +123,13 @@ async fn from_origin(config: &EdgeConfig, filter: &str) -> ManifestFetch {
         iso.counts.origin_bytes += reply.body.len() as u64;
     });
     match reply.status {
-        200 => match serde_json::from_slice::<Manifest>(&reply.body) {
-            Ok(m) if m.validate().is_ok() && m.filter == filter => ManifestFetch::Found(Rc::new(m), asked_at),
+        200 => match serde_json::from_slice::<Manifest>(&reply.body).map(|m| (m.validate(), m)) {
+            Ok((Ok(()), m)) if m.filter == filter => ManifestFetch::Found(Rc::new(m), asked_at),
+            // A newer origin's format, mid-upgrade: refused, never guessed at; lookups forward.
+            Ok((Err(e), _)) => {
+                console_error!("manifest {filter}: {e}");
+                ManifestFetch::Failed
+            }
             _ => {
                 console_error!("manifest {filter}: unusable body");
                 ManifestFetch::Failed

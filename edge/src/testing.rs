@@ -16,6 +16,7 @@ pub(crate) fn at(added: u64) -> JournalPosition {
 /// Generation 9 of filter `f` with `params`, every segment at `version`, naming `journal`.
 pub(crate) fn manifest(params: Params, version: u64, journal: Option<JournalPosition>) -> Manifest {
     Manifest {
+        format: bloomgate_filter::MANIFEST_FORMAT,
         filter: "f".into(),
         key_format: KeyFormat::Bytes,
         generation: 9,

@@ -39,6 +39,7 @@ fn zone() -> Zone {
     let mut filter = BloomFilter::new(params);
     filter.insert(WRITTEN);
     let manifest = Manifest {
+        format: bloomgate_filter::MANIFEST_FORMAT,
         filter: "f".into(),
         key_format: KeyFormat::Bytes,
         generation: 9,

@@ -122,6 +122,11 @@ impl AppError {
             ReadOnlyToken => "Use a writer token (writer_tokens) to create, write, delete, rebuild or drop.",
             Conflict(_) => "Use another name, or the existing settings.",
             NotFound(_) => "Fetch the manifest again: it names the current generation and segments.",
+            FilterWrite(FilterUnavailable::UnknownFormat { .. })
+            | FilterRead(FilterUnavailable::UnknownFormat { .. })
+            | DropStopped(FilterUnavailable::UnknownFormat { .. }) => {
+                "Nothing was changed: a newer bloomgate origin wrote this filter's state, in a format this origin does not read. Finish the upgrade (docs/operations.md, \"Upgrading\"); lookups still work meanwhile."
+            }
             FilterWrite(_) => "Nothing was stored. Retry after the delay; the filter store (Redis) is down or missing this filter.",
             FilterRead(_) => "Retry after the delay; lookups still work meanwhile.",
             DropStopped(_) => "Send the drop again after the delay: it finishes what this one began (every step is idempotent).",

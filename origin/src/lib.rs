@@ -12,7 +12,7 @@
 //! - [`clock`]: wall-clock milliseconds, the one clock of generation numbers and ages.
 //! - [`lease`]: read leases on local copies: the terms a generation records, the reader's check
 //!   and the writer's wait, and the argument why no acknowledged key is missed; the boot clock
-//!   they are timed on (`boot_clock`).
+//!   they are timed on (`boot_clock`), and its check against Redis's clock (`clock_check`).
 //! - [`distinct`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
 //!   defaults, a TOML file, the environment and flags (`load`), refusing unknown

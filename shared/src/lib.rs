@@ -20,7 +20,7 @@ pub use filter::{AllocError, BloomFilter};
 pub use hash::{hash_key, KeyHash};
 pub use journal::{decode_journal, encode_journal, JournalError, JournalPosition, JournalView};
 pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
-pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError};
+pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError, MANIFEST_FORMAT};
 pub use params::{Location, Params, ParamsError, SizingOptions};
 pub use path_key::{decode_path_key, PathKeyError, MAX_PATH_KEY_LEN};
 pub use segment::{

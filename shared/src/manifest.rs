@@ -20,9 +20,22 @@ use core::fmt;
 /// Longest filter name: short, URL- and Redis-key-safe.
 pub const MAX_FILTER_NAME: usize = 64;
 
+/// The manifest's format: the one origins of this build serve, and the newest its edges read.
+/// Raised with every change to what a manifest means; an edge that meets a newer one refuses it
+/// (and forwards its lookups), never guesses at it.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// The format of manifests served before formats were numbered: the first.
+fn first_format() -> u32 {
+    1
+}
+
 /// One filter generation, as published to edges.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Manifest {
+    /// The manifest's format ([`MANIFEST_FORMAT`] from this build; 1 when absent).
+    #[serde(default = "first_format")]
+    pub format: u32,
     /// Filter name.
     pub filter: String,
     /// How the filter's keys are written.
@@ -56,6 +69,8 @@ pub enum ManifestError {
     },
     /// The filter name is not acceptable.
     BadFilterName(FilterNameError),
+    /// A format newer than this build reads (a newer origin served it).
+    UnknownFormat(u32),
 }
 
 impl fmt::Display for ManifestError {
@@ -65,6 +80,9 @@ impl fmt::Display for ManifestError {
                 write!(f, "manifest lists {listed} segment versions for {params} segments")
             }
             ManifestError::BadFilterName(e) => write!(f, "manifest {e}"),
+            ManifestError::UnknownFormat(found) => {
+                write!(f, "manifest format {found} is newer than this build reads ({MANIFEST_FORMAT})")
+            }
         }
     }
 }
@@ -75,6 +93,9 @@ impl std::error::Error for ManifestError {}
 impl Manifest {
     /// Checks the manifest is internally consistent.
     pub fn validate(&self) -> Result<(), ManifestError> {
+        if self.format > MANIFEST_FORMAT {
+            return Err(ManifestError::UnknownFormat(self.format));
+        }
         validate_filter_name(&self.filter).map_err(ManifestError::BadFilterName)?;
         let listed = self.segment_versions.len();
         let by_journal = self.journal.is_some() && listed == 0;
@@ -145,6 +166,7 @@ mod tests {
     fn manifest() -> Manifest {
         let params = Params::new(1, 6, 4, 3).unwrap();
         Manifest {
+            format: MANIFEST_FORMAT,
             filter: "hashes".into(),
             key_format: KeyFormat::SHA256_HEX,
             generation: 2,
@@ -177,6 +199,17 @@ mod tests {
         assert_eq!((back.validate(), back.segment_versions.len()), (Ok(()), 0));
         let unlisted = Manifest { journal: None, ..back };
         assert!(unlisted.validate().is_err(), "without a journal, every version must be listed");
+    }
+
+    #[test]
+    fn a_manifest_of_a_newer_format_is_refused_and_one_without_a_number_is_the_first() {
+        let m = manifest();
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains("\"format\":1"), "{json}");
+        let unnumbered: Manifest = serde_json::from_str(&json.replace("\"format\":1,", "")).unwrap();
+        assert_eq!(unnumbered.format, 1);
+        let newer = Manifest { format: MANIFEST_FORMAT + 1, ..m };
+        assert_eq!(newer.validate(), Err(ManifestError::UnknownFormat(MANIFEST_FORMAT + 1)));
     }
 
     #[test]

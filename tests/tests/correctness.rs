@@ -377,6 +377,14 @@ async fn filters_larger_than_the_limit_are_refused_before_anything_is_stored() {
     assert_eq!(stats(&origin, &filter).await["capacity"], 10_000, "the definition was not changed");
 }
 
+/// Why the database of an origin built from `cfg` refuses to serve, or Ok when it serves. The
+/// origin starts either way (it connects in the background and says why in readiness); its
+/// first attempt has ended when `build_state` returns.
+async fn database_refusal(cfg: Config) -> Result<(), String> {
+    let state = bloomgate_origin::build_state(cfg).await.expect("an origin starts whatever its stores say");
+    state.gate.database().ping().await.map_err(|e| e.to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_that_might_miss_acknowledged_writes_are_refused_at_start() {
     services().await;
@@ -384,14 +392,11 @@ async fn reads_that_might_miss_acknowledged_writes_are_refused_at_start() {
     cfg.cassandra_keyspace = keyspace();
     cfg.cassandra_replication = "{'class': 'SimpleStrategy', 'replication_factor': 3}".into();
     cfg.cassandra_consistency = "one".into();
-    let err = match bloomgate_origin::build_state(cfg.clone()).await {
-        Ok(_) => panic!("consistency one with three replicas was accepted"),
-        Err(e) => e.to_string(),
-    };
+    let err = database_refusal(cfg.clone()).await.expect_err("consistency one with three replicas was accepted");
     assert!(err.contains("R + W > RF"), "{err}");
     cfg.cassandra_consistency = "quorum".into();
     // Quorum overlaps (the single test node then cannot serve it, but the config is sound).
-    assert!(bloomgate_origin::build_state(cfg).await.is_ok());
+    database_refusal(cfg).await.expect("quorum reads meet quorum writes on three replicas");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -400,17 +405,16 @@ async fn an_operator_managed_schema_is_checked_never_created() {
     let mut cfg = config(shared_redis(), &cassandra_addr());
     cfg.cassandra_keyspace = keyspace();
     cfg.cassandra_manage_schema = false;
-    let err = match bloomgate_origin::build_state(cfg.clone()).await {
-        Ok(_) => panic!("an origin that manages no schema started on a keyspace that does not exist"),
-        Err(e) => e.to_string(),
-    };
+    let err = database_refusal(cfg.clone())
+        .await
+        .expect_err("an origin that manages no schema served a keyspace that does not exist");
     // The operator is told what to run (tests/tests/schema_migrations.rs has the rest).
     assert!(err.contains("records no schema version") && err.contains("bloomgate-origin schema apply"), "{err}");
-    // Nothing was created meanwhile: the same start fails the same way.
-    assert!(bloomgate_origin::build_state(cfg.clone()).await.is_err(), "the check created the schema");
+    // Nothing was created meanwhile: the same start is refused the same way.
+    assert!(database_refusal(cfg.clone()).await.is_err(), "the check created the schema");
     // Once the schema exists (here created by a managing origin), the check passes.
-    drop(bloomgate_origin::build_state(Config { cassandra_manage_schema: true, ..cfg.clone() }).await.unwrap());
-    assert!(bloomgate_origin::build_state(cfg).await.is_ok());
+    database_refusal(Config { cassandra_manage_schema: true, ..cfg.clone() }).await.unwrap();
+    database_refusal(cfg).await.unwrap();
 }
 
 /// Sends raw bytes and returns what comes back before the server closes or `wait` passes.

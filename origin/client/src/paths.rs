@@ -184,6 +184,7 @@ mod tests {
     fn segment_paths_name_generation_and_version() {
         let params = bloomgate_filter::Params::new(1, 6, 0, 3).unwrap();
         let manifest = Manifest {
+            format: bloomgate_filter::MANIFEST_FORMAT,
             filter: "hashes".into(),
             key_format: bloomgate_filter::KeyFormat::SHA256_HEX,
             generation: 2,

@@ -56,6 +56,7 @@ impl Gate {
             false => (versions, None),
         };
         Ok(Manifest {
+            format: bloomgate_filter::MANIFEST_FORMAT,
             filter: name.into(),
             key_format: def.key_format,
             generation: meta.generation,
@@ -94,7 +95,7 @@ impl Gate {
             .map_err(AppError::FilterRead)?
         {
             JournalRead::Reset => Ok(None),
-            JournalRead::Entries { to, entries, head } => Ok(Some(JournalChunk {
+            JournalRead::Entries { to, entries, head, .. } => Ok(Some(JournalChunk {
                 wire: encode_journal(meta.generation, meta.params.seed, after.added, to, &entries),
                 head,
                 readable_generation: state.readable().map(|m| m.generation),

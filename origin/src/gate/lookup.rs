@@ -60,6 +60,7 @@ fn fallthrough(e: &FilterUnavailable) -> Fallthrough {
         FilterUnavailable::MetaMissing => Fallthrough::MetaMissing,
         FilterUnavailable::SegmentMissing(_) => Fallthrough::SegmentMissing,
         FilterUnavailable::Incarnation => Fallthrough::IncarnationChanged,
+        FilterUnavailable::UnknownFormat { .. } => Fallthrough::UnknownFormat,
         // Never a fall-through (see `after_filter`); counted as what it looks like to the
         // bits: no metadata.
         FilterUnavailable::Dropped => Fallthrough::MetaMissing,

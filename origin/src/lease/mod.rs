@@ -23,8 +23,14 @@
 //! # Assumptions
 //!
 //! 1. Every origin's boot clock runs at a rate within `1 ± ρ` of real time (ρ = 10⁻³ by default;
-//!    NTP slews at most 5·10⁻⁴). No clocks are compared across machines: each origin only
-//!    subtracts two readings of its own clock, one that keeps counting through a suspend.
+//!    NTP slews at most 5·10⁻⁴), and counts every pause of the process: SIGSTOP, cgroup
+//!    freezes and suspends done by the guest's own kernel do count (`CLOCK_BOOTTIME`). A virtual
+//!    machine paused or live-migrated by its hypervisor does not: every guest clock stops for
+//!    the pause. [`clock_check`] catches such a pause at the next journal read (Redis's clock ran
+//!    on) and renews no lease from a read that spans it, but lookups between the pause's end and
+//!    that read still answer under the lease from before; on hosts that pause guests, use
+//!    `barrier`. No clocks are compared across machines for correctness: each origin only
+//!    subtracts two readings of its own clock.
 //! 2. Journals are read from the Redis process that took the adds: a restarted, rolled back or
 //!    failed-over Redis is another incarnation, and every read names the incarnation it expects
 //!    (a call to another process is refused, `store::redis`).
@@ -78,6 +84,7 @@
 //! is dropped and loaded again.
 
 pub mod boot_clock;
+pub mod clock_check;
 
 use boot_clock::{BootInstant, Clock};
 use serde::{Deserialize, Serialize};

@@ -22,6 +22,7 @@
 
 use super::rounds::{Outcome, Rounds};
 use crate::lease::boot_clock::{BootInstant, Clock};
+use crate::lease::clock_check::{ClockVerdict, StoreClockCheck};
 use crate::lease::LeaseTerms;
 use crate::metrics::FilterRead;
 use crate::metrics::Metrics;
@@ -73,6 +74,9 @@ pub struct HeldCopy {
     /// Woken when a lookup finds the lease lapsed (the tail reads again at once).
     lapse: tokio::sync::Notify,
     clock: Arc<dyn Clock>,
+    /// This clock against the store's, from one complete read to the next (only the leader of
+    /// the round in flight uses it, so the lock is never contended).
+    clock_check: Mutex<StoreClockCheck>,
 }
 
 /// What a copy answered, and how.
@@ -147,6 +151,7 @@ impl HeldCopy {
             lease_from: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             lapse: tokio::sync::Notify::new(),
+            clock_check: Mutex::new(StoreClockCheck::default()),
             clock,
             meta,
             filter: filter.to_owned(),
@@ -304,12 +309,13 @@ impl HeldCopy {
         let leading = LeadingRound { copy: self, round, ended: false };
         let mut position = *self.position.lock().unwrap_or_else(|e| e.into_inner());
         let sent = self.clock.now();
-        let end = self.catch_up(&mut position).await;
+        let mut store_time_us = None;
+        let end = self.catch_up(&mut position, &mut store_time_us).await;
         // Entries applied by a round abandoned midway are applied again by the next: bits only
         // ever get set, so that is harmless, and the position never runs ahead of the bits.
         *self.position.lock().unwrap_or_else(|e| e.into_inner()) = position;
         let current = matches!(end, RoundEnd::Current);
-        if current {
+        if current && self.clock_consistent(sent, store_time_us) {
             // Release: a lookup that loads it (Acquire) then reads bits holding every entry applied.
             self.lease_from.fetch_max(sent.as_nanos(), Ordering::Release);
         }
@@ -325,6 +331,32 @@ impl HeldCopy {
                 "local copy dropped; the next lookup loads it again"
             );
             self.close();
+        }
+    }
+
+    /// Whether this origin's clock kept up with the store's since the previous complete read
+    /// (see `lease::clock_check`); if not, the read that shows it renews no lease, and it is
+    /// counted and logged.
+    fn clock_consistent(&self, sent: BootInstant, store_time_us: Option<u64>) -> bool {
+        let Some(terms) = self.lease else { return true };
+        let received = self.clock.now();
+        let verdict = self.clock_check.lock().unwrap_or_else(|e| e.into_inner()).observe(
+            sent,
+            received,
+            store_time_us,
+            terms.drift_ppm,
+        );
+        match verdict {
+            ClockVerdict::Consistent => true,
+            ClockVerdict::FellBehind(by_us) => {
+                self.metrics.leases.clock_behind();
+                tracing::warn!(
+                    filter = self.filter,
+                    behind_ms = by_us / 1_000,
+                    "this origin's clock fell behind Redis's between two journal reads (a pause of the host it did not count, or a step of Redis's clock): the read renews no lease"
+                );
+                false
+            }
         }
     }
 
@@ -353,8 +385,9 @@ impl HeldCopy {
     }
 
     /// Brings the copy from `position` up to the journal's head as read now, applying each entry's
-    /// hashes; moves `position` along.
-    async fn catch_up(&self, position: &mut JournalPosition) -> RoundEnd {
+    /// hashes; moves `position` along, and sets `store_time_us` to the store's clock at its last
+    /// read.
+    async fn catch_up(&self, position: &mut JournalPosition, store_time_us: &mut Option<u64>) -> RoundEnd {
         for _ in 0..MAX_READS_PER_ROUND {
             match self
                 .store
@@ -365,7 +398,8 @@ impl HeldCopy {
                 )
                 .await
             {
-                Ok(JournalRead::Entries { to, entries, head }) => {
+                Ok(JournalRead::Entries { to, entries, head, store_time_us: read_at }) => {
+                    *store_time_us = read_at;
                     for hash in entries.iter().flatten() {
                         self.bits.insert_hash_shared(hash);
                     }

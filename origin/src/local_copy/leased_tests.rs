@@ -1,5 +1,6 @@
 //! A leased copy under a clock moved by hand: "no" from memory while the lease holds, a barrier
-//! round once it lapses, a slow reply that yields no lease, and a retirement during a live lease.
+//! round once it lapses, a slow reply that yields no lease, a retirement during a live lease,
+//! and a pause the clock did not count, caught against the store's clock.
 
 use super::held::HeldCopy;
 use super::tests::{hash, held, store_with_leased_generation, FILTER};
@@ -131,4 +132,28 @@ async fn a_lookup_that_found_the_lease_lapsed_takes_it_from_a_read_already_in_fl
     let answer = lookup.await.unwrap();
     assert_eq!((answer.maybe, answer.via), (false, FilterRead::Lease));
     assert_eq!(rounds(&metrics) - rounds_before, 1, "the read in flight, and no other");
+}
+
+#[tokio::test]
+async fn a_read_that_finds_the_clock_behind_the_stores_renews_no_lease() {
+    let (store, meta, copy, clock, metrics) = leased_copy().await;
+    let store_clock = |us: u64| store.store_time_us.store(us, std::sync::atomic::Ordering::SeqCst);
+    store_clock(1_000_000_000_000);
+    copy.tail().await;
+    clock.advance(Duration::from_millis(4));
+    store_clock(1_000_000_004_000);
+    copy.tail().await;
+    assert_eq!(copy.may_contain(&hash(meta, "a")).await.unwrap().via, FilterRead::Lease, "clocks in step");
+    // The host paused the guest for 5 s: this clock saw 4 ms pass, the store's 5 s.
+    clock.advance(Duration::from_millis(4));
+    store_clock(1_000_005_008_000);
+    let behind = count(&metrics, "bloomgate_local_copy_clock_behind_total");
+    clock.advance(L * 2);
+    copy.tail().await;
+    assert_eq!(count(&metrics, "bloomgate_local_copy_clock_behind_total") - behind, 1, "counted");
+    let answer = copy.may_contain(&hash(meta, "b")).await.unwrap();
+    assert_eq!(answer.via, FilterRead::Barrier, "the read that showed the pause renewed no lease");
+    // The barrier round's read, compared with the one that showed the pause, is in step again.
+    let renewed = copy.may_contain(&hash(meta, "c")).await.unwrap();
+    assert_eq!(renewed.via, FilterRead::Lease, "a read sent after the pause renews it");
 }

@@ -1,7 +1,8 @@
 //! Read leases: how each lookup's filter read was answered (the copy under its lease, the copy
 //! after a barrier round, the copy's bits all set, Redis), leases that had lapsed when a lookup
-//! wanted one, the copies' background journal reads, and the writes whose wait for the lease
-//! outlasted their database write.
+//! wanted one, the copies' background journal reads, the reads that found this origin's clock
+//! behind Redis's (a pause it did not count), and the writes whose wait for the lease outlasted
+//! their database write.
 
 use super::{row, Row};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -68,6 +69,7 @@ pub struct LeaseMetrics {
     reads: Family<ViaLabels, Counter>,
     read_series: Vec<Counter>,
     lapses: Counter,
+    clock_behind: Counter,
     tails: Family<TailLabels, Counter>,
     waits: Family<WaitLabels, Counter>,
     wait_seconds: Histogram,
@@ -86,7 +88,8 @@ impl LeaseMetrics {
             let _ = waits.get_or_create(&WaitLabels { outcome: *outcome });
         }
         let wait_seconds = Histogram::new(WAIT_BUCKETS);
-        LeaseMetrics { reads, read_series, lapses: Counter::default(), tails, waits, wait_seconds }
+        let (lapses, clock_behind) = (Counter::default(), Counter::default());
+        LeaseMetrics { reads, read_series, lapses, clock_behind, tails, waits, wait_seconds }
     }
 
     pub(super) fn rows(&self) -> Vec<Row> {
@@ -100,6 +103,11 @@ impl LeaseMetrics {
                 "local_copy_lease_lapses",
                 "Lookups of a key with a bit clear that found their copy's read lease lapsed and waited for a round.",
                 &self.lapses,
+            ),
+            row(
+                "local_copy_clock_behind",
+                "Journal reads that found this origin's clock behind Redis's since the previous read (a pause of the host it did not count, or a step of Redis's clock): each renewed no read lease.",
+                &self.clock_behind,
             ),
             row(
                 "local_copy_tail_reads",
@@ -129,6 +137,11 @@ impl LeaseMetrics {
     /// Counts a lookup that found its copy's lease lapsed.
     pub fn lapse(&self) {
         self.lapses.inc();
+    }
+
+    /// Counts a journal read that found this origin's clock behind the store's.
+    pub fn clock_behind(&self) {
+        self.clock_behind.inc();
     }
 
     /// Counts a copy's background journal read.

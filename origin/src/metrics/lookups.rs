@@ -40,6 +40,9 @@ label_enum!(
         SegmentMissing => "segment_missing",
         /// The bits belong to another Redis incarnation (restarted, failed over).
         IncarnationChanged => "incarnation_changed",
+        /// The filter's state is in a format newer than this origin reads (a newer origin
+        /// wrote it, mid-upgrade): never guessed at.
+        UnknownFormat => "unknown_format",
         /// The filter is turned off (`filter_enabled = false`).
         Disabled => "disabled",
     }

@@ -23,7 +23,7 @@ pub mod tls;
 pub use roles::{
     CopySource, EdgeFeedStore, FilterStore, LifecycleStore, LookupStore, Roles, StateStore, StatsStore, WriteStore,
 };
-pub use state::{Dropped, FilterMeta, FilterState};
+pub use state::{decode_state, Dropped, FilterMeta, FilterState, STATE_FORMAT};
 
 use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};
@@ -68,6 +68,17 @@ pub enum FilterUnavailable {
     /// "no such filter" and a write is refused, never "not seen".
     #[error("the filter was dropped")]
     Dropped,
+    /// A shared record is in a format newer than this build reads: a newer origin wrote it
+    /// (mid-upgrade). Never guessed at: lookups fall through, writes and changes are refused.
+    #[error("{record} is in format {found}; this origin reads formats up to {known}: upgrade it")]
+    UnknownFormat {
+        /// Which record.
+        record: &'static str,
+        /// The format it is in.
+        found: u32,
+        /// The newest format this build reads.
+        known: u32,
+    },
 }
 
 /// What every filter-store call returns: its answer, or why the filter could not give one.
@@ -105,6 +116,10 @@ pub enum JournalRead {
         /// Entries the journal had ever had when read (atomically with the entries): `to` is
         /// the head then exactly when `to.added == head`.
         head: u64,
+        /// The filter store's clock when it read the journal, in µs since the Unix epoch, if it
+        /// says (Redis does): a local copy checks its own clock against it
+        /// (`lease::clock_check`).
+        store_time_us: Option<u64>,
     },
     /// Entries after the position asked for are no longer kept (retention), or the position
     /// is not one of this journal's: the segments must be fetched whole.
@@ -114,7 +129,7 @@ pub enum JournalRead {
 impl JournalRead {
     /// Nothing after `after`, which is the head: the reader is caught up.
     pub fn caught_up(after: JournalPosition) -> JournalRead {
-        JournalRead::Entries { to: after, entries: Vec::new(), head: after.added }
+        JournalRead::Entries { to: after, entries: Vec::new(), head: after.added, store_time_us: None }
     }
 }
 

@@ -31,8 +31,40 @@ use crate::lease::{LeaseTerms, ReadConsistency};
 use bloomgate_filter::{KeyFormat, Params};
 use serde::{Deserialize, Serialize};
 
+/// The filter state's format: the one this build writes, and the newest it reads. Raise it
+/// with every change to what a state holds (a field added, a meaning changed), so that an
+/// origin meeting a state from a newer one refuses it instead of dropping what it does not
+/// know on its next write (docs/operations.md, "Upgrading").
+pub const STATE_FORMAT: u32 = 1;
+
+/// The format of states stored before formats were numbered: the first.
+fn first_format() -> u32 {
+    1
+}
+
+/// Reads a stored state: its format first (a newer one is refused, never guessed at), then
+/// every field strictly (a field this build does not know is an error, not silently dropped).
+pub fn decode_state(json: &str) -> StoreResult<FilterState> {
+    #[derive(Deserialize)]
+    struct Format {
+        #[serde(default = "first_format")]
+        format: u32,
+    }
+    let bad = |e: serde_json::Error| FilterUnavailable::Error(format!("bad filter state: {e}"));
+    let Format { format } = serde_json::from_str(json).map_err(bad)?;
+    if format > STATE_FORMAT {
+        return Err(FilterUnavailable::UnknownFormat {
+            record: "the filter state",
+            found: format,
+            known: STATE_FORMAT,
+        });
+    }
+    serde_json::from_str(json).map_err(bad)
+}
+
 /// One generation of a filter's bits, as recorded in the filter state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FilterMeta {
     /// The generation's number: ms since the Unix epoch when it was named, never reused.
     pub generation: u64,
@@ -60,7 +92,12 @@ pub struct FilterMeta {
 
 /// Which generations a filter has (see the module doc).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FilterState {
+    /// The format the state was written in ([`STATE_FORMAT`] when this build writes it; 1 in
+    /// states written before formats were numbered). Read by [`decode_state`] first.
+    #[serde(default = "first_format")]
+    pub format: u32,
     /// Read by lookups. None while a filter is being recovered: lookups fall through.
     pub active: Option<FilterMeta>,
     /// Being built; adds go here too.
@@ -95,6 +132,7 @@ pub struct FilterState {
 
 /// What a dropped filter leaves for a filter created again under its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Dropped {
     /// At least every generation number the dropped filter ever named (and the time of the
     /// drop, in ms): a filter created again numbers its generations after it, so no segment
@@ -280,6 +318,26 @@ mod tests {
         assert_eq!(serde_json::from_str::<FilterState>(&json).unwrap(), leased);
         let barrier = serde_json::to_string(&meta(3, 7).unwrap()).unwrap();
         assert!(!barrier.contains("lease"), "a generation without terms is written as before: {barrier}");
+    }
+
+    #[test]
+    fn a_state_of_a_newer_format_or_with_unknown_fields_is_refused_not_guessed_at() {
+        let ours = FilterState { active: meta(3, 7), format: STATE_FORMAT, ..FilterState::default() };
+        let json = serde_json::to_string(&ours).unwrap();
+        assert!(json.contains(r#""format":1"#), "{json}");
+        assert_eq!(decode_state(&json).unwrap(), ours);
+        let older = r#"{"active":null,"building":null,"previous":null,"revision":3}"#;
+        assert_eq!(decode_state(older).unwrap().format, 1, "states from before formats were numbered are format 1");
+        let newer = json.replace(r#""format":1"#, r#""format":2,"checkpoint":{"position":9}"#);
+        match decode_state(&newer) {
+            Err(FilterUnavailable::UnknownFormat { found: 2, known: STATE_FORMAT, .. }) => {}
+            other => panic!("a newer format must be refused: {other:?}"),
+        }
+        let unknown_field = json.replace(r#""format":1"#, r#""format":1,"checkpoint":{"position":9}"#);
+        let err = decode_state(&unknown_field).unwrap_err().to_string();
+        assert!(err.contains("checkpoint"), "a field this build does not know is refused, not dropped: {err}");
+        let in_a_generation = json.replace(r#""journal":true"#, r#""journal":true,"sealed":5"#);
+        assert!(decode_state(&in_a_generation).is_err(), "unknown fields of a generation are refused too");
     }
 
     #[test]

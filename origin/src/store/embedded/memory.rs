@@ -55,6 +55,10 @@ pub struct MemoryFilterStore {
     /// Where a test stops a call part-way.
     #[cfg(test)]
     pub pauses: Pauses,
+    /// The clock a test gives the store, in µs, for journal reads to report (as Redis reports
+    /// its `TIME`); none otherwise: an in-process store's clock is the origin's own.
+    #[cfg(test)]
+    pub store_time_us: std::sync::atomic::AtomicU64,
 }
 
 /// A point where a call stops, once, when a test armed it: it tells `reached`, then waits for
@@ -117,6 +121,8 @@ impl MemoryFilterStore {
             journal_read_gate: tokio::sync::RwLock::default(),
             #[cfg(test)]
             pauses: Pauses::default(),
+            #[cfg(test)]
+            store_time_us: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -291,7 +297,11 @@ impl EdgeFeedStore for MemoryFilterStore {
             journal.entries.iter().skip(skip).take(max_entries as usize).map(|(_, h)| h.clone()).collect();
         let to_added = after.added + entries.len() as u64;
         let to = JournalPosition { added: to_added, id_ms: to_added, id_seq: 0 };
-        Ok(JournalRead::Entries { to, entries, head: head.added })
+        #[cfg(test)]
+        let store_time_us = Some(self.store_time_us.load(Ordering::SeqCst)).filter(|t| *t > 0);
+        #[cfg(not(test))]
+        let store_time_us = None;
+        Ok(JournalRead::Entries { to, entries, head: head.added, store_time_us })
     }
 }
 

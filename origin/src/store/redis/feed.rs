@@ -73,10 +73,15 @@ type StreamEntry = (String, Vec<(String, Vec<u8>)>);
 /// Interprets `scripts/read_journal.lua`'s reply for a caller at `after` (see `JournalRead`).
 fn parse_journal_read(reply: &[redis::Value], after: JournalPosition, max: u32) -> StoreResult<JournalRead> {
     let bad = |what: &str| FilterUnavailable::Error(format!("unexpected journal reply: {what}"));
-    let [redis::Value::Int(1), max_deleted, added, _last, entries] = reply else {
-        return match reply.first() {
-            Some(redis::Value::Int(0)) => Err(FilterUnavailable::SegmentMissing(0)),
-            Some(redis::Value::Int(2)) => Ok(JournalRead::caught_up(after)),
+    let [redis::Value::Int(1), max_deleted, added, _last, entries, time] = reply else {
+        return match reply {
+            [redis::Value::Int(0)] => Err(FilterUnavailable::SegmentMissing(0)),
+            [redis::Value::Int(2), time] => match JournalRead::caught_up(after) {
+                JournalRead::Entries { to, entries, head, .. } => {
+                    Ok(JournalRead::Entries { to, entries, head, store_time_us: time_us(time) })
+                }
+                reset => Ok(reset),
+            },
             _ => Err(bad("shape")),
         };
     };
@@ -108,7 +113,13 @@ fn parse_journal_read(reply: &[redis::Value], after: JournalPosition, max: u32) 
         }
         out.push(hashes);
     }
-    Ok(JournalRead::Entries { to, entries: out, head: added })
+    Ok(JournalRead::Entries { to, entries: out, head: added, store_time_us: time_us(time) })
+}
+
+/// Redis's `TIME` reply ({seconds, microseconds}) in µs since the Unix epoch.
+fn time_us(time: &redis::Value) -> Option<u64> {
+    let (secs, micros): (u64, u64) = redis::from_redis_value_ref(time).ok()?;
+    Some(secs * 1_000_000 + micros)
 }
 
 impl RedisFilterStore {
@@ -167,30 +178,38 @@ mod tests {
         let entry = |id: &str, hashes: &[u8]| Array(vec![s(id), Array(vec![s("h"), BulkString(hashes.to_vec())])]);
         let after = JournalPosition { added: 5, id_ms: 100, id_seq: 0 };
         let h = [7u8; HASH_BYTES];
-        let reply = [Int(1), s("90-0"), Int(7), s("102-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
-        let JournalRead::Entries { to, entries, head } = parse_journal_read(&reply, after, 100).unwrap() else {
+        let time = || Array(vec![s("1765000000"), s("250")]);
+        let reply =
+            [Int(1), s("90-0"), Int(7), s("102-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])]), time()];
+        let JournalRead::Entries { to, entries, head, store_time_us } = parse_journal_read(&reply, after, 100).unwrap()
+        else {
             panic!()
         };
+        assert_eq!(store_time_us, Some(1_765_000_000_000_250), "Redis's clock as it read");
         assert_eq!(to, JournalPosition { added: 7, id_ms: 102, id_seq: 0 });
         assert_eq!(entries.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0]);
         assert_eq!(head, 7, "read to the head");
         // A COUNT cut: short of the head, and it says so.
-        let cut = [Int(1), s("90-0"), Int(9), s("104-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])])];
+        let cut = [Int(1), s("90-0"), Int(9), s("104-0"), Array(vec![entry("101-0", &h), entry("102-0", &[])]), time()];
         let JournalRead::Entries { to, head, .. } = parse_journal_read(&cut, after, 2).unwrap() else { panic!() };
         assert_eq!((to.added, head), (7, 9));
         // Trimmed past the position: the entries in between are gone.
-        let trimmed = [Int(1), s("100-1"), Int(7), s("102-0"), Array(vec![])];
+        let trimmed = [Int(1), s("100-1"), Int(7), s("102-0"), Array(vec![]), time()];
         assert_eq!(parse_journal_read(&trimmed, after, 100).unwrap(), JournalRead::Reset);
         // A position that does not add up with this journal (7 added, 5 + 1 seen).
-        let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])])];
+        let short = [Int(1), s("0-0"), Int(7), s("102-0"), Array(vec![entry("102-0", &[])]), time()];
         assert_eq!(parse_journal_read(&short, after, 100).unwrap(), JournalRead::Reset);
         assert!(matches!(parse_journal_read(&[Int(0)], after, 100), Err(FilterUnavailable::SegmentMissing(0))));
-        let caught_up = JournalRead::Entries { to: after, entries: Vec::new(), head: 5 };
+        let caught_up = JournalRead::Entries {
+            to: after,
+            entries: Vec::new(),
+            head: 5,
+            store_time_us: Some(1_765_000_000_000_250),
+        };
         assert_eq!(
-            parse_journal_read(&[Int(2)], after, 100).unwrap(),
+            parse_journal_read(&[Int(2), time()], after, 100).unwrap(),
             caught_up,
             "nothing after the caller's position"
         );
-        assert_eq!(JournalRead::caught_up(after), caught_up);
     }
 }

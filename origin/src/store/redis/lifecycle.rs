@@ -9,7 +9,7 @@ use super::keys::{
 };
 use super::{Backend, RedisFilterStore};
 use crate::build_progress::BuildProgress;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore, StoreResult};
+use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore, StoreResult, STATE_FORMAT};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::time::Duration;
@@ -70,18 +70,27 @@ impl LifecycleStore for RedisFilterStore {
 
     async fn replace_state(&self, filter: &str, expected: Option<u64>, state: FilterState) -> StoreResult<bool> {
         let key = meta_key(filter);
-        let state = FilterState { revision: expected.map_or(1, |r| r + 1), ..state };
+        let state = FilterState { revision: expected.map_or(1, |r| r + 1), format: STATE_FORMAT, ..state };
         let json = serde_json::to_string(&state).map_err(|e| FilterUnavailable::Error(e.to_string()))?;
         let expected: i64 = expected.map_or(-1, |r| r as i64);
         let script = &self.scripts.replace_state;
         let replaced: i64 = self
             .run(self.write_timeout, None, {
                 let mut invocation = script.key(&key);
-                invocation.arg(expected).arg(json);
+                invocation.arg(expected).arg(json).arg(STATE_FORMAT);
                 invocation
             })
             .await?;
-        Ok(replaced == 1)
+        match replaced {
+            // The stored state is of a newer format: replacing it would drop what this build
+            // does not know (see `replace_state.lua`).
+            found if found < 0 => Err(FilterUnavailable::UnknownFormat {
+                record: "the filter state",
+                found: u32::try_from(-found).unwrap_or(u32::MAX),
+                known: STATE_FORMAT,
+            }),
+            replaced => Ok(replaced == 1),
+        }
     }
 
     async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()> {

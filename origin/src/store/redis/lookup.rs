@@ -3,7 +3,7 @@
 
 use super::keys::{meta_key, segment_keys};
 use super::RedisFilterStore;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore, StoreResult};
+use crate::store::{decode_state, FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore, StoreResult};
 use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
@@ -17,8 +17,7 @@ impl RedisFilterStore {
         let (json, incarnation): (Option<String>, u64) =
             self.call_at(limit, None, |mut c| async move { c.get(key).await }).await?;
         let json = json.ok_or(FilterUnavailable::MetaMissing)?;
-        let mut state: FilterState =
-            serde_json::from_str(&json).map_err(|e| FilterUnavailable::Error(format!("bad filter metadata: {e}")))?;
+        let mut state = decode_state(&json)?;
         state.read_from = incarnation;
         Ok(state)
     }
