@@ -32,18 +32,7 @@ pub async fn request(base: &str, method: &str, target: &str) -> RawResponse {
         let mut stream = TcpStream::connect(host).await?;
         let head = format!("{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
         stream.write_all(head.as_bytes()).await?;
-        // Read until the response is complete, not until the connection closes: some servers
-        // keep it open a while despite `Connection: close`.
-        let mut raw = Vec::new();
-        let mut buf = [0u8; 16 * 1024];
-        while !complete(&raw, method == "HEAD") {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            raw.extend_from_slice(&buf[..n]);
-        }
-        Ok::<_, std::io::Error>(raw)
+        read_response(&mut stream, Vec::new(), method == "HEAD").await
     };
     let raw = tokio::time::timeout(Duration::from_secs(60), exchange)
         .await
@@ -150,28 +139,35 @@ pub async fn post_gathered(
         let sent = stream.write_all(first).await;
         gathering.arrive();
         let mut all_in = gathering.all_in.subscribe();
-        let mut raw = Vec::new();
+        let mut early = Vec::new();
         let mut buf = [0u8; 16 * 1024];
         if sent.is_ok() {
             tokio::select! {
                 _ = all_in.wait_for(|in_| *in_) => { stream.write_all(rest).await?; }
-                n = stream.read(&mut buf) => { raw.extend_from_slice(&buf[..n?]); }
+                n = stream.read(&mut buf) => { early.extend_from_slice(&buf[..n?]); }
             }
         }
-        while !complete(&raw, false) {
-            let n = stream.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            raw.extend_from_slice(&buf[..n]);
-        }
-        Ok::<_, std::io::Error>(raw)
+        read_response(&mut stream, early, false).await
     };
     let raw = tokio::time::timeout(Duration::from_secs(120), exchange)
         .await
         .map_err(|_| format!("POST {target} at {base}: no answer within 120 s"))?
         .map_err(|e| format!("POST {target} at {base}: {e}"))?;
     parse(&raw).ok_or_else(|| format!("POST {target} at {base}: unparsable answer {raw:?}"))
+}
+
+/// Reads from `stream` onto `raw` until it holds a whole response, not until the connection
+/// closes: some servers keep it open a while despite `Connection: close`.
+async fn read_response(stream: &mut TcpStream, mut raw: Vec<u8>, head_request: bool) -> std::io::Result<Vec<u8>> {
+    let mut buf = [0u8; 16 * 1024];
+    while !complete(&raw, head_request) {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        raw.extend_from_slice(&buf[..n]);
+    }
+    Ok(raw)
 }
 
 /// Whether `raw` holds a whole response: head, and the body its framing announces.

@@ -14,12 +14,11 @@
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{JournalPosition, Manifest};
-use bloomgate_tests::faketime::with_wall_clock_off_by;
+use bloomgate_tests::faketime::{wall_clock_ahead_of_redis_us, with_wall_clock_off_by};
 use bloomgate_tests::origin::TestOrigin;
-use bloomgate_tests::{random_keys, redis_addr, unique_filter};
+use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Names the filter the skewed writer writes to; set only in its process.
 const SKEWED_FILTER: &str = "BG_TEST_SKEWED_FILTER";
@@ -77,16 +76,10 @@ async fn an_origin_whose_clock_runs_ahead_trims_no_recent_journal_entry() {
 #[ignore = "run by an_origin_whose_clock_runs_ahead_trims_no_recent_journal_entry, in a process with a skewed clock"]
 async fn skewed_writer() {
     let filter = std::env::var(SKEWED_FILTER).expect("started by the clock-skew test, which names the filter");
-    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let (redis_secs, _): (u64, u64) = redis::cmd("TIME").query_async(&mut redis).await.unwrap();
-    let ours = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let ahead_us = wall_clock_ahead_of_redis_us().await;
     assert!(
-        ours >= redis_secs + 15 * 60,
-        "this process's clock is not ahead of Redis's ({ours} s vs {redis_secs} s): is libfaketime loaded?"
+        ahead_us >= 15 * 60 * 1_000_000,
+        "this process's clock is {ahead_us} µs off Redis's, not {AHEAD} ahead: is libfaketime loaded?"
     );
     let origin = TestOrigin::on_services(|_| {}).await;
     for key in random_keys(5) {

@@ -12,13 +12,12 @@
 //! `scripts/services start`, `apt-get install faketime`, then
 //! `cargo test -p bloomgate-tests --test delete_after_write`.
 
-use bloomgate_tests::faketime::with_wall_clock_off_by;
+use bloomgate_tests::faketime::{wall_clock_ahead_of_redis_us, with_wall_clock_off_by};
 use bloomgate_tests::origin::TestOrigin;
-use bloomgate_tests::{random_keys, redis_addr, unique_filter};
+use bloomgate_tests::{random_keys, unique_filter};
 use reqwest::StatusCode;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// How far ahead the skewed origin's wall clock runs (libfaketime's form).
 const AHEAD: &str = "+0.2";
@@ -99,14 +98,7 @@ async fn a_delete_right_after_a_write_keeps_its_word_across_clocks_apart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by a_delete_right_after_a_write_keeps_its_word_across_clocks_apart, in a process with a skewed clock"]
 async fn skewed_origin() {
-    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut redis).await.unwrap();
-    let ours = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
-    let ahead_us = ours as i64 - (secs * 1_000_000 + micros) as i64;
+    let ahead_us = wall_clock_ahead_of_redis_us().await;
     assert!(
         (150_000..MARGIN_MS as i64 * 1000).contains(&ahead_us),
         "this process's clock is {ahead_us} µs off Redis's, not {AHEAD} s ahead: is libfaketime loaded?"

@@ -63,6 +63,12 @@ fn check_config_refuses_what_serve_would_refuse_with_the_same_message() {
     assert!(err.contains("max_batch"), "{err}");
     let ok = check(&["--edge-secret", "dev-edge-secret-0123", "--max-batch", "7"]).unwrap();
     assert_eq!(ok.max_batch, 7, "check-config reads the flags serve reads");
+    // A shared database with a filter in each process: refused, unless said to be the only origin.
+    let err = check(&["--cassandra-nodes", "10.0.0.1:9042"]).unwrap_err().to_string();
+    assert!(err.contains("redis_url") && err.contains("single_origin"), "{err}");
+    check(&["--cassandra-nodes", "10.0.0.1:9042", "--single-origin", "true"]).unwrap();
+    let err = check(&["--redis-url", "redis://r/", "--redis-tls-ca-file", "/ca.pem"]).unwrap_err().to_string();
+    assert!(err.contains("rediss://"), "TLS files with a plaintext URL: {err}");
 }
 
 #[test]

@@ -150,6 +150,11 @@ struct RunArgs {
     /// the lease evidence floors apply) or `barrier`.
     #[arg(long, default_value = "lease")]
     read_consistency: bloomgate_client::api::ReadConsistency,
+    /// A `bloomgate-chaos` binary of an earlier release: the odd-numbered origins run its
+    /// `origin` command, the others this build's, all on one Redis and one Cassandra (a rolling
+    /// upgrade half done).
+    #[arg(long)]
+    previous_release: Option<PathBuf>,
     /// Plant this known bug in the origins (`BG_PLANTED_BUG`) and the edge (`PLANTED_BUG`):
     /// only a `planted-bugs` build (`bloomgate-chaos-planted`) has any.
     #[arg(long)]
@@ -278,6 +283,7 @@ async fn run_chaos(a: RunArgs) -> anyhow::Result<bool> {
         redis_cluster: a.redis_cluster,
         edge_build: a.edge_build,
         planted_bug: a.planted_bug,
+        previous_release: a.previous_release,
     };
     let report = run(options).await?;
     let md = report::markdown(&report);

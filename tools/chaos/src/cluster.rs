@@ -61,9 +61,20 @@ pub struct ClusterSettings {
     pub edge_build: Option<PathBuf>,
     /// A known bug planted in the origins (`BG_PLANTED_BUG`) and the edge (`PLANTED_BUG`).
     pub planted_bug: Option<String>,
+    /// An earlier release's `bloomgate-chaos`, which the odd-numbered origins run.
+    pub previous_release: Option<PathBuf>,
 }
 
 impl ClusterSettings {
+    /// The executable origin `index` runs: an earlier release's for odd indexes when one is
+    /// given (a rolling upgrade half done), else this build.
+    pub fn origin_exe(&self, index: usize) -> PathBuf {
+        match &self.previous_release {
+            Some(previous) if index % 2 == 1 => previous.clone(),
+            _ => self.exe.clone(),
+        }
+    }
+
     /// Which Redis the run uses.
     pub fn redis_kind(&self) -> RedisKind {
         RedisKind::of(&self.redis_cluster)
@@ -110,7 +121,7 @@ impl Cluster {
             let toml = origin_toml(port, origin_redis, &settings.cassandra, &settings.keyspace, &settings.tuning);
             std::fs::write(&config, toml)?;
             let log = settings.dir.join(format!("origin-{index}.log"));
-            let mut origin = Origin::new(index as u8, port, settings.exe.clone(), config, log, redis_proxy);
+            let mut origin = Origin::new(index as u8, port, settings.origin_exe(index), config, log, redis_proxy);
             origin.planted_bug = settings.planted_bug.clone();
             origin.start(http).await?;
             origins.push(origin);

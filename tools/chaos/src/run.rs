@@ -64,6 +64,8 @@ pub struct RunOptions {
     pub redis_cluster: Vec<String>,
     /// The worker build `wrangler dev` serves (default: `edge/build`).
     pub edge_build: Option<PathBuf>,
+    /// An earlier release's `bloomgate-chaos`, which the odd-numbered origins run.
+    pub previous_release: Option<PathBuf>,
     /// A known bug planted in the origins and the edge (a `planted-bugs` build only).
     pub planted_bug: Option<String>,
 }
@@ -131,6 +133,7 @@ pub async fn run(mut options: RunOptions) -> anyhow::Result<Report> {
         redis_cluster: options.redis_cluster.clone(),
         edge_build: options.edge_build.clone(),
         planted_bug: options.planted_bug.clone(),
+        previous_release: options.previous_release.clone(),
     };
     eprintln!(
         "chaos: starting Redis, {} origins{} in {}",
