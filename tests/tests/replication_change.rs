@@ -2,7 +2,8 @@
 //! start-up, and an operator can still raise the keyspace's replication factor afterwards
 //! (`ALTER KEYSPACE`): then a read at ONE may ask a replica that never got an acknowledged
 //! write, and bloomgate would answer "not seen". So every read and write is checked against the
-//! replication in the driver's schema metadata, and refused once it no longer overlaps.
+//! replication in the driver's schema metadata, and refused once it no longer overlaps: a
+//! rebuild's scan, "any key?" and the definitions included.
 //!
 //! # Running
 //! `scripts/services start` (Cassandra), then
@@ -46,6 +47,15 @@ async fn raising_the_replication_factor_past_the_level_stops_reads_and_writes() 
     assert!(err.to_string().contains("R + W > RF"), "the refusal says why: {err}");
     assert!(db.put(&filter, b"another", b"").await.is_err(), "a write at ONE with three replicas was acknowledged");
     assert!(db.delete(&filter, &key).await.is_err());
+    // What a rebuild and a drop read: the scan, "any key?" and the definitions, refused alike.
+    let scanned = db.scan_keys(&filter, 1, &|_| {}).await;
+    assert!(
+        scanned.is_err_and(|e| e.to_string().contains("R + W > RF")),
+        "a rebuild's scan at ONE with three replicas"
+    );
+    assert!(db.has_keys(&filter).await.is_err(), "'no key' from one of three replicas could start a filter empty");
+    assert!(db.filters().await.is_err() && db.filter(&filter).await.is_err());
+    assert!(db.delete_keys(&filter, 1).await.is_err());
 
     db.session().query_unpaged(alter(1), ()).await.unwrap();
     db.session().refresh_metadata().await.unwrap();

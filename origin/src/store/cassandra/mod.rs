@@ -258,10 +258,14 @@ async fn wait_for_clock(after_us: u64, clock: &(dyn Fn() -> u64 + Sync)) {
 #[async_trait]
 impl Database for CassandraDatabase {
     async fn scan_keys(&self, filter: &str, concurrency: usize, sink: KeySink<'_>) -> Result<u64, DatabaseError> {
+        // A rebuild's scan must meet every acknowledged write as a lookup must: a scan that
+        // missed a key would build bits that answer "no" for it.
+        self.replication_overlaps()?;
         self.scan_all_keys(filter, concurrency, sink).await
     }
 
     async fn filters(&self) -> Result<Vec<FilterDef>, DatabaseError> {
+        self.replication_overlaps()?;
         let result = self.session.execute_unpaged(&self.statements.all_filters, ()).await.map_err(classify)?;
         // One definition this build cannot read fails the listing (see `def_cache` for how
         // lookups of the other filters still find theirs).
@@ -306,6 +310,7 @@ impl Database for CassandraDatabase {
     }
 
     async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError> {
+        self.replication_overlaps()?;
         let values = (name.to_owned(),);
         let result = self.session.execute_unpaged(&self.statements.get_filter, values).await.map_err(classify)?;
         let rows = result.into_rows_result().map_err(DatabaseError::other)?;
@@ -318,10 +323,13 @@ impl Database for CassandraDatabase {
     }
 
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
+        // "No key" lets a filter start from empty bits: it must be as true as a lookup's "no".
+        self.replication_overlaps()?;
         self.any_key_of(filter).await
     }
 
     async fn delete_keys(&self, filter: &str, concurrency: usize) -> Result<u64, DatabaseError> {
+        self.replication_overlaps()?;
         self.delete_all_keys(filter, concurrency).await
     }
 
