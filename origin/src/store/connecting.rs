@@ -149,38 +149,54 @@ impl Database for ConnectingDatabase {
 mod tests {
     use super::*;
     use crate::store::embedded::RedbDatabase;
-    use std::sync::atomic::{AtomicU32, Ordering};
 
     /// Short waits between attempts: the test's time is real.
     const QUICK: Duration = Duration::from_millis(5);
 
+    /// One connect attempt, as `spawn` takes them.
+    type Attempt = futures::future::BoxFuture<'static, Result<Arc<dyn Database>, DatabaseError>>;
+
+    /// A connect whose every attempt waits for the test to say how it ends (true: connected),
+    /// so what the test sees never depends on how fast the machine is.
+    fn connect_when_told(path: std::path::PathBuf) -> (tokio::sync::mpsc::UnboundedSender<bool>, impl Fn() -> Attempt) {
+        let (tell, told) = tokio::sync::mpsc::unbounded_channel::<bool>();
+        let told = Arc::new(tokio::sync::Mutex::new(told));
+        let connect = move || {
+            let (told, path) = (told.clone(), path.clone());
+            Box::pin(async move {
+                match told.lock().await.recv().await {
+                    Some(true) => {
+                        Ok(Arc::new(RedbDatabase::open(&path).map_err(DatabaseError::other)?) as Arc<dyn Database>)
+                    }
+                    _ => Err(DatabaseError::other("connection refused")),
+                }
+            }) as Attempt
+        };
+        (tell, connect)
+    }
+
     #[tokio::test]
     async fn calls_fail_with_why_until_the_database_answers_then_reach_it() {
-        let attempts = Arc::new(AtomicU32::new(0));
         let dir = std::env::temp_dir().join(format!("bloomgate-connecting-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("keys.redb");
-        let counted = attempts.clone();
-        let database = ConnectingDatabase::spawn_with_backoff("the test database", QUICK, move || {
-            let (counted, path) = (counted.clone(), path.clone());
-            async move {
-                // Slow enough that the first calls below meet the failure, not the connection.
-                tokio::time::sleep(QUICK * 20).await;
-                match counted.fetch_add(1, Ordering::SeqCst) {
-                    0..=2 => Err(DatabaseError::other("connection refused")),
-                    _ => Ok(Arc::new(RedbDatabase::open(&path).map_err(DatabaseError::other)?) as Arc<dyn Database>),
-                }
-            }
-        });
+        let (tell, connect) = connect_when_told(dir.join("keys.redb"));
+        let database = ConnectingDatabase::spawn_with_backoff("the test database", QUICK, connect);
+        let attempts = |n: u32| {
+            let mut seen = database.attempts.subscribe();
+            async move { seen.wait_for(|made| *made >= n).await.map(|_| ()).unwrap() }
+        };
         let err = database.ping().await.unwrap_err().to_string();
         assert!(err.contains("not connected yet"), "before the first attempt ends: {err}");
-        tokio::time::sleep(QUICK * 30).await;
+        tell.send(false).unwrap();
+        attempts(1).await;
         let err = database.ping().await.unwrap_err().to_string();
         assert!(err.contains("connection refused") && err.contains("retrying"), "{err}");
         assert!(database.get("f", b"k").await.is_err(), "no answer is ever a 'not stored'");
+        tell.send(false).unwrap();
+        tell.send(true).unwrap();
         let waited = database.connected(Duration::from_secs(60)).await;
         assert!(waited.is_ok(), "connected after backing off: {:?}", waited.err());
-        assert_eq!(attempts.load(Ordering::SeqCst), 4);
+        assert_eq!(*database.attempts.borrow(), 3, "two refused, then connected");
         database.ping().await.unwrap();
         assert_eq!(database.get("f", b"k").await.unwrap(), None);
     }
@@ -190,7 +206,9 @@ mod tests {
         let database = ConnectingDatabase::spawn_with_backoff("the test database", QUICK, || async {
             Err::<Arc<dyn Database>, _>(DatabaseError::other("no route to host"))
         });
-        let err = database.connected(QUICK * 40).await.err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("no route to host"), "{err}");
+        let mut attempts = database.attempts.subscribe();
+        attempts.wait_for(|made| *made >= 1).await.unwrap();
+        let err = database.connected(QUICK).await.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("no route to host"), "the wait ends with why, not in a hang: {err}");
     }
 }
