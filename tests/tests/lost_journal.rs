@@ -38,11 +38,8 @@ async fn a_lost_journal_is_rebuilt_and_writes_go_on() {
     let first = generation(&origin, &filter).await.expect("a generation");
 
     let mut conn = redis.connection().await;
-    let deleted: u32 = redis::cmd("DEL")
-        .arg(format!("bg:{{{filter}}}:jnl:{first}"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let deleted: u32 =
+        redis::cmd("DEL").arg(format!("bg:{{{filter}}}:jnl:{first}")).query_async(&mut conn).await.unwrap();
     assert_eq!(deleted, 1, "the generation keeps an insert journal: the test would prove nothing");
 
     // Writes are refused (503, never acknowledged) until a new generation takes them.
