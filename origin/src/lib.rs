@@ -175,7 +175,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         let interval = std::time::Duration::from_millis(config.recovery_interval_ms);
         let (thresholds, options) =
             (recovery::Thresholds::from_config(&config), RebuildOptions::from_config(&config, false));
-        tokio::spawn(recovery::run(gate.clone(), thresholds, interval, options));
+        tokio::spawn(recovery::run(gate.clone(), thresholds, interval, options, config.recovery_max_rebuilds));
     }
     Ok(AppState { gate, config: Arc::new(config), caps: Arc::new(caps) })
 }

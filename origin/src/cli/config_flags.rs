@@ -231,6 +231,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery_interval_ms: Option<u64>,
+    /// Rebuilds the recovery check runs at once (the others wait their turn, lost bits first).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_max_rebuilds: Option<usize>,
     /// Optional wait before a rebuild's scan, ms.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

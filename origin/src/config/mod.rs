@@ -202,6 +202,11 @@ pub struct Config {
     pub status_page: bool,
     /// How often to check filters for lost bits or drift and rebuild on its own, in ms; 0 = off.
     pub recovery_interval_ms: u64,
+    /// Rebuilds this origin's recovery check runs at once. After one loss that takes many
+    /// filters (Redis restarted empty), the others wait their turn, lost bits before drift:
+    /// each rebuild then gets the database's scan throughput to itself, and the first filters
+    /// are back sooner.
+    pub recovery_max_rebuilds: usize,
     /// How long a write that finds the filter's bits lost (Redis back empty or from an older
     /// snapshot, metadata or a segment gone) waits for a rebuild to name a generation that can
     /// take it, in ms, before it is refused with 503; 0 = refuse at once. Below
@@ -290,6 +295,7 @@ impl Default for Config {
             filter_enabled: true,
             status_page: false,
             recovery_interval_ms: 5000,
+            recovery_max_rebuilds: 2,
             write_recovery_wait_ms: 3000,
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,

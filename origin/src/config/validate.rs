@@ -23,6 +23,7 @@ impl Config {
             ("cassandra_timeout_ms", self.cassandra_timeout_ms),
             ("read_lease_ms", self.read_lease_ms),
             ("read_lease_tail_ms", self.read_lease_tail_ms),
+            ("recovery_max_rebuilds", self.recovery_max_rebuilds as u64),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(ConfigError::Invalid(format!("{name} must be greater than 0")));

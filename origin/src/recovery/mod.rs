@@ -15,7 +15,7 @@ mod health;
 mod reason;
 
 pub use health::health;
-pub use reason::{rebuild_reason, Action, Health, Thresholds};
+pub use reason::{rebuild_reason, to_start, Action, Health, Thresholds, Urgency};
 
 use crate::gate::Gate;
 use crate::rebuild::{self, RebuildOptions};
@@ -25,8 +25,15 @@ use std::time::{Duration, Instant};
 /// Shortest time between two checks started by nudges.
 const NUDGE_MIN_GAP: Duration = Duration::from_millis(250);
 
-/// Runs the check every `interval` until the process ends.
-pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, options: RebuildOptions) {
+/// Runs the check every `interval` until the process ends, with at most `max_rebuilds` rebuilds
+/// of its own at once (see [`to_start`]).
+pub async fn run(
+    gate: Arc<Gate>,
+    thresholds: Thresholds,
+    interval: Duration,
+    options: RebuildOptions,
+    max_rebuilds: usize,
+) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     let mut running: HashMap<String, tokio::task::JoinHandle<Result<rebuild::RebuildReport, rebuild::RebuildError>>> =
         HashMap::new();
@@ -55,6 +62,7 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
                 continue;
             }
         };
+        let mut due = Vec::new();
         for def in defs {
             if running.contains_key(&def.name)
                 || backoff.get(&def.name).is_some_and(|(until, _)| Instant::now() < *until)
@@ -79,16 +87,18 @@ pub async fn run(gate: Arc<Gate>, thresholds: Thresholds, interval: Duration, op
                 }
                 continue;
             }
+            due.push((def.name, action));
+        }
+        for (name, action) in to_start(due, running.len(), max_rebuilds) {
             let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
-            match rebuild::start(gate.filter_store().clone(), gate.database().clone(), def.name.clone(), options).await
-            {
+            match rebuild::start(gate.filter_store().clone(), gate.database().clone(), name.clone(), options).await {
                 Ok(task) => {
-                    tracing::warn!(filter = %def.name, reason = action.reason, "starting an automatic rebuild");
-                    gate.metrics.filters.counters(&def.name).mark_build();
-                    running.insert(def.name.clone(), task);
+                    tracing::warn!(filter = %name, reason = action.reason, "starting an automatic rebuild");
+                    gate.metrics.filters.counters(&name).mark_build();
+                    running.insert(name, task);
                 }
                 Err(rebuild::RebuildError::Busy) => {} // another origin is on it
-                Err(e) => tracing::warn!(filter = %def.name, cause = %e, "could not start a rebuild"),
+                Err(e) => tracing::warn!(filter = %name, cause = %e, "could not start a rebuild"),
             }
         }
     }

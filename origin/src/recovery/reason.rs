@@ -84,12 +84,38 @@ pub struct Action {
     pub capacity: Option<u64>,
     /// Only retire an overdue `previous` generation; no rebuild.
     pub retire_only: bool,
+    /// How soon it should run, when more rebuilds are due than may run at once.
+    pub urgency: Urgency,
+}
+
+/// How soon an action should run, most urgent first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Urgency {
+    /// The bits are lost or untrusted: every lookup of the filter asks the database meanwhile.
+    LostBits,
+    /// More keys than capacity: the false-positive rate climbs as keys come.
+    Resize,
+    /// False positives above target, or many deleted keys still set.
+    Drift,
 }
 
 impl Action {
-    fn rebuild(reason: &'static str) -> Option<Action> {
-        Some(Action { reason, capacity: None, retire_only: false })
+    fn lost(reason: &'static str) -> Option<Action> {
+        Some(Action { reason, capacity: None, retire_only: false, urgency: Urgency::LostBits })
     }
+
+    fn drift(reason: &'static str) -> Option<Action> {
+        Some(Action { reason, capacity: None, retire_only: false, urgency: Urgency::Drift })
+    }
+}
+
+/// Which of the rebuilds `due` (filter, action, in listing order) to start now, with `running`
+/// running and at most `max` at once: the most urgent first, in listing order among equals.
+/// The others wait for a later check.
+pub fn to_start(mut due: Vec<(String, Action)>, running: usize, max: usize) -> Vec<(String, Action)> {
+    due.sort_by_key(|(_, action)| action.urgency);
+    due.truncate(max.saturating_sub(running));
+    due
 }
 
 /// The decision: lost bits first (correctness is not at stake, but every lookup pays the
@@ -99,22 +125,27 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
         return None;
     }
     if h.meta_missing {
-        return Action::rebuild("filter metadata missing");
+        return Action::lost("filter metadata missing");
     }
     if h.incarnation_changed {
-        return Action::rebuild("Redis restarted or failed over since the bits were written");
+        return Action::lost("Redis restarted or failed over since the bits were written");
     }
     if h.building_abandoned {
-        return Action::rebuild("a rebuild died before its switch");
+        return Action::lost("a rebuild died before its switch");
     }
     if h.segment_missing {
-        return Action::rebuild("filter segment missing");
+        return Action::lost("filter segment missing");
     }
     if h.estimated_keys > h.capacity as f64 * t.resize_at_fill && h.doubled_fits {
         // Double, and leave room: twice the capacity, or twice the keys if they already
         // outgrew that.
         let doubled = h.capacity.saturating_mul(2).max((2.0 * h.estimated_keys).ceil() as u64);
-        return Some(Action { reason: "more keys than capacity", capacity: Some(doubled), retire_only: false });
+        return Some(Action {
+            reason: "more keys than capacity",
+            capacity: Some(doubled),
+            retire_only: false,
+            urgency: Urgency::Resize,
+        });
     }
     // Drift: a rebuild at most once per interval. A resize is not bounded so: only writers
     // (trusted, with a token) add keys, and each resize doubles the capacity.
@@ -123,16 +154,17 @@ pub fn rebuild_reason(h: &Health, t: &Thresholds) -> Option<Action> {
         && h.absent_keys >= t.fp_min_samples
         && (h.false_positive_keys as f64 / h.absent_keys as f64) > h.target_fp * t.fp_factor
     {
-        return Action::rebuild("observed false positives above target");
+        return Action::drift("observed false positives above target");
     }
     if drift_allowed && h.estimated_keys > 0.0 && h.deletes as f64 > h.estimated_keys * t.stale_delete_share {
-        return Action::rebuild("many deleted keys still set");
+        return Action::drift("many deleted keys still set");
     }
     if h.previous_age_ms.is_some_and(|age| age > t.retire_previous_after_ms) {
         return Some(Action {
             reason: "replaced generation overdue for retirement",
             capacity: None,
             retire_only: true,
+            urgency: Urgency::Drift,
         });
     }
     None
@@ -160,6 +192,25 @@ mod tests {
             active_age_ms: 3_600_000,
             ..Health::default()
         }
+    }
+
+    #[test]
+    fn after_a_loss_of_many_filters_the_lost_ones_start_first_and_no_more_than_allowed() {
+        let lost =
+            |name: &str| (name.to_owned(), rebuild_reason(&Health { meta_missing: true, ..healthy() }, &T).unwrap());
+        let drift = |name: &str| {
+            let h = Health { deletes: 400, ..healthy() };
+            (name.to_owned(), rebuild_reason(&h, &T).unwrap())
+        };
+        let resize = |name: &str| {
+            (name.to_owned(), rebuild_reason(&Health { estimated_keys: 5000.0, ..healthy() }, &T).unwrap())
+        };
+        let due = vec![drift("a"), lost("b"), resize("c"), lost("d"), lost("e")];
+        let names = |started: Vec<(String, Action)>| started.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+        assert_eq!(names(to_start(due.clone(), 0, 2)), ["b", "d"], "lost bits first, in listing order");
+        assert_eq!(names(to_start(due.clone(), 1, 2)), ["b"], "one running: one more");
+        assert!(to_start(due.clone(), 2, 2).is_empty(), "the rest wait for a later check");
+        assert_eq!(names(to_start(due, 0, 10)), ["b", "d", "e", "c", "a"], "then resizes, then drift");
     }
 
     #[test]

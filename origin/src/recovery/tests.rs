@@ -92,8 +92,8 @@ async fn a_write_right_after_the_bits_are_lost_goes_into_the_rebuilds_generation
     gate.insert("f", before.as_bytes(), b"").await.unwrap();
     // Checks only when nudged: an hour between scheduled ones.
     let options = RebuildOptions::from_config(&config, false);
-    let recovery =
-        tokio::spawn(super::run(gate.clone(), Thresholds::from_config(&config), Duration::from_secs(3600), options));
+    let run = super::run(gate.clone(), Thresholds::from_config(&config), Duration::from_secs(3600), options, 2);
+    let recovery = tokio::spawn(run);
 
     filters.flush();
     let key = random_key();
