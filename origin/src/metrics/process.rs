@@ -10,13 +10,32 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::path::{Path, PathBuf};
 
-/// Clock ticks per second in `/proc/<pid>/stat` (the kernel's `USER_HZ`, 100 on every
-/// architecture the origin is built for; reading `sysconf` would need `unsafe`).
-const TICKS_PER_SECOND: f64 = 100.0;
+/// The units `/proc/<pid>/stat` counts in: clock ticks (the kernel's `USER_HZ`) and memory pages,
+/// which differ between machines (aarch64 kernels built with 16 or 64 KiB pages).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StatUnits {
+    /// Clock ticks per second.
+    pub ticks_per_second: f64,
+    /// Bytes of a memory page.
+    pub page_bytes: u64,
+}
 
-/// Bytes of a memory page as `/proc/<pid>/stat` counts resident pages (x86_64 and aarch64
-/// kernels as distributions build them).
-const PAGE_BYTES: u64 = 4096;
+impl StatUnits {
+    /// This machine's, as the kernel tells the process at start (the auxiliary vector).
+    #[cfg(target_os = "linux")]
+    pub fn of_this_machine() -> StatUnits {
+        StatUnits {
+            ticks_per_second: rustix::param::clock_ticks_per_second() as f64,
+            page_bytes: rustix::param::page_size() as u64,
+        }
+    }
+
+    /// Elsewhere there is no `/proc` to read: the common values stand in.
+    #[cfg(not(target_os = "linux"))]
+    pub fn of_this_machine() -> StatUnits {
+        StatUnits { ticks_per_second: 100.0, page_bytes: 4096 }
+    }
+}
 
 /// What `/proc/<pid>/stat`, `/proc/stat`, `/proc/<pid>/fd` and `/proc/<pid>/limits` say.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -46,7 +65,7 @@ impl ProcessSample {
         let dir: PathBuf = proc.join(pid);
         let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
         let boot_time = boot_time(&std::fs::read_to_string(proc.join("stat")).ok()?)?;
-        let mut sample = parse_stat(&stat, boot_time)?;
+        let mut sample = parse_stat(&stat, boot_time, StatUnits::of_this_machine())?;
         sample.open_fds = std::fs::read_dir(dir.join("fd")).map_or(0, |d| d.count() as u64);
         sample.max_fds = std::fs::read_to_string(dir.join("limits")).ok().and_then(|l| max_open_files(&l)).unwrap_or(0);
         Some(sample)
@@ -55,17 +74,17 @@ impl ProcessSample {
 
 /// The fields of `/proc/<pid>/stat` (`pid (comm) state ppid …`; the name may hold spaces and
 /// parentheses, so fields are counted from the last `)`): utime 14, stime 15, num_threads 20,
-/// starttime 22 (ticks after boot), rss 24 (pages).
-fn parse_stat(stat: &str, boot_time: u64) -> Option<ProcessSample> {
+/// starttime 22 (ticks after boot), rss 24 (pages), in `units`.
+fn parse_stat(stat: &str, boot_time: u64, units: StatUnits) -> Option<ProcessSample> {
     let after_name = stat.get(stat.rfind(')')? + 1..)?;
     // Fields from 3 (state) on.
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     let field = |n: usize| -> Option<u64> { fields.get(n - 3)?.parse().ok() };
     Some(ProcessSample {
-        cpu_seconds: (field(14)? + field(15)?) as f64 / TICKS_PER_SECOND,
+        cpu_seconds: (field(14)? + field(15)?) as f64 / units.ticks_per_second,
         threads: field(20)?,
-        start_time_seconds: boot_time as f64 + field(22)? as f64 / TICKS_PER_SECOND,
-        resident_bytes: field(24)? * PAGE_BYTES,
+        start_time_seconds: boot_time as f64 + field(22)? as f64 / units.ticks_per_second,
+        resident_bytes: field(24)? * units.page_bytes,
         ..ProcessSample::default()
     })
 }
@@ -124,16 +143,28 @@ mod tests {
     #[test]
     fn stat_lines_are_read_from_the_last_parenthesis() {
         let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 7 0 1066284 3133440 394 18446744073709551615";
-        let s = parse_stat(stat, 1_796_420_689).unwrap();
+        let x86 = StatUnits { ticks_per_second: 100.0, page_bytes: 4096 };
+        let s = parse_stat(stat, 1_796_420_689, x86).unwrap();
         assert_eq!(s.cpu_seconds, 3.8);
         assert_eq!(s.threads, 7);
         assert_eq!(s.start_time_seconds, 1_796_420_689.0 + 10_662.84);
         assert_eq!(s.resident_bytes, 394 * 4096);
-        assert_eq!(parse_stat("garbage", 0), None);
+        // An aarch64 kernel with 16 KiB pages and another tick rate counts the same pages bigger.
+        let arm = StatUnits { ticks_per_second: 250.0, page_bytes: 16_384 };
+        let s = parse_stat(stat, 1_796_420_689, arm).unwrap();
+        assert_eq!((s.resident_bytes, s.cpu_seconds), (394 * 16_384, 1.52));
+        assert_eq!(parse_stat("garbage", 0, x86), None);
         assert_eq!(boot_time("cpu  1 2 3\nbtime 1796420689\nprocesses 9\n"), Some(1_796_420_689));
         let limits = "Limit                     Soft Limit           Hard Limit           Units\nMax open files            20000                524288               files\n";
         assert_eq!(max_open_files(limits), Some(20_000));
         assert_eq!(max_open_files("Max open files  unlimited  unlimited  files\n"), Some(u64::MAX));
+    }
+
+    #[test]
+    fn this_machines_units_are_the_kernels() {
+        let units = StatUnits::of_this_machine();
+        assert!(units.page_bytes.is_power_of_two() && units.page_bytes >= 4096, "{units:?}");
+        assert!(units.ticks_per_second >= 100.0, "{units:?}");
     }
 
     #[test]
