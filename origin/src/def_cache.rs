@@ -163,7 +163,9 @@ mod tests {
     impl Listed {
         fn unreadable(&self, name: &str) -> Result<(), DatabaseError> {
             match self.newer.lock().unwrap().iter().any(|n| n == name) {
-                true => Err(DatabaseError::UnknownFormat { filter: name.into(), found: 2, known: 1 }),
+                true => {
+                    Err(DatabaseError::UnknownFormat { filter: name.into(), record: "definition", found: 2, known: 1 })
+                }
                 false => Ok(()),
             }
         }
@@ -202,7 +204,10 @@ mod tests {
         async fn create_filter(&self, _: &FilterDef) -> Result<(FilterDef, bool), DatabaseError> {
             unreachable!()
         }
-        async fn drop_filter(&self, _: &str) -> Result<bool, DatabaseError> {
+        async fn drop_filter(&self, _: &str, _: crate::store::Dropped) -> Result<bool, DatabaseError> {
+            unreachable!()
+        }
+        async fn dropped(&self, _: &str) -> Result<Option<crate::store::Dropped>, DatabaseError> {
             unreachable!()
         }
         async fn has_keys(&self, _: &str) -> Result<bool, DatabaseError> {

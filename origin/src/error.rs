@@ -131,7 +131,7 @@ impl AppError {
             FilterRead(_) => "Retry after the delay; lookups still work meanwhile.",
             DropStopped(_) => "Send the drop again after the delay: it finishes what this one began (every step is idempotent).",
             Database(DatabaseError::UnknownFormat { .. }) => {
-                "Nothing was read or changed: a newer bloomgate origin wrote this filter's definition, in a format this origin does not read. Upgrade this origin (docs/operations.md, \"Schema\")."
+                "Nothing was read or changed: a newer bloomgate origin wrote this filter's definition or drop record, in a format this origin does not read. Upgrade this origin (docs/operations.md, \"Schema\")."
             }
             Database(_) => "Retry after the delay. The answer is unknown, not 'absent'.",
             Overloaded => "Retry after the delay, or spread the load.",
@@ -215,7 +215,12 @@ mod tests {
 
     #[test]
     fn a_definition_in_a_newer_format_is_503_saying_to_upgrade() {
-        let err = AppError::Database(DatabaseError::UnknownFormat { filter: "files".into(), found: 2, known: 1 });
+        let err = AppError::Database(DatabaseError::UnknownFormat {
+            filter: "files".into(),
+            record: "definition",
+            found: 2,
+            known: 1,
+        });
         let (status, hint, detail) = err.parts();
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(detail.contains("\"files\"") && detail.contains("format 2") && detail.contains("upgrade this origin"));

@@ -23,6 +23,7 @@
 //! - [`store`]: the two backends behind traits: the shared filter and the database.
 //!   - `roles`: the filter store's roles, one trait per path that calls it.
 //!   - `state`: a filter's generations and which of them may be read or written.
+//!   - `drop_record`: what a drop leaves in the database for good, and its format.
 //!   - `store/redis/`: the filter in Redis or a Redis Cluster: the single link (`link`), the
 //!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
 //!     `scripts/*.lua`), the key names (`keys`), one file per role (`lookup`, `write`,

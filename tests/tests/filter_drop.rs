@@ -117,6 +117,39 @@ async fn a_filter_dropped_and_created_again_never_answers_no_from_the_old_one() 
     assert_eq!((entry.generation, entry.dropping), (Some(third), false));
 }
 
+/// The filter store loses a drop's tombstone (its state key deleted, as a flush or an eviction
+/// would): the database's drop record still holds the name to its key format, through another
+/// origin, and the filter created again numbers its generations after the dropped one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_outlives_the_filter_store_losing_its_tombstone() {
+    let (a, b) = two_origins().await;
+    let filter = unique_filter("remembered");
+    let bytes = CreateFilter { key_format: bloomgate_filter::KeyFormat::Bytes, ..CreateFilter::new(5_000, 0.01) };
+    a.client.create_filter(&filter, &bytes).await.unwrap();
+    let kept = random_keys(100);
+    a.insert_all(&filter, &kept).await;
+    let first = generation(&a, &filter).await;
+    a.client.drop_filter(&filter, DropKeys::Keep).await.unwrap();
+
+    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let state_key = format!("bg:{{{filter}}}:meta");
+    let deleted: u64 = redis::cmd("DEL").arg(&state_key).query_async(&mut redis).await.unwrap();
+    assert_eq!(deleted, 1, "the tombstone was not where the test looked: it would prove nothing");
+
+    // The kept keys were written as bytes: read as hex:64 they would be other keys.
+    let refused = b.client.create_filter(&filter, &CreateFilter::new(5_000, 0.01)).await.unwrap_err();
+    assert_eq!(refused.status(), Some(409), "{refused}");
+    assert!(refused.to_string().contains("was dropped with key_format bytes"), "{refused}");
+    b.client.create_filter(&filter, &bytes).await.unwrap();
+    let second = generation(&b, &filter).await;
+    assert!(second > first, "generation {second} after {first}");
+    assert_eq!(not_seen(&[&a, &b], &filter, &kept).await, Vec::<(String, String)>::new());
+}
+
 /// A writer's task: each key it wrote, with when the write was acknowledged (None: refused).
 type Writer = tokio::task::JoinHandle<Vec<(String, Option<Instant>)>>;
 

@@ -2,7 +2,8 @@
 //! the command runs) creates a keyspace and brings it to this build's version, and run again
 //! does nothing; an origin that applies no schema (`cassandra_manage_schema = false`) starts
 //! ready on it, and refuses, saying what to do, a keyspace behind (migration 1 only, applied by
-//! hand), ahead (a version recorded past this build's), made by hand without versions and
+//! hand), ahead (a version recorded past this build's that older builds would misread; one that
+//! only added what this build never touches lets it run), made by hand without versions and
 //! lacking a column, or missing with no replication to create it with; a filter definition in a
 //! format newer than this build reads makes that filter's lookups 503, never 404, and leaves
 //! the other filters alone.
@@ -173,10 +174,30 @@ async fn an_origin_that_applies_no_schema_refuses_one_behind_or_ahead() {
     let applied = CassandraDatabase::apply_schema(&settings(&on_keyspace(&ks, false))).await.unwrap();
     let versions: Vec<u32> = applied.applied.iter().map(|(v, _)| *v).collect();
     assert_eq!(versions, (2..=SCHEMA_VERSION).collect::<Vec<_>>(), "only what was missing: {applied}");
-    run(&session, &record(SCHEMA_VERSION + 1)).await;
+
+    // A newer release's migration that only added what this build never touches (it says so
+    // in `oldest_reader`): this origin runs on it, as a rollback or an old pod restarting
+    // mid-upgrade would, and `schema apply` has nothing to do.
+    run(
+        &session,
+        &format!(
+            "INSERT INTO {ks}.schema_migrations (version, description, oldest_reader, applied_at) VALUES ({}, 'added', {SCHEMA_VERSION}, toTimestamp(now()))",
+            SCHEMA_VERSION + 1
+        ),
+    )
+    .await;
+    let origin = TestOrigin::start(on_keyspace(&ks, false)).await;
+    let ready = database_readiness(&origin, |db| !db.contains("not connected yet")).await;
+    assert_eq!(ready, Ok("ok".to_owned()), "an origin runs on a schema whose newer migrations only added");
+    drop(origin);
+    let again = CassandraDatabase::apply_schema(&settings(&on_keyspace(&ks, false))).await.unwrap();
+    assert!(again.applied.is_empty() && again.version == SCHEMA_VERSION + 1, "{again}");
+
+    // One that older builds would misread (recorded without an oldest reader, as by hand).
+    run(&session, &record(SCHEMA_VERSION + 2)).await;
     let newer = format!(
         "the schema is at version {}, newer than this origin knows ({SCHEMA_VERSION}): upgrade this origin",
-        SCHEMA_VERSION + 1
+        SCHEMA_VERSION + 2
     );
     let ahead = refusal(on_keyspace(&ks, false)).await;
     assert!(ahead.contains(&newer), "{ahead}");

@@ -14,8 +14,10 @@
 //!    meanwhile, and no key of a new filter is deleted.
 //! 3. *Leftovers:* the bits and journals of any generation (those a lost state named too),
 //!    delete counts, a rebuild's progress and lease (`LifecycleStore::clear_dropped`).
-//! 4. *Definition*, last: creating a filter inserts its definition only if none exists, so a
-//!    filter can be created again under the name only once all of the above is done.
+//! 4. *Definition*, last: the tombstone's facts are written to the database as the name's drop
+//!    record (`store::drop_record`), then the definition is deleted. Creating a filter inserts
+//!    its definition only if none exists, so a filter can be created again under the name only
+//!    once all of the above is done.
 //!
 //! Why nothing old answers "no" for the new filter's keys:
 //! - *Origins.* A lookup answers "no" only from a generation a state named: read fresh, or
@@ -52,18 +54,18 @@
 //!   rebuild refuses a tombstone; one that read the state before the tombstone fails its next
 //!   compare-and-set and retires its own generation.
 //!
-//! What the tombstone cannot survive: the filter store losing its data (a flush, a restart
-//! without persistence). Generation numbers then still come after the old ones by the clock
-//! (ms since the epoch when named, as every generation's), but the key format is no longer
-//! held: a filter created again within `meta_cache_ms` of such a loss, with another key format,
-//! could be read with the old definition by an origin that cached it.
+//! The filter store may lose the tombstone (a flush, a restart without persistence); the drop
+//! record does not go with it. A create reads the record after its definition is inserted,
+//! which is after the drop deleted the old definition, so after the record was written: it
+//! keeps the old key format and numbers its generations after the record's, whatever the
+//! filter store still holds.
 
 use super::{CreateFilter, Gate};
 use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::lease::ReadConsistency;
 use crate::sizing::check_size;
-use crate::store::{FilterDef, FilterMeta, FilterState, FilterUnavailable};
+use crate::store::{Dropped, FilterDef, FilterMeta, FilterState, FilterUnavailable};
 use bloomgate_client::api::{DropKeys, FilterDropped, FilterList, FilterSummary};
 use bloomgate_filter::{validate_filter_name, KeyFormat, Params, SizingOptions};
 use futures::StreamExt;
@@ -105,7 +107,8 @@ impl Gate {
             segment_bytes: request.segment_bytes,
         };
         // Checked before anything is stored, and again after (a drop may finish in between).
-        same_key_format(name, self.state_if_any(name).await?.as_ref(), wanted.key_format)?;
+        let state = self.state_if_any(name).await?;
+        same_key_format(name, dropped_of(state.as_ref(), self.keys.dropped(name).await?), wanted.key_format)?;
         let (stored, created_now) = self.keys.create_filter(&wanted).await?;
         if stored != wanted {
             return Err(AppError::Conflict(format!(
@@ -113,13 +116,18 @@ impl Gate {
                 stored.capacity, stored.fp_rate, stored.key_format, stored.segment_bytes
             )));
         }
+        // The definition was inserted after any earlier drop deleted it, so after that drop
+        // wrote its record: the record is read here whatever became of the filter store.
         let state = self.state_if_any(name).await?;
-        if let Err(e) = same_key_format(name, state.as_ref(), wanted.key_format) {
+        let record = self.keys.dropped(name).await?;
+        let dropped = dropped_of(state.as_ref(), record);
+        if let (Err(e), Some(dropped)) = (same_key_format(name, dropped, wanted.key_format), dropped) {
             if created_now {
-                self.keys.drop_filter(name).await?;
+                self.keys.drop_filter(name, dropped).await?;
             }
             return Err(e);
         }
+        let floor = record.map_or(0, |r| r.last_generation + 1);
         self.defs.insert(stored);
         let mode = request.read_consistency.unwrap_or(self.lease.default_mode);
         match (state, created_now) {
@@ -130,11 +138,11 @@ impl Gate {
                 ))),
                 _ => Ok(Created::Existing),
             },
-            (Some(tombstone), true) => self.start_lineage(name, params, mode, Some(tombstone)).await,
+            (Some(tombstone), true) => self.start_lineage(name, params, mode, Some(tombstone), floor).await,
             (Some(_), false) => Err(AppError::Conflict(format!(
                 "filter {name:?} is being dropped: send DELETE /v1/filters/{name} again to finish the drop, then create it"
             ))),
-            (None, true) => self.start_lineage(name, params, mode, None).await,
+            (None, true) => self.start_lineage(name, params, mode, None, floor).await,
             (None, false) => Err(AppError::FilterWrite(FilterUnavailable::Error(
                 "the filter exists but its bits are gone from the filter store; run `bloomgate-origin rebuild` to rebuild them from the database".into(),
             ))),
@@ -151,7 +159,7 @@ impl Gate {
     }
 
     /// The first state of a new lineage of `name`, in place of `replaced` (a tombstone, or
-    /// nothing), read in `mode`: a generation of empty bits when the database holds no key under
+    /// nothing), numbered from `floor` on (after the drop record's generations), read in `mode`: a generation of empty bits when the database holds no key under
     /// the name, else no generation yet (a rebuild builds it from the keys, in `mode`).
     ///
     /// Named under the filter's rebuild lease. The definition is already in the database, so
@@ -167,6 +175,7 @@ impl Gate {
         params: Params,
         mode: ReadConsistency,
         replaced: Option<FilterState>,
+        floor: u64,
     ) -> Result<Created, AppError> {
         let owner = self.take_lease_for_create(name).await?;
         let started = async {
@@ -175,7 +184,7 @@ impl Gate {
                 Some(state) if state.dropped.is_none() => return Ok(Created::New),
                 now => now.or(replaced),
             };
-            self.name_first_generation(name, params, mode, replaced).await
+            self.name_first_generation(name, params, mode, replaced, floor).await
         }
         .await;
         if let Err(e) = self.store.lifecycle.release_lease(name, &owner).await {
@@ -209,9 +218,10 @@ impl Gate {
         params: Params,
         mode: ReadConsistency,
         replaced: Option<FilterState>,
+        floor: u64,
     ) -> Result<Created, AppError> {
         let expected = replaced.map(|s| s.revision);
-        let lineage = replaced.unwrap_or_default().next_lineage(now_ms());
+        let lineage = replaced.unwrap_or_default().next_lineage(now_ms()).max(floor);
         let read_consistency = Some(mode);
         if self.keys.has_keys(name).await? {
             let state = FilterState { lineage, read_consistency, ..FilterState::default() };
@@ -262,29 +272,30 @@ impl Gate {
     pub async fn drop_filter(&self, name: &str, keys: DropKeys, concurrency: usize) -> Result<FilterDropped, AppError> {
         validate_filter_name(name)?;
         let def = self.keys.filter(name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))?;
-        self.bury(name, def.key_format).await?;
+        let dropped = self.bury(name, def.key_format).await?;
         self.forget_meta(name);
         let keys_deleted = match keys {
             DropKeys::Delete => Some(self.keys.delete_keys(name, concurrency).await?),
             DropKeys::Keep => None,
         };
         self.store.lifecycle.clear_dropped(name).await.map_err(AppError::DropStopped)?;
-        self.keys.drop_filter(name).await?;
+        self.keys.drop_filter(name, dropped).await?;
         self.defs.forget(name);
         tracing::info!(filter = name, keys = keys.as_str(), keys_deleted, "filter dropped");
         Ok(FilterDropped { filter: name.to_owned(), dropped: true, keys, keys_deleted })
     }
 
-    /// Step 1 of a drop: every named generation retired, then the tombstone in their place.
-    async fn bury(&self, name: &str, key_format: KeyFormat) -> Result<(), AppError> {
+    /// Step 1 of a drop: every named generation retired, then the tombstone in their place;
+    /// what the tombstone holds (kept by step 4 in the database too).
+    async fn bury(&self, name: &str, key_format: KeyFormat) -> Result<Dropped, AppError> {
         for _ in 0..TOMBSTONE_ATTEMPTS {
             let (state, expected) = match self.store.lifecycle.state_for_write(name).await {
                 Ok(state) => (state, Some(state.revision)),
                 Err(FilterUnavailable::MetaMissing) => (FilterState::default(), None),
                 Err(e) => return Err(AppError::DropStopped(e)),
             };
-            if state.dropped.is_some() {
-                return Ok(());
+            if let Some(dropped) = state.dropped {
+                return Ok(dropped);
             }
             // Bits gone first, then every lease on them waited out, name last: a reader holding
             // a generation falls through (see `lease`).
@@ -295,8 +306,11 @@ impl Gate {
                 tokio::time::sleep(self.lease.unknown_terms_wait()).await;
             }
             let tombstone = state.tombstone(key_format, now_ms());
-            if self.store.lifecycle.replace_state(name, expected, tombstone).await.map_err(AppError::DropStopped)? {
-                return Ok(());
+            let replaced =
+                self.store.lifecycle.replace_state(name, expected, tombstone).await.map_err(AppError::DropStopped)?;
+            match tombstone.dropped {
+                Some(dropped) if replaced => return Ok(dropped),
+                _ => {}
             }
         }
         Err(AppError::DropStopped(FilterUnavailable::Error(format!(
@@ -305,10 +319,17 @@ impl Gate {
     }
 }
 
+/// What the last drop of `name` left: the filter store's tombstone, or, when the filter store
+/// lost it (or never had it), the database's drop record. The tombstone comes first: it is the
+/// newer when both exist (a drop writes its record last).
+fn dropped_of(state: Option<&FilterState>, record: Option<Dropped>) -> Option<Dropped> {
+    state.and_then(|s| s.dropped).or(record)
+}
+
 /// Refuses a key format other than the one a dropped filter of the name had (see the module
-/// doc); any format for a name with no tombstone.
-fn same_key_format(name: &str, state: Option<&FilterState>, wanted: KeyFormat) -> Result<(), AppError> {
-    match state.and_then(|s| s.dropped) {
+/// doc); any format for a name never dropped.
+fn same_key_format(name: &str, dropped: Option<Dropped>, wanted: KeyFormat) -> Result<(), AppError> {
+    match dropped {
         Some(dropped) if dropped.key_format != wanted => Err(AppError::Conflict(format!(
             "filter {name:?} was dropped with key_format {}; a filter created again under the name keeps it (other origins may still read keys with it): use key_format {} or another name",
             dropped.key_format, dropped.key_format

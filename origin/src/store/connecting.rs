@@ -3,7 +3,7 @@
 //! answers "no" from the filter meanwhile, and connects with backoff until the database
 //! answers. Until then every call fails as a database outage does (503, never a "no").
 
-use super::{Database, DatabaseError, FilterDef, KeySink};
+use super::{Database, DatabaseError, Dropped, FilterDef, KeySink};
 use async_trait::async_trait;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -124,8 +124,12 @@ impl Database for ConnectingDatabase {
         self.database()?.create_filter(def).await
     }
 
-    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
-        self.database()?.drop_filter(name).await
+    async fn drop_filter(&self, name: &str, dropped: Dropped) -> Result<bool, DatabaseError> {
+        self.database()?.drop_filter(name, dropped).await
+    }
+
+    async fn dropped(&self, name: &str) -> Result<Option<Dropped>, DatabaseError> {
+        self.database()?.dropped(name).await
     }
 
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {

@@ -8,12 +8,14 @@
 //! - [`redis`]: the filter in Redis or a Redis Cluster.
 //! - [`cassandra`]: the database in Cassandra.
 //! - [`embedded`]: the quick start's filter in process and keys in a redb file.
+//! - [`drop_record`]: what a drop leaves in the database for good (pure).
 //! - [`connecting`]: a database connected in the background, failing as an outage until then.
 //! - [`tls`]: the stores' TLS configuration, from the configured files.
 //! - Here: the types every backend shares, and the [`Database`] trait.
 
 pub mod cassandra;
 pub mod connecting;
+pub mod drop_record;
 pub mod embedded;
 pub mod redis;
 pub mod roles;
@@ -160,15 +162,17 @@ pub enum DatabaseError {
     /// Any other failure.
     #[error("database error: {0}")]
     Error(String),
-    /// A filter's definition is in a format newer than this build reads: a newer origin wrote
+    /// A filter's definition (or drop record) is in a format newer than this build reads: a newer origin wrote
     /// it. Refused, never guessed at: the filter's lookups and writes answer 503 until this
     /// origin is upgraded.
     #[error(
-        "filter {filter:?}: its definition is in format {found}, and this origin reads formats up to {known}: upgrade this origin"
+        "filter {filter:?}: its {record} is in format {found}, and this origin reads formats up to {known}: upgrade this origin"
     )]
     UnknownFormat {
         /// The filter.
         filter: String,
+        /// Which of its records: "definition" or "drop record".
+        record: &'static str,
         /// The format its definition is in.
         found: i32,
         /// The newest definition format this build reads.
@@ -206,8 +210,13 @@ pub trait Database: Send + Sync + 'static {
     /// Stores a filter definition unless one exists. Returns the stored definition and whether
     /// this call created it.
     async fn create_filter(&self, def: &FilterDef) -> Result<(FilterDef, bool), DatabaseError>;
-    /// Deletes a filter's definition; true if there was one.
-    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError>;
+    /// Records that filter `name` was dropped (`dropped`, kept for good: a filter created
+    /// again under the name must respect it), then deletes its definition; true if there was
+    /// one. The record is written first, so whoever finds the definition gone finds it.
+    async fn drop_filter(&self, name: &str, dropped: Dropped) -> Result<bool, DatabaseError>;
+    /// What the last drop of a filter named `name` left (see [`drop_record`]), if it was ever
+    /// dropped by an origin that keeps the record.
+    async fn dropped(&self, name: &str) -> Result<Option<Dropped>, DatabaseError>;
     /// Whether any key is stored under `filter`: only a filter with none may start from empty
     /// bits. True when the store cannot tell cheaply (then the filter is built by a scan).
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError>;

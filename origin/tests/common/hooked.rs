@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use bloomgate_origin::store::embedded::RedbDatabase;
-use bloomgate_origin::store::{Database, DatabaseError, FilterDef, KeySink};
+use bloomgate_origin::store::{Database, DatabaseError, Dropped, FilterDef, KeySink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Notify;
 
@@ -87,9 +87,13 @@ impl Database for Hooked {
         self.up()?;
         self.inner.filter(name).await
     }
-    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
+    async fn drop_filter(&self, name: &str, dropped: Dropped) -> Result<bool, DatabaseError> {
         self.up()?;
-        self.inner.drop_filter(name).await
+        self.inner.drop_filter(name, dropped).await
+    }
+    async fn dropped(&self, name: &str) -> Result<Option<Dropped>, DatabaseError> {
+        self.up()?;
+        self.inner.dropped(name).await
     }
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
         self.up()?;

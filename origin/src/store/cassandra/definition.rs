@@ -34,7 +34,12 @@ pub(super) fn def_from_row(row: DefinitionRow) -> Result<FilterDef, DatabaseErro
     let (name, key_format, capacity, fp_rate, segment_bytes, format) = row;
     let format = format.unwrap_or(1);
     if !(1..=DEF_FORMAT).contains(&format) {
-        return Err(DatabaseError::UnknownFormat { filter: name, found: format, known: DEF_FORMAT });
+        return Err(DatabaseError::UnknownFormat {
+            filter: name,
+            record: "definition",
+            found: format,
+            known: DEF_FORMAT,
+        });
     }
     Ok(FilterDef {
         key_format: key_format.parse::<KeyFormat>().map_err(DatabaseError::other)?,
@@ -71,7 +76,9 @@ mod tests {
     #[test]
     fn a_newer_format_is_refused_naming_the_filter_and_what_to_do() {
         let err = def_from_row(row(Some(2))).unwrap_err();
-        assert!(matches!(&err, DatabaseError::UnknownFormat { filter, found: 2, known: 1 } if filter == "files"));
+        assert!(
+            matches!(&err, DatabaseError::UnknownFormat { filter, record: "definition", found: 2, known: 1 } if filter == "files")
+        );
         let message = err.to_string();
         assert!(message.contains("\"files\"") && message.contains("format 2"), "{message}");
         assert!(message.contains("formats up to 1") && message.contains("upgrade this origin"), "{message}");

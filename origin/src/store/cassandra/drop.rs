@@ -1,11 +1,12 @@
-//! What dropping a filter asks of Cassandra: its definition deleted (a lightweight
-//! transaction, as every definition write), whether it holds keys, and its keys deleted range
+//! What dropping a filter asks of Cassandra: its drop record kept and its definition deleted (a
+//! lightweight transaction, as every definition write), whether it holds keys, and its keys deleted range
 //! by range through the filter index (or by reading each range whole without it), in bounded
 //! chunks: a filter of any size is deleted in constant memory.
 
 use super::scan::{token_ranges, SCAN_RANGES};
 use super::{applied, classify, CassandraDatabase};
-use crate::store::DatabaseError;
+use crate::store::drop_record::StoredDrop;
+use crate::store::{DatabaseError, Dropped};
 use futures::{StreamExt, TryStreamExt};
 use scylla::statement::prepared::PreparedStatement;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +17,27 @@ const DELETE_CHUNK: usize = 512;
 const DELETES_IN_FLIGHT: usize = 32;
 
 impl CassandraDatabase {
+    /// Writes the drop record of `name` (at the configured level, so a create that reads it
+    /// after finding the definition gone meets it).
+    pub(super) async fn record_drop(&self, name: &str, dropped: Dropped) -> Result<(), DatabaseError> {
+        let StoredDrop { format, key_format, last_generation } = StoredDrop::of(dropped)?;
+        let values = (name.to_owned(), format, key_format, last_generation);
+        self.session.execute_unpaged(&self.statements.record_drop, values).await.map_err(classify)?;
+        Ok(())
+    }
+
+    /// The drop record of `name`, if one was written.
+    pub(super) async fn drop_record(&self, name: &str) -> Result<Option<Dropped>, DatabaseError> {
+        let result =
+            self.session.execute_unpaged(&self.statements.get_drop, (name.to_owned(),)).await.map_err(classify)?;
+        let rows = result.into_rows_result().map_err(DatabaseError::other)?;
+        let row: Option<(Option<i32>, String, i64)> = rows.maybe_first_row().map_err(DatabaseError::other)?;
+        row.map(|(format, key_format, last_generation)| {
+            StoredDrop { format: format.unwrap_or(0), key_format, last_generation }.read(name)
+        })
+        .transpose()
+    }
+
     /// Deletes the definition; true if it existed.
     pub(super) async fn delete_definition(&self, name: &str) -> Result<bool, DatabaseError> {
         let result =

@@ -2,7 +2,7 @@
 //! `bloomgate-origin schema apply` and an origin that manages its schema run), and the check an
 //! origin that manages none makes of the version a keyspace recorded.
 
-use super::migrations::{self, Migration, VersionCheck, SCHEMA_VERSION};
+use super::migrations::{self, Migration, Recorded, VersionCheck, SCHEMA_VERSION};
 use super::schema::{schema_problems, unversioned_schema_error, ExistingColumn};
 use super::{all_rows, CassandraSettings};
 use crate::store::DatabaseError;
@@ -51,9 +51,14 @@ pub(super) async fn apply(session: &Session, settings: &CassandraSettings) -> Re
         ddl(session, migrations::keyspace_statement(keyspace, replication)).await?;
     }
     ddl(session, migrations::migrations_table(keyspace)).await?;
+    ddl(session, migrations::migrations_table_columns(keyspace)).await?;
     let recorded = recorded_versions(session, settings).await?;
-    if let check @ VersionCheck::Ahead { .. } = VersionCheck::of(&recorded) {
-        return Err(DatabaseError::other(check.refusal(keyspace).unwrap_or_default()));
+    match VersionCheck::of(&recorded) {
+        check @ VersionCheck::Ahead { .. } => {
+            return Err(DatabaseError::other(check.refusal(keyspace).unwrap_or_default()))
+        }
+        VersionCheck::AheadReadable { found, known } => log_ahead_readable(keyspace, found, known),
+        _ => {}
     }
     let mut applied = Vec::new();
     for migration in migrations::pending(&recorded) {
@@ -64,7 +69,9 @@ pub(super) async fn apply(session: &Session, settings: &CassandraSettings) -> Re
         tracing::info!(keyspace, version = migration.version, "applied schema migration: {}", migration.description);
         applied.push((migration.version, migration.description));
     }
-    Ok(SchemaApplied { keyspace: keyspace.to_owned(), created_keyspace, applied, version: SCHEMA_VERSION })
+    // Past this build's version when a newer release applied migrations it lets this one run on.
+    let version = recorded.iter().map(|r| r.version).max().unwrap_or(0).max(SCHEMA_VERSION);
+    Ok(SchemaApplied { keyspace: keyspace.to_owned(), created_keyspace, applied, version })
 }
 
 /// The check of an origin that applies no schema (`cassandra_manage_schema = false`): the
@@ -74,7 +81,11 @@ pub(super) async fn check(session: &Session, settings: &CassandraSettings) -> Re
     let keyspace = settings.keyspace.as_str();
     if table_exists(session, keyspace, "schema_migrations").await? {
         let recorded = recorded_versions(session, settings).await?;
-        return match VersionCheck::of(&recorded).refusal(keyspace) {
+        let check = VersionCheck::of(&recorded);
+        if let VersionCheck::AheadReadable { found, known } = check {
+            log_ahead_readable(keyspace, found, known);
+        }
+        return match check.refusal(keyspace) {
             None => Ok(()),
             Some(refusal) => Err(DatabaseError::other(refusal)),
         };
@@ -98,6 +109,16 @@ pub(super) async fn check(session: &Session, settings: &CassandraSettings) -> Re
     Ok(())
 }
 
+/// Says that this origin runs on a schema newer than it knows, which its newer migrations allow.
+fn log_ahead_readable(keyspace: &str, found: u32, known: u32) {
+    tracing::info!(
+        keyspace,
+        found,
+        known,
+        "the schema is newer than this origin knows; its newer migrations only added what this origin never touches, so it runs on it"
+    );
+}
+
 /// Runs one schema statement and waits until every node agrees on the schema it made, so the
 /// next statement (perhaps coordinated by another node) sees it.
 async fn ddl(session: &Session, statement: String) -> Result<(), DatabaseError> {
@@ -115,24 +136,41 @@ async fn ddl(session: &Session, statement: String) -> Result<(), DatabaseError> 
 /// Records `migration` as applied.
 async fn record(session: &Session, settings: &CassandraSettings, migration: &Migration) -> Result<(), DatabaseError> {
     let version = i32::try_from(migration.version).map_err(DatabaseError::other)?;
+    let oldest_reader = i32::try_from(migration.oldest_reader).map_err(DatabaseError::other)?;
     let record = versions_statement(migrations::record_statement(&settings.keyspace), settings);
     session
-        .query_unpaged(record, (version, migration.description))
+        .query_unpaged(record, (version, migration.description, oldest_reader))
         .await
         .map_err(|e| DatabaseError::other(format!("recording schema version {version}: {e}")))?;
     Ok(())
 }
 
-/// The versions `schema_migrations` records.
-async fn recorded_versions(session: &Session, settings: &CassandraSettings) -> Result<Vec<u32>, DatabaseError> {
-    let read = versions_statement(format!("SELECT version FROM {}.schema_migrations", settings.keyspace), settings);
-    let result = session
-        .query_unpaged(read, ())
-        .await
-        .map_err(|e| DatabaseError::other(format!("reading {}.schema_migrations: {e}", settings.keyspace)))?;
-    let rows: Vec<(i32,)> = all_rows(result)?;
+/// The migrations `schema_migrations` records. A table from before `oldest_reader` existed
+/// (an origin that applies no schema reading a keyspace not yet migrated) is read without it.
+async fn recorded_versions(session: &Session, settings: &CassandraSettings) -> Result<Vec<Recorded>, DatabaseError> {
+    let ks = &settings.keyspace;
+    let read = |cql: String| async move {
+        session
+            .query_unpaged(versions_statement(cql, settings), ())
+            .await
+            .map_err(|e| DatabaseError::other(format!("reading {ks}.schema_migrations: {e}")))
+    };
+    let rows: Vec<(i32, Option<i32>)> =
+        match read(format!("SELECT version, oldest_reader FROM {ks}.schema_migrations")).await {
+            Ok(result) => all_rows(result)?,
+            Err(_) => {
+                let rows: Vec<(i32,)> = all_rows(read(format!("SELECT version FROM {ks}.schema_migrations")).await?)?;
+                rows.into_iter().map(|(version,)| (version, None)).collect()
+            }
+        };
     // A version below 1 is no migration's: it cannot make the keyspace look newer or current.
-    Ok(rows.into_iter().filter_map(|(version,)| u32::try_from(version).ok()).collect())
+    Ok(rows
+        .into_iter()
+        .filter_map(|(version, oldest_reader)| {
+            let version = u32::try_from(version).ok()?;
+            Some(Recorded { version, oldest_reader: oldest_reader.and_then(|r| u32::try_from(r).ok()) })
+        })
+        .collect())
 }
 
 /// A statement on `schema_migrations`, at ONE with the configured timeout. Versions are only
@@ -181,9 +219,10 @@ mod tests {
         let printed = done.to_string();
         assert!(printed.starts_with("created keyspace bg\napplied version 1: tables keys and filters"), "{printed}");
         assert!(printed.contains("\napplied version 2: filters.format"), "{printed}");
-        assert!(printed.ends_with("\nkeyspace bg is now at version 2"), "{printed}");
+        assert!(printed.contains("\napplied version 3: table dropped_filters"), "{printed}");
+        assert!(printed.ends_with("\nkeyspace bg is now at version 3"), "{printed}");
         done.created_keyspace = false;
         done.applied.clear();
-        assert_eq!(done.to_string(), "keyspace bg is up to date at version 2");
+        assert_eq!(done.to_string(), "keyspace bg is up to date at version 3");
     }
 }

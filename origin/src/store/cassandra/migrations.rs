@@ -4,8 +4,14 @@
 //! through cqlsh. Pure: `migrate` runs the statements and reads what a keyspace recorded.
 //!
 //! A keyspace records each migration applied to it in `schema_migrations` (version,
-//! description, when). Every statement is a no-op where its object exists, so applying is
-//! idempotent: a migration interrupted halfway is simply applied again.
+//! description, the oldest reader, when). Every statement is a no-op where its object exists, so
+//! applying is idempotent: a migration interrupted halfway is simply applied again.
+//!
+//! A migration that only adds what older builds never touch (a table, a column they do not
+//! read) records an *oldest reader* below its own version: builds that know that version still
+//! run on the keyspace. So a rollback, or a pod of the previous release restarting mid-upgrade,
+//! runs on a schema one release ahead of it, as long as every migration it does not know says
+//! so.
 
 use super::schema::FILTER_INDEX;
 
@@ -16,6 +22,11 @@ pub struct Migration {
     pub version: u32,
     /// What it does, recorded beside its version.
     pub description: &'static str,
+    /// The oldest schema version a build may know and still run on a keyspace this migration
+    /// was applied to: its own version when older builds would misread what it makes, lower
+    /// when it only adds what they never touch. Recorded beside it, so that builds that never
+    /// heard of it can tell.
+    pub oldest_reader: u32,
     statements: fn(&str) -> Vec<String>,
 }
 
@@ -31,14 +42,23 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         description: "tables keys and filters, and the index keys_by_filter",
+        oldest_reader: 1,
         statements: |ks| vec![keys_table(ks), filters_table(ks), filter_index(ks)],
     },
     Migration {
         version: 2,
         description: "filters.format: the format a filter's definition is written in",
+        oldest_reader: 2,
         // IF NOT EXISTS (Cassandra 4.1 and later): a column already there is no error, here
         // and in a script run twice through cqlsh.
         statements: |ks| vec![format!("ALTER TABLE {ks}.filters ADD IF NOT EXISTS format int")],
+    },
+    Migration {
+        version: 3,
+        description: "table dropped_filters: what a drop leaves for a filter created again under the name",
+        // Builds of version 2 never read it: they run on it, and keep no drop records.
+        oldest_reader: 2,
+        statements: |ks| vec![dropped_filters_table(ks)],
     },
 ];
 
@@ -60,6 +80,14 @@ pub fn filters_table(keyspace: &str) -> String {
     )
 }
 
+/// The table of drop records (`store::drop_record`): one row per name ever dropped, kept for
+/// good, each in its format.
+pub fn dropped_filters_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.dropped_filters (name text PRIMARY KEY, format int, key_format text, last_generation bigint, dropped_at timestamp)"
+    )
+}
+
 /// The storage-attached index on the keys' `filter`: what lets a rebuild or a drop read only
 /// its own filter's keys; without it they read the whole table.
 pub fn filter_index(keyspace: &str) -> String {
@@ -72,23 +100,48 @@ pub fn keyspace_statement(keyspace: &str, replication: &str) -> String {
     format!("CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}")
 }
 
-/// The table recording which migrations a keyspace has.
+/// The table recording which migrations a keyspace has, as version 2 made it (without
+/// `oldest_reader`: see [`migrations_table_columns`]).
 pub fn migrations_table(keyspace: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {keyspace}.schema_migrations (version int PRIMARY KEY, description text, applied_at timestamp)"
     )
 }
 
-/// The statement that records a migration, its version and description bound.
+/// The columns the migrations table gained since: run before any migration is recorded, on a
+/// table of any age (a no-op where they exist).
+pub fn migrations_table_columns(keyspace: &str) -> String {
+    format!("ALTER TABLE {keyspace}.schema_migrations ADD IF NOT EXISTS oldest_reader int")
+}
+
+/// The statement that records a migration, its version, description and oldest reader bound.
 pub fn record_statement(keyspace: &str) -> String {
     format!(
-        "INSERT INTO {keyspace}.schema_migrations (version, description, applied_at) VALUES (?, ?, toTimestamp(now()))"
+        "INSERT INTO {keyspace}.schema_migrations (version, description, oldest_reader, applied_at) VALUES (?, ?, ?, toTimestamp(now()))"
     )
 }
 
+/// One row of `schema_migrations`: a migration applied, and the oldest schema version a build
+/// may know and still run on it (None: recorded before that was, or by hand; read as the
+/// version itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The migration's version.
+    pub version: u32,
+    /// Its oldest reader, if recorded.
+    pub oldest_reader: Option<u32>,
+}
+
+impl Recorded {
+    /// A migration recorded without its oldest reader: only builds that know it run on it.
+    pub fn strict(version: u32) -> Recorded {
+        Recorded { version, oldest_reader: None }
+    }
+}
+
 /// The migrations a keyspace that recorded `recorded` still lacks, oldest first.
-pub fn pending(recorded: &[u32]) -> Vec<&'static Migration> {
-    MIGRATIONS.iter().filter(|m| !recorded.contains(&m.version)).collect()
+pub fn pending(recorded: &[Recorded]) -> Vec<&'static Migration> {
+    MIGRATIONS.iter().filter(|m| !recorded.iter().any(|r| r.version == m.version)).collect()
 }
 
 /// What a keyspace's recorded versions mean for an origin of this build.
@@ -103,7 +156,15 @@ pub enum VersionCheck {
         /// [`SCHEMA_VERSION`].
         needed: u32,
     },
-    /// Newer than this build knows: a newer bloomgate applied it.
+    /// Newer than this build knows, but every migration it does not know lets it run: it
+    /// only added what this build never touches.
+    AheadReadable {
+        /// The newest version recorded.
+        found: u32,
+        /// [`SCHEMA_VERSION`].
+        known: u32,
+    },
+    /// Newer than this build knows, with a migration that older builds would misread.
     Ahead {
         /// The newest version recorded.
         found: u32,
@@ -114,20 +175,25 @@ pub enum VersionCheck {
 
 impl VersionCheck {
     /// The check of a keyspace whose `schema_migrations` holds `recorded`: its newest version
-    /// against [`SCHEMA_VERSION`].
-    pub fn of(recorded: &[u32]) -> VersionCheck {
-        let found = recorded.iter().copied().max().unwrap_or(0);
-        match found.cmp(&SCHEMA_VERSION) {
+    /// against [`SCHEMA_VERSION`], and past it, the oldest reader of every migration this build
+    /// does not know.
+    pub fn of(recorded: &[Recorded]) -> VersionCheck {
+        let found = recorded.iter().map(|r| r.version).max().unwrap_or(0);
+        let known = SCHEMA_VERSION;
+        let readable =
+            recorded.iter().filter(|r| r.version > known).all(|r| r.oldest_reader.unwrap_or(r.version) <= known);
+        match found.cmp(&known) {
             std::cmp::Ordering::Equal => VersionCheck::Current,
-            std::cmp::Ordering::Less => VersionCheck::Behind { found, needed: SCHEMA_VERSION },
-            std::cmp::Ordering::Greater => VersionCheck::Ahead { found, known: SCHEMA_VERSION },
+            std::cmp::Ordering::Less => VersionCheck::Behind { found, needed: known },
+            std::cmp::Ordering::Greater if readable => VersionCheck::AheadReadable { found, known },
+            std::cmp::Ordering::Greater => VersionCheck::Ahead { found, known },
         }
     }
 
     /// Why an origin on `keyspace` refuses to run, and what to do; `None` when it runs.
     pub fn refusal(&self, keyspace: &str) -> Option<String> {
         match *self {
-            VersionCheck::Current => None,
+            VersionCheck::Current | VersionCheck::AheadReadable { .. } => None,
             VersionCheck::Behind { found, needed } => Some(format!(
                 "keyspace {keyspace}: the schema is at version {found}{}, this origin needs {needed}: run `bloomgate-origin schema apply` (or `schema print` and apply it through cqlsh)",
                 if found == 0 { " (none recorded)" } else { "" }
@@ -168,9 +234,10 @@ pub fn script(keyspace: &str, replication: &str) -> Result<String, String> {
     let mut out = format!(
         "-- bloomgate schema, version {SCHEMA_VERSION}, for keyspace {keyspace} (bloomgate-origin schema print).\n\
          -- Every statement is a no-op where its object exists: run it whole (cqlsh -f), at any version.\n\n\
-         {};\n{};\n",
+         {};\n{};\n{};\n",
         keyspace_statement(keyspace, replication),
-        migrations_table(keyspace)
+        migrations_table(keyspace),
+        migrations_table_columns(keyspace)
     );
     for migration in MIGRATIONS {
         out.push_str(&format!("\n-- version {}: {}\n", migration.version, migration.description));
@@ -178,9 +245,10 @@ pub fn script(keyspace: &str, replication: &str) -> Result<String, String> {
             out.push_str(&format!("{statement};\n"));
         }
         out.push_str(&format!(
-            "INSERT INTO {keyspace}.schema_migrations (version, description, applied_at) VALUES ({}, '{}', toTimestamp(now()));\n",
+            "INSERT INTO {keyspace}.schema_migrations (version, description, oldest_reader, applied_at) VALUES ({}, '{}', {}, toTimestamp(now()));\n",
             migration.version,
-            migration.description.replace('\'', "''")
+            migration.description.replace('\'', "''"),
+            migration.oldest_reader
         ));
     }
     Ok(out)
@@ -196,41 +264,80 @@ mod tests {
     fn versions_count_up_from_one_and_the_newest_is_the_schema_version() {
         let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(versions, (1..=MIGRATIONS.len() as u32).collect::<Vec<_>>());
-        assert_eq!(SCHEMA_VERSION, 2);
+        assert_eq!(SCHEMA_VERSION, 3);
         assert!(MIGRATIONS[1].statements("bg") == ["ALTER TABLE bg.filters ADD IF NOT EXISTS format int"]);
+        assert!(MIGRATIONS[2].statements("bg")[0]
+            .starts_with("CREATE TABLE IF NOT EXISTS bg.dropped_filters (name text PRIMARY KEY, format int"));
     }
 
     #[test]
     fn pending_is_every_migration_not_recorded_oldest_first() {
-        let versions = |recorded: &[u32]| pending(recorded).iter().map(|m| m.version).collect::<Vec<_>>();
-        assert_eq!(versions(&[]), [1, 2]);
-        assert_eq!(versions(&[1]), [2]);
-        assert_eq!(versions(&[1, 2]), Vec::<u32>::new());
-        assert_eq!(versions(&[2]), [1], "a gap is filled: applying is idempotent");
-        assert_eq!(versions(&[1, 2, 3]), Vec::<u32>::new(), "versions this build does not know are not its to apply");
+        let versions = |recorded: &[u32]| {
+            let recorded: Vec<Recorded> = recorded.iter().copied().map(Recorded::strict).collect();
+            pending(&recorded).iter().map(|m| m.version).collect::<Vec<_>>()
+        };
+        assert_eq!(versions(&[]), [1, 2, 3]);
+        assert_eq!(versions(&[1]), [2, 3]);
+        assert_eq!(versions(&[1, 2, 3]), Vec::<u32>::new());
+        assert_eq!(versions(&[2, 3]), [1], "a gap is filled: applying is idempotent");
+        assert_eq!(
+            versions(&[1, 2, 3, 4]),
+            Vec::<u32>::new(),
+            "versions this build does not know are not its to apply"
+        );
+    }
+
+    fn strict(versions: &[u32]) -> Vec<Recorded> {
+        versions.iter().copied().map(Recorded::strict).collect()
+    }
+
+    /// What this build records for its own migrations.
+    fn as_applied() -> Vec<Recorded> {
+        MIGRATIONS.iter().map(|m| Recorded { version: m.version, oldest_reader: Some(m.oldest_reader) }).collect()
     }
 
     #[test]
-    fn the_version_check_has_three_outcomes_each_saying_what_to_do() {
-        assert_eq!(VersionCheck::of(&[1, 2]), VersionCheck::Current);
+    fn the_version_check_says_whether_this_build_runs_and_if_not_what_to_do() {
+        assert_eq!(VersionCheck::of(&as_applied()), VersionCheck::Current);
+        assert_eq!(VersionCheck::of(&strict(&[1, 2, 3])), VersionCheck::Current);
         assert_eq!(VersionCheck::Current.refusal("bg"), None);
 
-        let behind = VersionCheck::of(&[1]);
-        assert_eq!(behind, VersionCheck::Behind { found: 1, needed: 2 });
+        let behind = VersionCheck::of(&strict(&[1, 2]));
+        assert_eq!(behind, VersionCheck::Behind { found: 2, needed: 3 });
         let message = behind.refusal("bg").unwrap();
-        assert!(message.contains("keyspace bg: the schema is at version 1, this origin needs 2"), "{message}");
+        assert!(message.contains("keyspace bg: the schema is at version 2, this origin needs 3"), "{message}");
         assert!(message.contains("run `bloomgate-origin schema apply`"), "{message}");
         assert!(message.contains("`schema print` and apply it through cqlsh"), "{message}");
         let none = VersionCheck::of(&[]).refusal("bg").unwrap();
-        assert!(none.contains("at version 0 (none recorded), this origin needs 2"), "{none}");
+        assert!(none.contains("at version 0 (none recorded), this origin needs 3"), "{none}");
 
-        let ahead = VersionCheck::of(&[1, 2, 3]);
-        assert_eq!(ahead, VersionCheck::Ahead { found: 3, known: 2 });
+        // A newer migration that does not say who can read past it: refused.
+        let ahead = VersionCheck::of(&strict(&[1, 2, 3, 4]));
+        assert_eq!(ahead, VersionCheck::Ahead { found: 4, known: 3 });
         let message = ahead.refusal("bg").unwrap();
         assert!(
-            message.contains("the schema is at version 3, newer than this origin knows (2): upgrade this origin"),
+            message.contains("the schema is at version 4, newer than this origin knows (3): upgrade this origin"),
             "{message}"
         );
+        // Newer migrations that only added what this build never touches: it runs.
+        let mut added = as_applied();
+        added.push(Recorded { version: 4, oldest_reader: Some(3) });
+        added.push(Recorded { version: 5, oldest_reader: Some(2) });
+        assert_eq!(VersionCheck::of(&added), VersionCheck::AheadReadable { found: 5, known: 3 });
+        assert_eq!(VersionCheck::of(&added).refusal("bg"), None);
+        // One of them that older builds would misread is enough to refuse.
+        added.push(Recorded { version: 6, oldest_reader: Some(4) });
+        assert_eq!(VersionCheck::of(&added), VersionCheck::Ahead { found: 6, known: 3 });
+    }
+
+    #[test]
+    fn the_previous_schema_version_runs_on_this_one() {
+        // What a build of version 2 sees of a keyspace this build applied: a rollback, or a
+        // pod of the previous release restarting mid-upgrade, runs on it.
+        let newer: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.version > 2).collect();
+        assert!(!newer.is_empty());
+        assert!(newer.iter().all(|m| m.oldest_reader <= 2), "{newer:?}");
+        assert!(MIGRATIONS.iter().all(|m| m.oldest_reader <= m.version));
     }
 
     #[test]
@@ -247,13 +354,14 @@ mod tests {
     #[test]
     fn the_script_holds_every_statement_and_the_rows_recording_them_in_order() {
         let script = script("bg", NTS).unwrap();
-        let mut expected = vec![keyspace_statement("bg", NTS), migrations_table("bg")];
+        let mut expected = vec![keyspace_statement("bg", NTS), migrations_table("bg"), migrations_table_columns("bg")];
         for m in MIGRATIONS {
             expected.extend(m.statements("bg"));
             expected.push(format!(
-                "INSERT INTO bg.schema_migrations (version, description, applied_at) VALUES ({}, '{}', toTimestamp(now()))",
+                "INSERT INTO bg.schema_migrations (version, description, oldest_reader, applied_at) VALUES ({}, '{}', {}, toTimestamp(now()))",
                 m.version,
-                m.description.replace('\'', "''")
+                m.description.replace('\'', "''"),
+                m.oldest_reader
             ));
         }
         let mut at = 0;

@@ -50,7 +50,7 @@ pub mod write_order;
 pub use migrate::SchemaApplied;
 pub use scan::token_ranges;
 
-use super::{Database, DatabaseError, FilterDef, KeySink};
+use super::{Database, DatabaseError, Dropped, FilterDef, KeySink};
 use async_trait::async_trait;
 use consistency::Replication;
 use definition::{def_from_row, row_of, DefinitionRow};
@@ -318,8 +318,16 @@ impl Database for CassandraDatabase {
         row.map(def_from_row).transpose()
     }
 
-    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
+    async fn drop_filter(&self, name: &str, dropped: Dropped) -> Result<bool, DatabaseError> {
+        self.replication_overlaps()?;
+        self.record_drop(name, dropped).await?;
         self.delete_definition(name).await
+    }
+
+    async fn dropped(&self, name: &str) -> Result<Option<Dropped>, DatabaseError> {
+        // Read as a definition is: it decides what a filter created again may be.
+        self.replication_overlaps()?;
+        self.drop_record(name).await
     }
 
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {

@@ -32,6 +32,10 @@ pub(super) struct Statements {
     pub resize: PreparedStatement,
     /// A definition deleted (a lightweight transaction).
     pub drop_filter: PreparedStatement,
+    /// A drop record written (a plain overwrite: see `store::drop_record`).
+    pub record_drop: PreparedStatement,
+    /// The drop record of a name.
+    pub get_drop: PreparedStatement,
     /// Every key in a token range, read whole.
     pub scan_range: PreparedStatement,
     /// One filter's keys in a token range, through the filter index (if it exists).
@@ -109,6 +113,15 @@ impl Statements {
                 .prepare_lwt(format!("UPDATE {ks}.filters SET capacity = ?, fp_rate = ? WHERE name = ? IF EXISTS"))
                 .await?,
             drop_filter: p.prepare_lwt(format!("DELETE FROM {ks}.filters WHERE name = ? IF EXISTS")).await?,
+            record_drop: p
+                .prepare(
+                    format!("INSERT INTO {ks}.dropped_filters (name, format, key_format, last_generation, dropped_at) VALUES (?, ?, ?, ?, toTimestamp(now()))"),
+                    true,
+                )
+                .await?,
+            get_drop: p
+                .prepare(format!("SELECT format, key_format, last_generation FROM {ks}.dropped_filters WHERE name = ?"), true)
+                .await?,
             scan_range: p
                 .prepare_scan(format!(
                     "SELECT filter, key FROM {ks}.keys WHERE token(filter, key) >= ? AND token(filter, key) <= ?"

@@ -1,7 +1,8 @@
 //! The keys of the quick start in an embedded redb file: the [`Database`] of an origin with no
 //! `cassandra_nodes`, one process only.
 
-use crate::store::{Database, DatabaseError, FilterDef, KeySink};
+use crate::store::drop_record::StoredDrop;
+use crate::store::{Database, DatabaseError, Dropped, FilterDef, KeySink};
 use async_trait::async_trait;
 use redb::{Database as RedbFile, ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction};
 use std::path::Path;
@@ -11,9 +12,10 @@ use std::sync::Arc;
 /// [`DatabaseError`] (by its message, as it was) once, where a call leaves this file.
 type FileResult<T> = anyhow::Result<T>;
 
-/// Keys by `filter \0 key`; filter definitions by name (JSON).
+/// Keys by `filter \0 key`; filter definitions and drop records by name (JSON).
 const KEYS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("keys");
 const FILTERS: TableDefinition<&str, &str> = TableDefinition::new("filters");
+const DROPPED: TableDefinition<&str, &str> = TableDefinition::new("dropped_filters");
 
 fn filter_defs_in(db: &RedbFile) -> FileResult<Vec<FilterDef>> {
     let tx = db.begin_read()?;
@@ -95,6 +97,7 @@ impl RedbDatabase {
         write(&db, |tx| {
             tx.open_table(KEYS)?;
             tx.open_table(FILTERS)?;
+            tx.open_table(DROPPED)?;
             Ok(())
         })
         .map_err(DatabaseError::other)?;
@@ -211,9 +214,28 @@ impl Database for RedbDatabase {
         self.blocking(move |db| def_in(&db.begin_read()?.open_table(FILTERS)?, &name)).await
     }
 
-    async fn drop_filter(&self, name: &str) -> Result<bool, DatabaseError> {
-        let name = name.to_owned();
-        self.blocking(move |db| write(db, |tx| Ok(tx.open_table(FILTERS)?.remove(name.as_str())?.is_some()))).await
+    async fn drop_filter(&self, name: &str, dropped: Dropped) -> Result<bool, DatabaseError> {
+        let (name, record) =
+            (name.to_owned(), serde_json::to_string(&StoredDrop::of(dropped)?).map_err(DatabaseError::other)?);
+        self.blocking(move |db| {
+            write(db, |tx| {
+                tx.open_table(DROPPED)?.insert(name.as_str(), record.as_str())?;
+                Ok(tx.open_table(FILTERS)?.remove(name.as_str())?.is_some())
+            })
+        })
+        .await
+    }
+
+    async fn dropped(&self, name: &str) -> Result<Option<Dropped>, DatabaseError> {
+        let owned = name.to_owned();
+        let stored = self
+            .blocking(move |db| {
+                let table = db.begin_read()?.open_table(DROPPED)?;
+                let json = table.get(owned.as_str())?.map(|v| v.value().to_owned());
+                Ok(json.map(|j| serde_json::from_str::<StoredDrop>(&j)).transpose()?)
+            })
+            .await?;
+        stored.map(|record| record.read(name)).transpose()
     }
 
     async fn has_keys(&self, filter: &str) -> Result<bool, DatabaseError> {
@@ -294,9 +316,33 @@ mod tests {
         assert_eq!(f.db.filters().await.unwrap(), vec![resized]);
         let missing = f.db.resize_filter("b", 20, 0.001).await.unwrap_err();
         assert!(missing.to_string().contains("no filter named \"b\""), "{missing}");
-        assert!(f.db.drop_filter("a").await.unwrap());
-        assert!(!f.db.drop_filter("a").await.unwrap());
+        let dropped = Dropped { last_generation: 1_765_000_000_000, key_format: KeyFormat::Bytes };
+        assert_eq!(f.db.dropped("a").await.unwrap(), None);
+        assert!(f.db.drop_filter("a", dropped).await.unwrap());
+        assert!(!f.db.drop_filter("a", dropped).await.unwrap());
         assert_eq!(f.db.filter("a").await.unwrap(), None);
+        assert_eq!(f.db.dropped("a").await.unwrap(), Some(dropped), "the drop record stays");
+        assert_eq!(f.db.dropped("b").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_drop_record_outlives_the_process_and_a_newer_one_is_refused() {
+        let f = File::new();
+        let dropped = Dropped { last_generation: 42, key_format: KeyFormat::SHA256_HEX };
+        f.db.drop_filter("a", dropped).await.unwrap();
+        let dir = f.dir.join("kept");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(f.dir.join("keys.redb"), dir.join("keys.redb")).unwrap();
+        let reopened = File { db: RedbDatabase::open(&dir.join("keys.redb")).unwrap(), dir };
+        assert_eq!(reopened.db.dropped("a").await.unwrap(), Some(dropped));
+        write(&reopened.db.db, |tx| {
+            let newer = r#"{"format":2,"key_format":"hex:64","last_generation":43}"#;
+            tx.open_table(DROPPED)?.insert("b", newer)?;
+            Ok(())
+        })
+        .unwrap();
+        let refused = reopened.db.dropped("b").await.unwrap_err();
+        assert!(matches!(refused, DatabaseError::UnknownFormat { record: "drop record", found: 2, .. }), "{refused}");
     }
 
     #[tokio::test]
