@@ -199,6 +199,27 @@ impl IntoResponse for AppError {
     }
 }
 
+/// A rebuild that could not start, as the caller sees it: their mistakes are 4xx, the stores'
+/// failures 503 (the cause logged, not sent).
+impl From<crate::rebuild::RebuildError> for AppError {
+    fn from(e: crate::rebuild::RebuildError) -> AppError {
+        use crate::rebuild::RebuildError;
+        match e {
+            RebuildError::Busy => AppError::Conflict(
+                "a rebuild of this filter is already running (perhaps on another origin): its progress is in the filter's stats".into(),
+            ),
+            RebuildError::UnknownFilter(name) => AppError::UnknownFilter(name),
+            RebuildError::Params(e) => AppError::BadParams(e),
+            RebuildError::TooLarge(e) => AppError::FilterTooLarge(e),
+            RebuildError::Filter(e) => AppError::FilterWrite(e),
+            RebuildError::Keys(e) => AppError::Database(e),
+            e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
+                AppError::FilterWrite(FilterUnavailable::Error(e.to_string()))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,9 @@
 //!   `requests`, `filters`, `rebuilds`, `copies`, `leases`, `admission`), each with its
 //!   registration table, and the process's own `process_*` metrics (`process`).
 //! - [`status_history`]: the samples the status page plots.
+//! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
+//!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`); `tests`: a
+//!   rebuild within a memory budget, in process.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
@@ -53,9 +56,8 @@
 //!   filter first, database on "maybe" or when the filter cannot answer), writes (`write`:
 //!   filter first, then database), the edge's manifests, journal chunks and segments
 //!   (`edge_feed`), a filter's stats (`stats`), filters created, listed and dropped
-//!   (`filters`, with why a drop never lets an old bit or cache answer "no").
-//! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
-//!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`).
+//!   (`filters`, with why a drop never lets an old bit or cache answer "no"), and the one door
+//!   to a rebuild (`rebuilds`).
 //! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own:
 //!   the decision (`reason`, pure) from the facts (`health`).
 //! - [`auth`]: writer and ops tokens, and the edge secret, as extractors.

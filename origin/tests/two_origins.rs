@@ -167,6 +167,7 @@ async fn a_switch_and_a_retirement_during_live_leases_lose_no_write() {
             grace: Duration::ZERO,
             lease_ttl: Duration::from_secs(5),
             max_filter_bytes: 1 << 30,
+            memory_bytes: 1 << 30,
             progress: false,
             journal: true,
             lease: LEASE,

@@ -15,6 +15,7 @@ mod memory;
 pub mod params;
 pub mod path_key;
 pub mod segment;
+pub mod segment_run;
 
 pub use filter::{AllocError, BloomFilter};
 pub use hash::{hash_key, KeyHash};
@@ -26,3 +27,4 @@ pub use path_key::{decode_path_key, PathKeyError, MAX_PATH_KEY_LEN};
 pub use segment::{
     decode_segment, encode_segment, encode_segment_at, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment,
 };
+pub use segment_run::{segment_runs, SegmentRun};

@@ -146,6 +146,8 @@ fn assert_every_lookup_counted_and_timed(text: &str) {
         .sum::<f64>();
     assert!(filter_reads >= 150.0, "{filter_reads} filter reads timed for 150 lookups");
     assert!(sample(text, "bloomgate_store_seconds_count{store=\"database\"}").unwrap_or(0.0) >= 1.0);
+    // A write's database time has a series of its own, not the lookups' reads.
+    assert!(sample(text, "bloomgate_write_database_seconds_count").unwrap_or(0.0) >= 1.0);
     assert!(sample(text, "bloomgate_batch_lookup_seconds_count").unwrap_or(0.0) >= 1.0);
 }
 

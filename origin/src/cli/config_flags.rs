@@ -247,6 +247,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild_concurrency: Option<usize>,
+    /// Bytes of new bits a rebuild holds at once (larger filters: one scan per run of segments).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuild_memory_bytes: Option<u64>,
     /// A rebuild's lease without renewal, ms (then another origin takes it over).
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

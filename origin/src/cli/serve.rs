@@ -77,9 +77,8 @@ pub async fn rebuild(args: RebuildArgs) -> anyhow::Result<()> {
     let state = bloomgate_origin::build_state(config).await?;
     let gate = state.gate;
     stores_answer(&gate, STORES_PATIENCE).await?;
-    let report =
-        bloomgate_origin::rebuild::rebuild(gate.filter_store().clone(), gate.database().clone(), &filter, options)
-            .await?;
+    let task = gate.start_rebuild(&filter, options).await?;
+    let report = task.await.unwrap_or(Err(bloomgate_origin::rebuild::RebuildError::LeaseLost))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
@@ -92,7 +91,7 @@ const STORES_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 async fn stores_answer(gate: &bloomgate_origin::gate::Gate, patience: std::time::Duration) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        let (database, filter) = tokio::join!(gate.database().ping(), gate.filter_store().ping());
+        let (database, filter) = tokio::join!(gate.database_ping(), gate.filter_store_ping());
         let why = match (database, filter) {
             (Ok(()), Ok(())) => return Ok(()),
             (Err(e), _) => e.to_string(),

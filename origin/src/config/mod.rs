@@ -220,6 +220,10 @@ pub struct Config {
     pub rebuild_grace_ms: u64,
     /// Concurrent token-range scans in a rebuild.
     pub rebuild_concurrency: usize,
+    /// Bytes of new bits a rebuild holds in this process at once. A filter larger than this is
+    /// built in runs of segments, scanning the database once per run: memory stays bounded at
+    /// any size, at the cost of more scans. At least one segment is held, whatever the value.
+    pub rebuild_memory_bytes: u64,
     /// How long a rebuild's lease lives without renewal, in ms: a rebuild whose origin died is
     /// taken over by another origin's recovery check this long after.
     pub rebuild_lease_ms: u64,
@@ -300,6 +304,7 @@ impl Default for Config {
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,
             rebuild_concurrency: 4,
+            rebuild_memory_bytes: 128 << 20,
             rebuild_lease_ms: 30_000,
             // Above 1.0: the estimate from the fill ratio is noisy, and a filter loaded exactly to
             // capacity should not be resized half the time.

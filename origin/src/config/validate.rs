@@ -14,6 +14,7 @@ impl Config {
             ("header_read_timeout_ms", self.header_read_timeout_ms),
             ("max_filter_bytes", self.max_filter_bytes),
             ("rebuild_lease_ms", self.rebuild_lease_ms),
+            ("rebuild_memory_bytes", self.rebuild_memory_bytes),
             ("journal_max_entries", self.journal_max_entries),
             ("journal_max_age_ms", self.journal_max_age_ms),
             ("max_batch", self.max_batch as u64),

@@ -12,6 +12,8 @@
 //! - `stats`: a filter's stats.
 //! - `filters`: filters created, listed and dropped, and why a drop never lets an old bit or
 //!   cache answer "no".
+//! - `rebuilds`: the one door to a rebuild, and what the recovery check and the probes ask of
+//!   the stores.
 //!
 //! Two gates over one filter store and one database, as two origins share Redis and
 //! Cassandra, are tested in `origin/tests/two_origins.rs`.
@@ -22,12 +24,14 @@
 mod edge_feed;
 mod filters;
 mod lookup;
+mod rebuilds;
 mod stats;
 mod write;
 
 pub use edge_feed::JournalChunk;
 pub use filters::Created;
 pub use lookup::{after_filter, AfterFilter, Answer, AnsweredBy};
+pub use rebuilds::RebuildTask;
 
 use crate::config::Config;
 use crate::def_cache::DefCache;

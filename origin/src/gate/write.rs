@@ -5,7 +5,6 @@
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::lease::{boot_clock, WriteDeadline};
-use crate::metrics::Store;
 use crate::store::{FilterMeta, FilterUnavailable, StoreResult};
 use bloomgate_filter::{hash_key, KeyHash};
 use futures::StreamExt;
@@ -132,7 +131,7 @@ impl Gate {
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
         let stored_at = Instant::now();
         let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
-        self.metrics.lookups.observe_store(Store::Database, stored_at.elapsed());
+        self.metrics.writes.database_seconds.observe(stored_at.elapsed().as_secs_f64());
         if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
             self.metrics.writes.database_failures.inc();
             return Err(e.into());

@@ -1,14 +1,18 @@
 //! Phases 2 and 3: every key of the filter scanned from the database into new bits in this
 //! process, then the bits ORed into the named generation segment by segment (keeping the adds
-//! made meanwhile). The progress is published to the filter store as it goes, for every
-//! origin's stats, and drawn as a bar for the `rebuild` command.
+//! made meanwhile). A filter larger than the rebuild's memory budget is built in runs of
+//! segments (`bloomgate_filter::segment_runs`), each from a scan of its own that keeps only the
+//! keys whose bits lie in it: memory stays bounded at any size. The progress is published to
+//! the filter store as it goes, for every origin's stats, and drawn as a bar for the `rebuild`
+//! command.
 
 use super::{RebuildError, RebuildOptions};
 use crate::build_progress::{BuildPhase, BuildProgress};
 use crate::clock::now_ms;
 use crate::store::{Database, FilterMeta, FilterState, LifecycleStore, StatsStore};
-use bloomgate_filter::BloomFilter;
+use bloomgate_filter::SegmentRun;
 use indicatif::{ProgressBar, ProgressStyle};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -24,19 +28,21 @@ pub(super) struct Published<'a> {
 
 impl<'a> Published<'a> {
     /// The progress of a rebuild of `new` that starts settling now, published, with the keys
-    /// the scan should find (`before`'s active generation's, for the ETA).
+    /// its `scans` should find (`before`'s active generation's, once per scan, for the ETA).
     pub async fn settling(
         store: &'a dyn LifecycleStore,
         stats: &dyn StatsStore,
         filter: &'a str,
         new: FilterMeta,
         before: &FilterState,
+        scans: usize,
     ) -> Published<'a> {
+        let keys_expected = expected_keys(stats, filter, before).await.map(|n| n * scans as u64);
         let progress = BuildProgress {
             generation: new.generation,
             phase: BuildPhase::Settling,
             keys_scanned: 0,
-            keys_expected: expected_keys(stats, filter, before).await,
+            keys_expected,
             started_ms: now_ms(),
             updated_ms: now_ms(),
         };
@@ -60,30 +66,36 @@ impl<'a> Published<'a> {
     }
 }
 
-/// The scan's result: the bits, the keys they hold, and how long it took.
+/// A scan's result: the bits of a run of segments, the keys scanned, and how long it took.
 pub(super) struct Scanned {
-    /// The new generation's bits, built in this process.
-    pub bits: BloomFilter,
-    /// Keys scanned into them.
+    /// The new generation's bits for the run's segments, built in this process.
+    pub bits: SegmentRun,
+    /// Keys scanned (every key of the filter, whether its bits are in the run or not).
     pub count: u64,
     /// Seconds the scan took.
     pub secs: f64,
 }
 
-/// Scans every key of the filter into new bits of `new`'s params.
+/// Scans every key of the filter into new bits of `new`'s params for the segments `run`.
 pub(super) async fn scan(
     keys: &dyn Database,
     options: &RebuildOptions,
     new: FilterMeta,
+    run: Range<u32>,
     published: &mut Published<'_>,
 ) -> Result<Scanned, RebuildError> {
     let started = Instant::now();
-    let bits = BloomFilter::try_new_with_huge_pages(new.params)?;
-    let scanned = AtomicU64::new(0);
+    let bits = SegmentRun::try_new(new.params, run)?;
+    // Counted across scans, for the progress: the ETA expects one pass over the keys per run.
+    let before = published.progress.keys_scanned;
+    let scanned = AtomicU64::new(before);
     let bar = keys_bar(options.progress, published.progress.keys_expected);
+    bar.set_position(before);
     let now = now_ms();
+    // The rate (and so the ETA) is counted from the first scan's start.
+    let started_ms = if published.progress.phase == BuildPhase::Settling { now } else { published.progress.started_ms };
     published.progress =
-        BuildProgress { phase: BuildPhase::Scanning, started_ms: now, updated_ms: now, ..published.progress };
+        BuildProgress { phase: BuildPhase::Scanning, started_ms, updated_ms: now, ..published.progress };
     published.publish().await;
     let count = {
         let sink = |key: &[u8]| {
@@ -102,14 +114,14 @@ pub(super) async fn scan(
             }
         }
     };
-    bar.set_position(count);
+    bar.set_position(before + count);
     bar.finish_and_clear();
     Ok(Scanned { bits, count, secs: started.elapsed().as_secs_f64() })
 }
 
-/// ORs the scanned bits into `new`, segment by segment, unless the lease is `lost`; the
-/// seconds it took. The bits are dropped after: they can be large, and are not held through
-/// the grace period.
+/// ORs the scanned run's bits into `new`, segment by segment, unless the lease is `lost`; the
+/// seconds it took. The bits are dropped after: the next run, and the grace period, do not
+/// hold them.
 pub(super) async fn upload(
     new: FilterMeta,
     scanned: Scanned,
@@ -117,16 +129,18 @@ pub(super) async fn upload(
     published: &mut Published<'_>,
 ) -> Result<f64, RebuildError> {
     let uploading = Instant::now();
+    let keys_scanned = published.progress.keys_scanned + scanned.count;
     published.progress.phase = BuildPhase::Uploading;
-    published.update(scanned.count).await;
+    published.update(keys_scanned).await;
     let mut last_publish = Instant::now();
-    for index in 0..new.params.segment_count {
+    for index in scanned.bits.segments() {
         if lost.load(Ordering::SeqCst) {
             return Err(RebuildError::LeaseLost);
         }
-        published.store.merge_segment(published.filter, new, index, scanned.bits.segment_payload(index)).await?;
+        let payload = scanned.bits.segment_payload(index).unwrap_or_default();
+        published.store.merge_segment(published.filter, new, index, payload).await?;
         if last_publish.elapsed() >= PUBLISH_EVERY {
-            published.update(scanned.count).await;
+            published.update(keys_scanned).await;
             last_publish = Instant::now();
         }
     }

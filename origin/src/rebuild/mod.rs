@@ -41,6 +41,8 @@ mod fill;
 mod lease;
 mod name;
 mod switch;
+#[cfg(test)]
+mod tests;
 
 pub use name::leftovers;
 
@@ -71,6 +73,9 @@ pub struct RebuildOptions {
     pub lease_ttl: Duration,
     /// Largest filter (bytes of bits) a rebuild may build.
     pub max_filter_bytes: u64,
+    /// Bytes of new bits held in this process at once: a larger filter is built in runs of
+    /// segments, one scan per run (`fill`).
+    pub memory_bytes: u64,
     /// Draw a progress bar on stderr.
     pub progress: bool,
     /// Whether the new generation keeps an insert journal.
@@ -90,6 +95,7 @@ impl RebuildOptions {
             grace: Duration::from_millis(config.rebuild_grace_ms),
             lease_ttl: Duration::from_millis(config.rebuild_lease_ms),
             max_filter_bytes: config.max_filter_bytes,
+            memory_bytes: config.rebuild_memory_bytes,
             progress,
             journal: config.journal_enabled,
             lease: config.lease_settings(),
@@ -102,16 +108,21 @@ impl RebuildOptions {
 pub struct RebuildReport {
     /// The new active generation.
     pub generation: u64,
-    /// Keys scanned into it.
+    /// Keys scanned into it (the most any of its scans found: writes go on meanwhile).
     pub keys: u64,
-    /// Seconds spent scanning and building.
+    /// Seconds spent scanning and building, all scans together.
     pub scan_secs: f64,
     /// Keys per second of the scan-and-build.
     pub keys_per_sec: f64,
     /// Seconds spent merging segments into the filter store.
     pub upload_secs: f64,
-    /// Bytes of the in-memory bit array (the rebuild's peak memory beyond the process).
+    /// Bytes of the whole filter's bits.
     pub filter_bytes: u64,
+    /// Scans of the database: one per run of segments (`rebuild_memory_bytes`).
+    pub scans: usize,
+    /// Bytes of bits held in this process at once: the largest run (the rebuild's peak memory
+    /// beyond the process's own).
+    pub held_bytes: u64,
 }
 
 /// Why a rebuild did not happen.
@@ -245,11 +256,21 @@ async fn fill_and_switch(
 ) -> Result<RebuildReport, RebuildError> {
     tracing::info!(filter, generation = new.generation, "rebuild: new generation named; scanning");
     let before = filters.state_for_write(filter).await?;
-    let mut published = Published::settling(filters, filters, filter, new, &before).await;
+    let runs = bloomgate_filter::segment_runs(&new.params, options.memory_bytes);
+    let mut published = Published::settling(filters, filters, filter, new, &before, runs.len()).await;
     tokio::time::sleep(options.settle).await;
-    let scanned = fill::scan(keys, options, new, &mut published).await?;
-    let (count, scan_secs) = (scanned.count, scanned.secs);
-    let upload_secs = fill::upload(new, scanned, lost, &mut published).await?;
+    let (mut count, mut scan_secs, mut upload_secs, mut held_bytes) = (0, 0.0, 0.0, 0);
+    // Each run is built from a whole scan that starts after `new` was named: every key
+    // acknowledged before then is read by each, and lands in the run that holds its segment.
+    for (pass, run) in runs.iter().enumerate() {
+        if runs.len() > 1 {
+            tracing::info!(filter, generation = new.generation, pass = pass + 1, of = runs.len(), segments = ?run, "rebuild: scanning for a run of segments");
+        }
+        let scanned = fill::scan(keys, options, new, run.clone(), &mut published).await?;
+        (count, scan_secs, held_bytes) =
+            (count.max(scanned.count), scan_secs + scanned.secs, held_bytes.max(scanned.bits.bytes()));
+        upload_secs += fill::upload(new, scanned, lost, &mut published).await?;
+    }
     let replaced = switch::switch(filters, filter, new, named_revision, lost).await?;
     tracing::info!(
         filter,
@@ -272,5 +293,7 @@ async fn fill_and_switch(
         keys_per_sec: count as f64 / scan_secs.max(1e-9),
         upload_secs,
         filter_bytes: new.params.total_bytes(),
+        scans: runs.len(),
+        held_bytes,
     })
 }

@@ -17,7 +17,7 @@ mod reason;
 pub use health::health;
 pub use reason::{rebuild_reason, to_start, Action, Health, Thresholds, Urgency};
 
-use crate::gate::Gate;
+use crate::gate::{Gate, RebuildTask};
 use crate::rebuild::{self, RebuildOptions};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -35,8 +35,7 @@ pub async fn run(
     max_rebuilds: usize,
 ) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
-    let mut running: HashMap<String, tokio::task::JoinHandle<Result<rebuild::RebuildReport, rebuild::RebuildError>>> =
-        HashMap::new();
+    let mut running: HashMap<String, RebuildTask> = HashMap::new();
     loop {
         // Every interval, or sooner when a lookup or write found the filter lost (a flushed or
         // restarted Redis should not wait out the interval), but not more often than
@@ -55,7 +54,7 @@ pub async fn run(
             entry.1 = (entry.1 * 2).min(Duration::from_secs(300));
             false
         });
-        let defs = match gate.database().filters().await {
+        let defs = match gate.filter_defs().await {
             Ok(defs) => defs,
             Err(e) => {
                 tracing::debug!(cause = %e, "recovery check: cannot list filters");
@@ -77,8 +76,7 @@ pub async fn run(
                 continue;
             };
             if action.retire_only {
-                match rebuild::retire_overdue_previous(gate.filter_store().clone(), &def.name, options.lease_ttl).await
-                {
+                match gate.retire_overdue_previous(&def.name, options.lease_ttl).await {
                     Ok(true) => {
                         tracing::info!(filter = %def.name, reason = action.reason, "retired a replaced generation")
                     }
@@ -91,10 +89,9 @@ pub async fn run(
         }
         for (name, action) in to_start(due, running.len(), max_rebuilds) {
             let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
-            match rebuild::start(gate.filter_store().clone(), gate.database().clone(), name.clone(), options).await {
+            match gate.start_rebuild(&name, options).await {
                 Ok(task) => {
-                    tracing::warn!(filter = %name, reason = action.reason, "starting an automatic rebuild");
-                    gate.metrics.filters.counters(&name).mark_build();
+                    tracing::warn!(filter = %name, reason = action.reason, "started an automatic rebuild");
                     running.insert(name, task);
                 }
                 Err(rebuild::RebuildError::Busy) => {} // another origin is on it

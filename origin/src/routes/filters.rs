@@ -48,9 +48,7 @@ pub(super) async fn create(
     if created == Created::NewFromKeys {
         // Its first generation is built from the keys the database holds; the recovery check
         // would start it too, this starts it now. Busy: another origin's already runs.
-        let (filters, keys) = (s.gate.filter_store().clone(), s.gate.database().clone());
-        match crate::rebuild::start(filters, keys, filter.clone(), RebuildOptions::from_config(&s.config, false)).await
-        {
+        match s.gate.start_rebuild(&filter, RebuildOptions::from_config(&s.config, false)).await {
             Ok(_) | Err(RebuildError::Busy) => {}
             Err(e) => {
                 tracing::warn!(filter = %filter, cause = %e, "the first build of a filter created over kept keys did not start; the recovery check will")
@@ -148,7 +146,8 @@ pub(super) async fn rebuild(
     ApiPath(filter): ApiPath<String>,
     ApiBytes(body): ApiBytes,
 ) -> Result<Response, AppError> {
-    let def = s.gate.def(&filter).await?;
+    // The name checked and a 404 for an unknown filter, from the cache, before the body.
+    s.gate.def(&filter).await?;
     let body: Rebuild = if body.is_empty() {
         Rebuild::default()
     } else {
@@ -159,30 +158,7 @@ pub(super) async fn rebuild(
         fp_rate: body.fp_rate,
         ..RebuildOptions::from_config(&s.config, false)
     };
-    // The sizing the rebuild will build, checked as it will check it, before anything is
-    // stored: refused now rather than in the background.
-    crate::rebuild::sized(&def, &options, 0).map_err(|e| rebuild_error(&filter, e))?;
-    s.gate.metrics.filters.counters(&filter).mark_build();
-    let filters = s.gate.filter_store().clone();
-    let keys = s.gate.database().clone();
-    match crate::rebuild::start(filters, keys, filter.clone(), options).await {
-        Ok(_task) => Ok((StatusCode::ACCEPTED, Json(RebuildStarted { filter, rebuilding: true })).into_response()),
-        Err(e) => Err(rebuild_error(&filter, e)),
-    }
-}
-
-/// A rebuild that could not start, as the caller should see it: their mistakes are 4xx, the
-/// stores' failures 503 (with the cause logged, not sent).
-fn rebuild_error(filter: &str, e: RebuildError) -> AppError {
-    match e {
-        RebuildError::Busy => AppError::Conflict(format!("a rebuild of {filter:?} is already running")),
-        RebuildError::UnknownFilter(name) => AppError::UnknownFilter(name),
-        RebuildError::Params(e) => AppError::BadParams(e),
-        RebuildError::TooLarge(e) => AppError::FilterTooLarge(e),
-        RebuildError::Filter(e) => AppError::FilterWrite(e),
-        RebuildError::Keys(e) => AppError::Database(e),
-        e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
-            AppError::FilterWrite(FilterUnavailable::Error(e.to_string()))
-        }
-    }
+    // Its sizing is checked before anything is stored: refused now, not in the background.
+    s.gate.start_rebuild(&filter, options).await?;
+    Ok((StatusCode::ACCEPTED, Json(RebuildStarted { filter, rebuilding: true })).into_response())
 }

@@ -40,7 +40,7 @@ const READY_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_millis
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
     // Each store gets a bounded time: a paused store must read as down within a probe's
     // timeout (2 s in deploy/kubernetes), not hold the answer until the driver gives up.
-    let (database, filter) = tokio::join!(within(s.gate.database().ping()), within(s.gate.filter_store().ping()));
+    let (database, filter) = tokio::join!(within(s.gate.database_ping()), within(s.gate.filter_store_ping()));
     let readiness = Readiness::of(database.is_ok(), filter.is_ok());
     let status = if readiness.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let body = json!({
