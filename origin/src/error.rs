@@ -32,7 +32,7 @@ pub enum AppError {
     /// A batch over the configured limit.
     #[error("{}", BatchKeysError::too_many_detail(*max, *got))]
     BatchTooLarge {
-        /// Limit.
+        /// The most keys a batch may hold (`max_batch`).
         max: usize,
         /// Keys in the batch (counted past the limit, not kept).
         got: usize,
@@ -40,9 +40,9 @@ pub enum AppError {
     /// A value over the configured limit.
     #[error("value is {got} bytes; at most {max} are accepted")]
     ValueTooLarge {
-        /// Limit.
+        /// The most bytes a value may hold (`max_value_bytes`).
         max: usize,
-        /// Received.
+        /// The value's bytes as sent.
         got: usize,
     },
     /// The request body is over the configured limit.

@@ -26,8 +26,8 @@
 //!   - `drop_record`: what a drop leaves in the database for good, and its format.
 //!   - `store/redis/`: the filter in Redis or a Redis Cluster: the single link (`link`), the
 //!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
-//!     `scripts/*.lua`), the key names (`keys`), one file per role (`lookup`, `write`,
-//!     `feed`, `stats`, `lifecycle`).
+//!     `scripts/*.lua`), the key names (`keys`), a filter's state (`state`), one file
+//!     per role (`lookup`, `write`, `feed`, `stats`, `lifecycle`).
 //!   - `store/cassandra/`: the database in Cassandra: connecting (`connect`), the schema's
 //!     versions (`migrations`) and applying them (`migrate`), the columns checked on an
 //!     unversioned keyspace (`schema`), a definition's row and format (`definition`), reads

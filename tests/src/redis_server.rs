@@ -26,7 +26,7 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// Address.
+    /// The server's `host:port` on loopback.
     pub fn addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }

@@ -41,7 +41,7 @@ impl fmt::Display for Source {
 /// The memory budget and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryLimit {
-    /// Bytes.
+    /// The limit, in bytes.
     pub bytes: u64,
     /// The least of the limits found.
     pub source: Source,

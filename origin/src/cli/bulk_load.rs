@@ -78,7 +78,7 @@ impl fmt::Display for LoadReport {
 pub struct BadLine {
     /// 1-based line number.
     pub line: u64,
-    /// Why.
+    /// Why the line was refused.
     pub reason: String,
 }
 

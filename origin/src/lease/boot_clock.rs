@@ -38,7 +38,7 @@ impl BootInstant {
 
 /// Where an instant comes from: the boot clock in production, a hand-moved one in tests.
 pub trait Clock: Send + Sync + 'static {
-    /// Now.
+    /// The instant now, on this clock.
     fn now(&self) -> BootInstant;
 }
 

@@ -100,11 +100,11 @@ struct BuildLabels {
 /// All of the origin's metrics, by concern.
 pub struct Metrics {
     registry: Registry,
-    /// Lookups.
+    /// Lookups: who answered, why the filter could not, how long the stores took.
     pub lookups: LookupMetrics,
     /// What the edge's feed served.
     pub edge_feed: EdgeFeedMetrics,
-    /// Writes.
+    /// Writes: acknowledged, refused, and the database's time.
     pub writes: WriteMetrics,
     /// HTTP requests.
     pub requests: RequestMetrics,
@@ -112,7 +112,7 @@ pub struct Metrics {
     pub admission: AdmissionMetrics,
     /// Per filter.
     pub filters: FilterMetrics,
-    /// Rebuilds.
+    /// Rebuilds in progress: phase and keys scanned.
     pub rebuilds: RebuildMetrics,
     /// Local copies.
     pub copies: CopyMetrics,

@@ -44,7 +44,7 @@ pub struct ProcessSample {
     pub resident_bytes: u64,
     /// User and system CPU time, seconds.
     pub cpu_seconds: f64,
-    /// Threads.
+    /// Threads the process runs now.
     pub threads: u64,
     /// Start time, seconds since the Unix epoch.
     pub start_time_seconds: f64,

@@ -2,7 +2,7 @@
 
 use super::batch::KeysBatch;
 use super::refusals::{Busy, NoToken, NotAWriter};
-use super::{ApiBytes, ApiPath, AppState, KeyPath};
+use super::{ApiPath, AppState, KeyPath, ValueBody};
 use crate::auth::Writer;
 use crate::error::AppError;
 use crate::gate::Answer;
@@ -102,11 +102,8 @@ pub(super) async fn insert(
     _: Writer,
     State(s): State<AppState>,
     KeyPath { filter, key }: KeyPath,
-    ApiBytes(value): ApiBytes,
+    ValueBody(value): ValueBody,
 ) -> Result<Response, AppError> {
-    if value.len() > s.config.max_value_bytes {
-        return Err(AppError::ValueTooLarge { max: s.config.max_value_bytes, got: value.len() });
-    }
     s.gate.insert(&filter, key.as_bytes(), &value).await?;
     Ok((StatusCode::CREATED, Json(KeyStored { filter, key, stored: true })).into_response())
 }

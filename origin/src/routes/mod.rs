@@ -68,6 +68,23 @@ impl<S: Send + Sync> FromRequest<S> for ApiBytes {
     }
 }
 
+/// A key's value from the body: at most `max_value_bytes` (413 naming the limit past it), as
+/// every other limit is checked, in an extractor, before the handler runs.
+pub struct ValueBody(pub axum::body::Bytes);
+
+impl<S: crate::auth::HasConfig> FromRequest<S> for ValueBody {
+    type Rejection = AppError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let ApiBytes(value) = ApiBytes::from_request(req, state).await?;
+        let max = state.config().max_value_bytes;
+        match value.len() {
+            got if got > max => Err(AppError::ValueTooLarge { max, got }),
+            _ => Ok(ValueBody(value)),
+        }
+    }
+}
+
 /// `Json` whose rejections are problem+json 4xx with the parser's reason.
 pub struct ApiJson<T>(pub T);
 

@@ -56,7 +56,7 @@ pub struct BenchConfig {
     pub redis_url: String,
     /// Cassandra `host:port`.
     pub cassandra: String,
-    /// Keyspace.
+    /// The Cassandra keyspace the run writes to.
     pub keyspace: String,
     /// The sweep, if any.
     pub sweep: Option<SweepConfig>,

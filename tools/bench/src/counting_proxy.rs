@@ -63,9 +63,9 @@ pub struct PerKind {
     pub lookups: u64,
     /// Forwarded batches.
     pub batches: u64,
-    /// Manifests.
+    /// Manifests forwarded.
     pub manifests: u64,
-    /// Segments.
+    /// Segments forwarded.
     pub segments: u64,
     /// Journal chunks.
     pub journals: u64,

@@ -18,7 +18,7 @@ pub struct TargetResult {
     pub description: String,
     /// Share of lookups for absent keys.
     pub miss_share: f64,
-    /// Connections.
+    /// Connections the load generator held open.
     pub connections: usize,
     /// Total offered rate, when fixed; `None` = closed loop.
     pub fixed_rate: Option<f64>,
@@ -98,7 +98,7 @@ pub struct SweepPoint {
     pub excess_theory: f64,
     /// The filter's own expected false-positive rate at its fill (origin's stats endpoint).
     pub filter_expected_fp: Option<f64>,
-    /// Errors.
+    /// Requests that failed (not wrong answers: those are counted apart).
     pub errors: u64,
     /// Wrong answers.
     pub wrong_answers: u64,

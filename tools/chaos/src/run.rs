@@ -40,7 +40,7 @@ pub struct RunOptions {
     pub edge: bool,
     /// The edge's FRESHNESS_SECS.
     pub freshness_secs: u32,
-    /// Rates.
+    /// The workload's rates.
     pub workload: WorkloadSettings,
     /// Fault settings (the Cassandra pid is filled in here).
     pub faults: FaultSettings,

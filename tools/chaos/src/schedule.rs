@@ -232,7 +232,7 @@ impl Schedule {
 pub struct Timed {
     /// From the start of the cycle.
     pub offset: Duration,
-    /// What.
+    /// Which fault.
     pub fault: FaultKind,
     /// How long the disturbance lasts.
     pub length: Duration,

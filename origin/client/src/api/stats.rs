@@ -54,7 +54,7 @@ pub struct FilterStats {
     /// Hash functions.
     #[serde(default)]
     pub k: Option<u32>,
-    /// Segments.
+    /// Segments the generation's bits are cut into.
     #[serde(default)]
     pub segment_count: Option<u32>,
     /// Bytes per segment.

@@ -1,40 +1,12 @@
-//! What a lookup asks of Redis: the filter's state (the readable generation) and one block of
-//! bits. The lookup timeout applies: slower is "unavailable", and the lookup falls through.
+//! What a lookup asks of Redis: one block of bits (the filter's state is read in `state`). The
+//! lookup timeout applies: slower is "unavailable", and the lookup falls through.
 
-use super::keys::{meta_key, segment_keys};
+use super::keys::segment_keys;
 use super::RedisFilterStore;
-use crate::store::{decode_state, FilterMeta, FilterState, FilterUnavailable, LookupStore, StateStore, StoreResult};
+use crate::store::{FilterMeta, FilterUnavailable, LookupStore, StoreResult};
 use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
-use redis::AsyncCommands;
-use std::time::Duration;
-
-impl RedisFilterStore {
-    /// Reads a filter's state from its meta key under `limit` (lookups and writes wait differently long).
-    pub(super) async fn read_state(&self, filter: &str, limit: Duration) -> StoreResult<FilterState> {
-        let key = meta_key(filter);
-        let (json, incarnation): (Option<String>, u64) =
-            self.call_at(limit, None, |mut c| async move { c.get(key).await }).await?;
-        let json = json.ok_or(FilterUnavailable::MetaMissing)?;
-        let mut state = decode_state(&json)?;
-        state.read_from = incarnation;
-        Ok(state)
-    }
-}
-
-#[async_trait]
-impl StateStore for RedisFilterStore {
-    async fn state(&self, filter: &str) -> StoreResult<FilterState> {
-        let filter = filter.to_owned();
-        self.read_state(&filter, self.timeout).await
-    }
-
-    async fn state_for_write(&self, filter: &str) -> StoreResult<FilterState> {
-        let filter = filter.to_owned();
-        self.read_state(&filter, self.write_timeout).await
-    }
-}
 
 #[async_trait]
 impl LookupStore for RedisFilterStore {

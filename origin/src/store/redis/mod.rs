@@ -39,7 +39,8 @@
 //!   check, telling the link how it went).
 //! - `scripts`: the Lua scripts (`scripts/*.lua`, each opening with its KEYS/ARGV contract).
 //! - `keys`: the key names above.
-//! - By role (see `store::roles`): `lookup` (the state and one block of bits), `write`
+//! - `state`: a filter's state, read by every path.
+//! - By role (see `store::roles`): `lookup` (one block of bits), `write`
 //!   (adds and delete counts), `feed` (segments and the journal, for local copies and edges),
 //!   `stats` (fill, deletes, memory, progress, whole segments), `lifecycle` (generations
 //!   created, merged, retired and cleared; the rebuild lease).
@@ -52,6 +53,7 @@ mod lifecycle;
 pub mod link;
 mod lookup;
 mod scripts;
+mod state;
 mod stats;
 mod write;
 

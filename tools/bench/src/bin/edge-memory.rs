@@ -20,7 +20,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Options.
+/// What the churn run starts, and how hard it drives it.
 #[derive(Parser, Debug)]
 struct Args {
     /// Minutes of traffic.
@@ -38,7 +38,7 @@ struct Args {
     /// Share of single lookups for stored keys.
     #[arg(long, default_value_t = 0.2)]
     hit_share: f64,
-    /// Filters.
+    /// Filters churned at once.
     #[arg(long, default_value_t = 4)]
     filters: usize,
     /// Keys each filter is sized for.

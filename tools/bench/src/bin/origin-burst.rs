@@ -18,19 +18,19 @@ use bloomgate_bench::servers::OriginSettings;
 use clap::Parser;
 use std::path::PathBuf;
 
-/// Options.
+/// What the burst run starts, against what.
 #[derive(Parser, Debug)]
 struct Args {
     /// The origin binary.
     #[arg(long, default_value = "target/release/bloomgate-origin")]
     origin_bin: PathBuf,
-    /// Redis.
+    /// The Redis URL the origin's filter lives in.
     #[arg(long, default_value = "redis://127.0.0.1:6399/")]
     redis: String,
     /// Cassandra `host:port`.
     #[arg(long, default_value = "127.0.0.1:9042")]
     cassandra: String,
-    /// Keyspace.
+    /// The Cassandra keyspace the origin writes to.
     #[arg(long, default_value = "bloomgate_burst")]
     keyspace: String,
     /// The origin's memory limit, MiB.

@@ -43,7 +43,7 @@ pub struct ChurnConfig {
     pub batch_share: f64,
     /// Share of single lookups for stored keys.
     pub hit_share: f64,
-    /// Filters.
+    /// Filters churned at once.
     pub filters: usize,
     /// Keys each filter is sized for.
     pub capacity: u64,

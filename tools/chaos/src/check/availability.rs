@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// How many of some operations succeeded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Share {
-    /// Operations.
+    /// Operations attempted.
     pub total: u64,
     /// Of those, acknowledged or answered.
     pub ok: u64,

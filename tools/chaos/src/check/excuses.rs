@@ -50,7 +50,7 @@ pub enum Who {
 /// Which keys a lookup must ask about for a row to excuse it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Keys {
-    /// Any.
+    /// Any keys at all.
     Any,
     /// At least one key the filter must answer "maybe" for, so the database is asked: a key
     /// someone tried to write; or any key while a fault that leaves the filter unable to answer
@@ -62,7 +62,7 @@ pub enum Keys {
 /// How long after the fault's end a row still excuses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct After {
-    /// Milliseconds.
+    /// How long after the fault's end, in milliseconds.
     pub ms: u64,
     /// Plus the edge's freshness bound S.
     pub plus_freshness: bool,
@@ -88,7 +88,7 @@ impl After {
 pub struct Excuse {
     /// The faults it belongs to (an observed stall beside the fault it looks like).
     pub faults: &'static [FaultKind],
-    /// Whom.
+    /// Which processes it excuses.
     pub who: Who,
     /// Which operations.
     pub ops: &'static [OpKind],
@@ -306,7 +306,7 @@ pub struct Failed {
     pub kind: OpKind,
     /// How it failed.
     pub error: ErrorKind,
-    /// When.
+    /// When the operation started.
     pub start: Micros,
     /// Until when.
     pub end: Micros,
@@ -317,11 +317,11 @@ pub struct Failed {
 /// One fault, as the table reads it.
 #[derive(Clone, Copy, Debug)]
 pub struct FaultSpan {
-    /// What.
+    /// Which fault.
     pub kind: FaultKind,
-    /// From.
+    /// When it began.
     pub start: Micros,
-    /// To.
+    /// When it ended.
     pub end: Micros,
     /// The origin it killed (or whose link it cut).
     pub origin: Option<u8>,

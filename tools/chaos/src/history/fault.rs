@@ -142,9 +142,9 @@ impl FaultKind {
 /// observed stall, from the start of the first slow probe to the end of the next fast one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fault {
-    /// What.
+    /// Which fault.
     pub kind: FaultKind,
-    /// Injected.
+    /// When it was injected.
     pub start: Micros,
     /// Over (see above).
     pub end: Micros,

@@ -68,11 +68,11 @@ impl std::fmt::Display for Process {
 /// A process's resident memory at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RssSample {
-    /// Whose.
+    /// The process sampled.
     pub process: Process,
     /// Its process then.
     pub pid: u32,
-    /// When.
+    /// When it was sampled.
     pub at: Micros,
     /// `VmRSS` in KiB.
     pub kib: u64,
@@ -104,7 +104,7 @@ pub struct EdgeDown {
 /// An operation the workload did not send: too many were in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Skipped {
-    /// When.
+    /// When the operation was due.
     pub at: Micros,
     /// To the edge (else to an origin).
     pub edge: bool,

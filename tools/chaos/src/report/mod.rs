@@ -58,7 +58,7 @@ pub struct ObservedRow {
 /// One example violation, with its key spelled out.
 #[derive(Clone, Debug, Serialize)]
 pub struct Example {
-    /// Rule.
+    /// The rule it broke.
     pub kind: String,
     /// Seconds into the run.
     pub at_secs: f64,
@@ -172,7 +172,7 @@ pub struct RunSettings {
     pub rss_limit_mib: u64,
     /// RSS limit of the edge's `workerd`.
     pub edge_rss_limit_mib: u64,
-    /// Rates.
+    /// The workload's rates.
     pub workload: WorkloadSettings,
     /// Which faults.
     pub schedule: crate::schedule::Schedule,
