@@ -53,7 +53,8 @@
 //!   and its lease alive; `leased_tests` and `load_tests`: a leased copy on a hand-moved clock,
 //!   and a load superseded midway, in process, as tests).
 //! - [`gate`]: the paths through the two stores, behind the one `Gate`: lookups (`lookup`:
-//!   filter first, database on "maybe" or when the filter cannot answer), writes (`write`:
+//!   filter first, database on "maybe" or when the filter cannot answer; `lookup_record`: the
+//!   one place a lookup is counted), writes (`write`:
 //!   filter first, then database), the edge's manifests, journal chunks and segments
 //!   (`edge_feed`), a filter's stats (`stats`), filters created, listed and dropped
 //!   (`filters`, with why a drop never lets an old bit or cache answer "no"), and the one door

@@ -6,9 +6,10 @@
 //! lease or behind its read barrier (`local_copy`), else the filter store; the readable generation comes from a
 //! metadata cache whose every entry stays safe to read, however old (see `Gate::meta`).
 
+use super::lookup_record::{DatabaseRead, FilterAsked, LookupTrace};
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
-use crate::metrics::{Fallthrough, FilterCounters, FilterRead, Store};
+use crate::metrics::{Fallthrough, FilterRead, Store};
 use crate::store::{FilterMeta, FilterUnavailable, StoreResult};
 use bloomgate_filter::hash_key;
 use futures::StreamExt;
@@ -95,10 +96,13 @@ impl Gate {
         self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
     }
 
-    async fn ask_filter(&self, name: &str, key: &[u8], counters: &FilterCounters) -> (StoreResult<bool>, Store) {
+    /// Asks the filter about `key`: through the local copy when it can answer, else the
+    /// store; the answer, which store gave it, and how the filter was read (None: it was not,
+    /// the readable generation being unknown, or the copy failed).
+    async fn ask_filter(&self, name: &str, key: &[u8]) -> (StoreResult<bool>, Store, Option<FilterRead>) {
         let meta = match self.meta(name).await {
             Ok(meta) => meta,
-            Err(e) => return (Err(e), Store::Redis),
+            Err(e) => return (Err(e), Store::Redis, None),
         };
         let hash = hash_key(key, meta.params.seed);
         // The local copy answers only under its lease or behind its read barrier (see
@@ -107,25 +111,17 @@ impl Gate {
             Some(copies) if meta.journal => copies.may_contain(name, meta, &hash).await,
             _ => None,
         };
-        let (answer, asked) = match held {
+        let (answer, asked, via) = match held {
             Some(answer) => {
-                if let Ok(copy) = &answer {
-                    self.metrics.leases.filter_read(copy.via);
-                    if copy.via == FilterRead::Lease {
-                        counters.lease_answers.inc();
-                    }
-                }
-                (answer.map(|copy| copy.maybe), Store::LocalCopy)
+                let via = answer.as_ref().ok().map(|copy| copy.via);
+                (answer.map(|copy| copy.maybe), Store::LocalCopy, via)
             }
-            None => {
-                self.metrics.leases.filter_read(FilterRead::Redis);
-                (self.store.lookup.may_contain(name, meta, hash).await, Store::Redis)
-            }
+            None => (self.store.lookup.may_contain(name, meta, hash).await, Store::Redis, Some(FilterRead::Redis)),
         };
         if answer.is_err() {
             self.forget_meta(name);
         }
-        (answer, asked)
+        (answer, asked, via)
     }
 
     /// Looks up one key.
@@ -138,47 +134,42 @@ impl Gate {
         answer
     }
 
+    /// Looks up one normalised key, then records what it did (`lookup_record`).
     async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
-        let counters = self.metrics.filters.counters(name);
+        let mut trace = LookupTrace::default();
+        let answer = self.decide(name, key, &mut trace).await;
+        self.record_lookup(name, key, &trace);
+        answer
+    }
+
+    /// The lookup's decision, top to bottom: the filter, then the database on "maybe" or when
+    /// the filter cannot answer. What happened goes into `trace`, for the metrics.
+    async fn decide(&self, name: &str, key: &[u8], trace: &mut LookupTrace) -> Result<Answer, AppError> {
         let step = if self.filter_enabled {
             let asked_at = Instant::now();
-            let (answer, asked) = self.ask_filter(name, key, &counters).await;
-            self.metrics.lookups.observe_store(asked, asked_at.elapsed());
+            let (answer, asked, via) = self.ask_filter(name, key).await;
+            trace.filter = Some(FilterAsked { store: asked, took: asked_at.elapsed(), via });
             after_filter(&answer)
         } else {
             AfterFilter::AskDatabaseFilterUnavailable(Fallthrough::Disabled)
         };
+        trace.step = Some(step);
         match step {
             AfterFilter::AnswerNotSeen => {
-                counters.filter_negatives.inc();
-                counters.absent_keys.insert(key);
-                self.metrics.lookups.answered(AnsweredBy::Filter);
-                return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None });
+                return Ok(Answer { seen: false, answered_by: AnsweredBy::Filter, value: None })
             }
-            AfterFilter::AskDatabaseAfterMaybe => {
-                counters.filter_maybes.inc();
-            }
+            AfterFilter::AskDatabaseAfterMaybe => {}
             AfterFilter::AskDatabaseFilterUnavailable(reason) => {
-                self.metrics.lookups.fallthrough(reason);
                 if reason.needs_recovery() {
                     self.recovery_nudge.notify_one();
                 }
             }
             AfterFilter::NoSuchFilter => return Err(AppError::UnknownFilter(name.into())),
         }
-        self.metrics.lookups.database_reads.inc();
         let asked = Instant::now();
         let stored = self.keys.get(name, key).await;
-        self.metrics.lookups.observe_store(Store::Database, asked.elapsed());
-        let stored = stored.inspect_err(|_| {
-            self.metrics.lookups.database_errors.inc();
-        })?;
-        self.metrics.lookups.answered(AnsweredBy::Database);
-        if stored.is_none() && step == AfterFilter::AskDatabaseAfterMaybe {
-            counters.false_positives.inc();
-            counters.absent_keys.insert(key);
-            counters.false_positive_keys.insert(key);
-        }
+        trace.database = Some(DatabaseRead { took: asked.elapsed(), found: stored.as_ref().ok().map(Option::is_some) });
+        let stored = stored?;
         Ok(Answer { seen: stored.is_some(), answered_by: AnsweredBy::Database, value: stored })
     }
 

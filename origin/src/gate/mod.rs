@@ -7,6 +7,7 @@
 //!
 //! # Layout
 //! - `lookup`: single and batch lookups, and the decision after the filter.
+//! - `lookup_record`: what a lookup did, and the one place it is counted.
 //! - `write`: writes and deletes.
 //! - `edge_feed`: the edge's manifest, journal chunks and segments.
 //! - `stats`: a filter's stats.
@@ -24,6 +25,7 @@
 mod edge_feed;
 mod filters;
 mod lookup;
+mod lookup_record;
 mod rebuilds;
 mod stats;
 mod write;
