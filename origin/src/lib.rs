@@ -117,7 +117,7 @@ use std::sync::Arc;
 use store::cassandra::{CassandraAccess, CassandraDatabase, CassandraSettings};
 use store::embedded::{MemoryFilterStore, RedbDatabase};
 use store::redis::{RedisAccess, RedisFilterStore, RedisSettings};
-use store::{Database, FilterMeta, FilterStore, JournalRetention, LifecycleStore, WriteStore};
+use store::{Database, FilterStore, Generation, JournalRetention, LifecycleStore, WriteStore};
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::trace::TraceLayer;
@@ -275,7 +275,7 @@ async fn rebuild_memory_filters(
             continue;
         }
         // In process: no other origin holds a copy, so no read lease to wait out.
-        let meta = FilterMeta { generation: clock::now_ms(), params, incarnation, journal, lease: None };
+        let meta = Generation { generation: clock::now_ms(), params, incarnation, journal, lease: None };
         if let Err(e) = memory.create_generation(&def.name, meta).await {
             tracing::error!(filter = %def.name, cause = %e, "filter not rebuilt in process; lookups read the key file");
             continue;

@@ -9,7 +9,7 @@
 
 use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
-use bloomgate_origin::store::{FilterMeta, JournalPage, JournalRead};
+use bloomgate_origin::store::{Generation, JournalPage, JournalRead};
 use bloomgate_tests::origin::TestOrigin;
 use bloomgate_tests::{random_keys, redis_addr, unique_filter};
 use reqwest::StatusCode;
@@ -234,7 +234,7 @@ async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() 
         .unwrap();
 
     // A copy at the journal's head, then an add it has not read.
-    let behind_by_one_add = async |name: &str| -> (String, FilterMeta, JournalPosition) {
+    let behind_by_one_add = async |name: &str| -> (String, Generation, JournalPosition) {
         let filter = unique_filter(name);
         create(&origin, &filter).await;
         let meta = store.state(&filter).await.unwrap().readable().unwrap();
@@ -247,7 +247,7 @@ async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() 
         assert!(matches!(&read, JournalRead::Entries { entries, .. } if entries.len() == 1), "{read:?}");
         (filter, meta, at)
     };
-    let journal_key = |filter: &str, meta: FilterMeta| format!("bg:{{{filter}}}:jnl:{}", meta.generation);
+    let journal_key = |filter: &str, meta: Generation| format!("bg:{{{filter}}}:jnl:{}", meta.generation);
 
     let (filter, meta, at) = behind_by_one_add("jbarrier-trim").await;
     let () =

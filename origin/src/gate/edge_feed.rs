@@ -3,7 +3,7 @@
 
 use super::Gate;
 use crate::error::AppError;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, JournalPage, JournalRead};
+use crate::store::{FilterState, FilterUnavailable, Generation, JournalPage, JournalRead};
 use bloomgate_filter::{encode_journal, encode_segment, encode_segment_at, JournalPosition, Manifest};
 
 /// A chunk of a generation's insert journal as the edge receives it.
@@ -30,7 +30,7 @@ impl Gate {
     }
 
     /// The generation lookups read, read fresh.
-    async fn active(&self, name: &str) -> Result<FilterMeta, AppError> {
+    async fn active(&self, name: &str) -> Result<Generation, AppError> {
         match self.state(name).await?.readable_or_why() {
             Ok(meta) => Ok(meta),
             Err(FilterUnavailable::Dropped) => Err(AppError::UnknownFilter(name.into())),

@@ -65,7 +65,7 @@ use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::lease::ReadConsistency;
 use crate::sizing::check_size;
-use crate::store::{Dropped, FilterDef, FilterMeta, FilterState, FilterUnavailable};
+use crate::store::{Dropped, FilterDef, FilterState, FilterUnavailable, Generation};
 use bloomgate_client::api::{DropKeys, FilterDropped, FilterList, FilterSummary};
 use bloomgate_filter::{validate_filter_name, KeyFormat, Params, SizingOptions};
 use futures::StreamExt;
@@ -108,8 +108,8 @@ impl Gate {
         };
         // Checked before anything is stored, and again after (a drop may finish in between).
         let state = self.state_if_any(name).await?;
-        same_key_format(name, dropped_of(state.as_ref(), self.keys.dropped(name).await?), wanted.key_format)?;
-        let (stored, created_now) = self.keys.create_filter(&wanted).await?;
+        same_key_format(name, dropped_of(state.as_ref(), self.database.dropped(name).await?), wanted.key_format)?;
+        let (stored, created_now) = self.database.create_filter(&wanted).await?;
         if stored != wanted {
             return Err(AppError::Conflict(format!(
                 "filter {name:?} exists with capacity {}, fp_rate {}, key_format {}, segment_bytes {}",
@@ -119,11 +119,11 @@ impl Gate {
         // The definition was inserted after any earlier drop deleted it, so after that drop
         // wrote its record: the record is read here whatever became of the filter store.
         let state = self.state_if_any(name).await?;
-        let record = self.keys.dropped(name).await?;
+        let record = self.database.dropped(name).await?;
         let dropped = dropped_of(state.as_ref(), record);
         if let (Err(e), Some(dropped)) = (same_key_format(name, dropped, wanted.key_format), dropped) {
             if created_now {
-                self.keys.drop_filter(name, dropped).await?;
+                self.database.drop_filter(name, dropped).await?;
             }
             return Err(e);
         }
@@ -223,14 +223,14 @@ impl Gate {
         let expected = replaced.map(|s| s.revision);
         let lineage = replaced.unwrap_or_default().next_lineage(now_ms()).max(floor);
         let read_consistency = Some(mode);
-        if self.keys.has_keys(name).await? {
+        if self.database.has_keys(name).await? {
             let state = FilterState { lineage, read_consistency, ..FilterState::default() };
             self.store.lifecycle.replace_state(name, expected, state).await.map_err(AppError::FilterWrite)?;
             return Ok(Created::NewFromKeys);
         }
         let incarnation = self.store.lifecycle.incarnation().await.map_err(AppError::FilterWrite)?;
         let lease = self.lease.terms_for(read_consistency);
-        let meta = FilterMeta { generation: lineage, params, incarnation, journal: self.journal_enabled, lease };
+        let meta = Generation { generation: lineage, params, incarnation, journal: self.journal_enabled, lease };
         self.store.lifecycle.create_generation(name, meta).await.map_err(AppError::FilterWrite)?;
         let state = FilterState { active: Some(meta), lineage, read_consistency, ..FilterState::default() };
         // Only if the state did not change meanwhile (a drop's tombstone, or a rebuild whose
@@ -243,7 +243,7 @@ impl Gate {
 
     /// Every filter, by name, with the generation answering its lookups.
     pub async fn list_filters(&self) -> Result<FilterList, AppError> {
-        let mut defs = self.keys.filters().await?;
+        let mut defs = self.database.filters().await?;
         defs.sort_by(|a, b| a.name.cmp(&b.name));
         let states: Vec<_> = defs.iter().map(|def| self.store.lifecycle.state_for_write(&def.name)).collect();
         let states: Vec<_> = futures::stream::iter(states).buffered(LIST_CONCURRENCY).collect().await;
@@ -271,15 +271,15 @@ impl Gate {
     /// finished by asking again: every step is idempotent.
     pub async fn drop_filter(&self, name: &str, keys: DropKeys, concurrency: usize) -> Result<FilterDropped, AppError> {
         validate_filter_name(name)?;
-        let def = self.keys.filter(name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))?;
+        let def = self.database.filter(name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))?;
         let dropped = self.bury(name, def.key_format).await?;
         self.forget_meta(name);
         let keys_deleted = match keys {
-            DropKeys::Delete => Some(self.keys.delete_keys(name, concurrency).await?),
+            DropKeys::Delete => Some(self.database.delete_keys(name, concurrency).await?),
             DropKeys::Keep => None,
         };
         self.store.lifecycle.clear_dropped(name).await.map_err(AppError::DropStopped)?;
-        self.keys.drop_filter(name, dropped).await?;
+        self.database.drop_filter(name, dropped).await?;
         self.defs.forget(name);
         tracing::info!(filter = name, keys = keys.as_str(), keys_deleted, "filter dropped");
         Ok(FilterDropped { filter: name.to_owned(), dropped: true, keys, keys_deleted })
@@ -299,7 +299,7 @@ impl Gate {
             }
             // Bits gone first, then every lease on them waited out, name last: a reader holding
             // a generation falls through (see `lease`).
-            let named: Vec<FilterMeta> = state.named().collect();
+            let named: Vec<Generation> = state.named().collect();
             self.store.lifecycle.retire_and_wait(name, &named).await.map_err(AppError::DropStopped)?;
             if expected.is_none() {
                 // No state: what it named, and on which terms, is unknown.

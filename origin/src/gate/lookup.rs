@@ -10,7 +10,7 @@ use super::lookup_record::{DatabaseRead, FilterAsked, LookupTrace};
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::metrics::{Fallthrough, FilterRead, Store};
-use crate::store::{FilterMeta, FilterUnavailable, StoreResult};
+use crate::store::{FilterUnavailable, Generation, StoreResult};
 use bloomgate_filter::hash_key;
 use futures::StreamExt;
 use std::time::Instant;
@@ -75,7 +75,7 @@ impl Gate {
     /// takes every add until it is retired, and a retired generation's bits are gone before
     /// the state stops naming it, so reading it falls through (see `store::state`). The cache
     /// is dropped whenever the filter could not answer, so the next lookup reads the state.
-    async fn meta(&self, name: &str) -> StoreResult<FilterMeta> {
+    async fn meta(&self, name: &str) -> StoreResult<Generation> {
         let cached = self.metas.read().unwrap_or_else(|e| e.into_inner()).get(name).copied();
         if let Some((meta, at)) = cached {
             if at.elapsed() < self.cache_ttl {
@@ -167,7 +167,7 @@ impl Gate {
             AfterFilter::NoSuchFilter => return Err(AppError::UnknownFilter(name.into())),
         }
         let asked = Instant::now();
-        let stored = self.keys.get(name, key).await;
+        let stored = self.database.get(name, key).await;
         trace.database = Some(DatabaseRead { took: asked.elapsed(), found: stored.as_ref().ok().map(Option::is_some) });
         let stored = stored?;
         Ok(Answer { seen: stored.is_some(), answered_by: AnsweredBy::Database, value: stored })

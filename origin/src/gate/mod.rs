@@ -42,7 +42,7 @@ use crate::lease::boot_clock::{BootClock, Clock};
 use crate::lease::LeaseSettings;
 use crate::local_copy::LocalCopies;
 use crate::metrics::Metrics;
-use crate::store::{Database, FilterDef, FilterMeta, FilterStore, Roles};
+use crate::store::{Database, FilterDef, FilterStore, FilterStoreRoles, Generation};
 use bloomgate_filter::validate_filter_name;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -54,8 +54,9 @@ const BATCH_CONCURRENCY: usize = 64;
 /// The gate's state: both stores, caches of definitions and metadata, and metrics.
 pub struct Gate {
     /// The filter store, by the role each path plays (see `store::roles`).
-    store: Roles,
-    keys: Arc<dyn Database>,
+    store: FilterStoreRoles,
+    /// The database: keys and definitions, the source of truth.
+    database: Arc<dyn Database>,
     /// Metrics, shared with the HTTP layer.
     pub metrics: Arc<Metrics>,
     /// What the status page plots, sampled by the recovery check.
@@ -65,7 +66,7 @@ pub struct Gate {
     defs: DefCache,
     /// The filters' bits held in process (None: every lookup asks the filter store).
     copies: Option<LocalCopies>,
-    metas: RwLock<HashMap<String, (FilterMeta, Instant)>>,
+    metas: RwLock<HashMap<String, (Generation, Instant)>>,
     cache_ttl: Duration,
     filter_enabled: bool,
     max_filter_bytes: u64,
@@ -91,7 +92,7 @@ pub struct GateSettings {
     /// Largest filter (bytes of bits) a create, rebuild or resize may ask for.
     pub max_filter_bytes: u64,
     /// Name new generations with an insert journal (edges catch up from it). Adds append to
-    /// a generation that has one whatever this says (see `FilterMeta::journal`).
+    /// a generation that has one whatever this says (see `Generation::journal`).
     pub journal_enabled: bool,
     /// Bytes of bits held in local copies (0: none; see `local_copy`).
     pub local_copy_max_bytes: u64,
@@ -130,9 +131,9 @@ pub use bloomgate_client::api::CreateFilter;
 
 impl Gate {
     /// A gate over these stores.
-    pub fn new(filters: Arc<dyn FilterStore>, keys: Arc<dyn Database>, settings: GateSettings) -> Gate {
+    pub fn new(filter_store: Arc<dyn FilterStore>, database: Arc<dyn Database>, settings: GateSettings) -> Gate {
         let metrics = Arc::new(Metrics::default());
-        let store = Roles::of(filters);
+        let store = FilterStoreRoles::of(filter_store);
         let clock: Arc<dyn Clock> = Arc::new(BootClock);
         let copies = (settings.local_copy_max_bytes > 0).then(|| {
             let (max_bytes, every) = (settings.local_copy_max_bytes, settings.lease_tail_every);
@@ -140,7 +141,7 @@ impl Gate {
         });
         Gate {
             store,
-            keys,
+            database,
             copies,
             metrics,
             status: crate::status_history::StatusHistory::default(),
@@ -160,7 +161,7 @@ impl Gate {
 
     /// The database, for health checks.
     pub fn database(&self) -> &Arc<dyn Database> {
-        &self.keys
+        &self.database
     }
 
     /// Bytes of filter bits held in local copies now.
@@ -174,7 +175,7 @@ impl Gate {
     }
 
     /// The filter store by role (the recovery check reads through `stats`).
-    pub fn roles(&self) -> &Roles {
+    pub fn roles(&self) -> &FilterStoreRoles {
         &self.store
     }
 
@@ -182,7 +183,7 @@ impl Gate {
     /// of made-up names costs).
     pub async fn def(&self, name: &str) -> Result<Arc<FilterDef>, AppError> {
         validate_filter_name(name)?;
-        self.defs.get(self.keys.as_ref(), name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))
+        self.defs.get(self.database.as_ref(), name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))
     }
 }
 

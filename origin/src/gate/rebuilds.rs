@@ -16,9 +16,9 @@ impl Gate {
     /// Starts a rebuild of filter `name` with `options`, in the background; `Busy` when another
     /// (on any origin) holds the filter's rebuild lease.
     pub async fn start_rebuild(&self, name: &str, options: RebuildOptions) -> Result<RebuildTask, RebuildError> {
-        let def = self.keys.filter(name).await?.ok_or_else(|| RebuildError::UnknownFilter(name.into()))?;
+        let def = self.database.filter(name).await?.ok_or_else(|| RebuildError::UnknownFilter(name.into()))?;
         rebuild::sized(&def, &options, 0)?;
-        let task = rebuild::start(self.store.whole.clone(), self.keys.clone(), name.to_owned(), options).await?;
+        let task = rebuild::start(self.store.whole.clone(), self.database.clone(), name.to_owned(), options).await?;
         self.metrics.filters.counters(name).mark_build();
         Ok(task)
     }
@@ -31,12 +31,12 @@ impl Gate {
 
     /// Every filter's definition, read fresh from the database (for the recovery check).
     pub async fn filter_defs(&self) -> Result<Vec<FilterDef>, DatabaseError> {
-        self.keys.filters().await
+        self.database.filters().await
     }
 
     /// Whether the database answers now.
     pub async fn database_ping(&self) -> Result<(), DatabaseError> {
-        self.keys.ping().await
+        self.database.ping().await
     }
 
     /// Whether the filter store answers now.

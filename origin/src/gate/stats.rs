@@ -5,12 +5,12 @@ use super::Gate;
 use crate::error::AppError;
 use crate::lease::LeaseTerms;
 use crate::metrics::FilterCounters;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, JournalSize};
+use crate::store::{FilterState, FilterUnavailable, Generation, JournalSize};
 use bloomgate_client::api::{FilterStats, RebuildProgress};
 
 /// What the filter store says of the readable generation.
-struct Generation {
-    meta: FilterMeta,
+struct GenerationStats {
+    meta: Generation,
     ones: u64,
     deletes: u64,
     memory: Option<u64>,
@@ -49,7 +49,7 @@ impl Gate {
     }
 
     /// What the filter store says of generation `meta`.
-    async fn generation(&self, name: &str, meta: FilterMeta) -> Result<Generation, AppError> {
+    async fn generation(&self, name: &str, meta: Generation) -> Result<GenerationStats, AppError> {
         let store = &self.store.stats;
         let ones = store.count_ones(name, meta).await.map_err(AppError::FilterRead)?;
         let deletes = store.deletes(name, meta).await.map_err(AppError::FilterRead)?;
@@ -58,7 +58,7 @@ impl Gate {
             true => Some(store.journal_size(name, meta).await.map_err(AppError::FilterRead)?),
             false => None,
         };
-        Ok(Generation { meta, ones, deletes, memory, journal })
+        Ok(GenerationStats { meta, ones, deletes, memory, journal })
     }
 }
 
@@ -79,11 +79,11 @@ fn unbuilt(known: FilterStats, state: &FilterState) -> Result<FilterStats, AppEr
 fn describe(
     known: FilterStats,
     state: &FilterState,
-    generation: &Generation,
+    generation: &GenerationStats,
     c: &FilterCounters,
     capacity: u64,
 ) -> FilterStats {
-    let Generation { meta, ones, deletes, memory, journal } = *generation;
+    let GenerationStats { meta, ones, deletes, memory, journal } = *generation;
     let params = meta.params;
     let (maybes, fps) = (c.filter_maybes.get(), c.false_positives.get());
     let estimated = params.estimated_len(ones);

@@ -5,7 +5,7 @@
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::lease::{boot_clock, WriteDeadline};
-use crate::store::{FilterMeta, FilterUnavailable, StoreResult};
+use crate::store::{FilterUnavailable, Generation, StoreResult};
 use bloomgate_filter::{hash_key, KeyHash};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
@@ -81,7 +81,7 @@ impl Gate {
     /// Waits, until `give_up_at`, for the filter's state to name a generation this store holds
     /// that the failed attempt did not try (or for the filter to be dropped, which the next
     /// attempt answers): whether the write should start over.
-    async fn wait_for_new_generation(&self, name: &str, tried: &[FilterMeta], give_up_at: Instant) -> bool {
+    async fn wait_for_new_generation(&self, name: &str, tried: &[Generation], give_up_at: Instant) -> bool {
         loop {
             if let Ok(state) = self.store.write.state_for_write(name).await {
                 if state.dropped.is_some() || state.write_targets().any(|m| !tried.contains(&m)) {
@@ -101,7 +101,7 @@ impl Gate {
         &self,
         name: &str,
         entries: &[(Vec<u8>, Vec<u8>)],
-        tried: &mut Vec<FilterMeta>,
+        tried: &mut Vec<Generation>,
     ) -> Result<(), AppError> {
         let fail = |e: FilterUnavailable| {
             if bits_lost(&e) {
@@ -113,7 +113,7 @@ impl Gate {
         if before.dropped.is_some() {
             return Err(AppError::UnknownFilter(name.into()));
         }
-        let added: Vec<FilterMeta> = before.write_targets().collect();
+        let added: Vec<Generation> = before.write_targets().collect();
         tried.extend(&added);
         if added.is_empty() {
             let why = if before.stale().next().is_some() {
@@ -128,7 +128,7 @@ impl Gate {
         let mut deadline = WriteDeadline::default();
         self.add_to(name, &added, entries).await.map_err(fail)?;
         deadline.add_answered(self.clock.now(), before.named().map(|m| m.lease));
-        let puts: Vec<_> = entries.iter().map(|(k, v)| self.keys.put(name, k, v)).collect();
+        let puts: Vec<_> = entries.iter().map(|(k, v)| self.database.put(name, k, v)).collect();
         let stored_at = Instant::now();
         let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
         self.metrics.writes.database_seconds.observe(stored_at.elapsed().as_secs_f64());
@@ -145,7 +145,7 @@ impl Gate {
                 "filter {name:?} was dropped and created again while the write ran: not acknowledged"
             ))));
         }
-        let named_since: Vec<FilterMeta> = after.write_targets().filter(|m| !added.contains(m)).collect();
+        let named_since: Vec<Generation> = after.write_targets().filter(|m| !added.contains(m)).collect();
         tried.extend(&named_since);
         self.add_to(name, &named_since, entries).await.map_err(fail)?;
         let newly_named = after.named().filter(|m| !before.named().any(|b| b == *m));
@@ -170,7 +170,7 @@ impl Gate {
 
     /// Adds the entries' keys to each generation, and to its insert journal with the bits in
     /// the same step (see `WriteStore::add`), before the write is acknowledged.
-    async fn add_to(&self, name: &str, generations: &[FilterMeta], entries: &[(Vec<u8>, Vec<u8>)]) -> StoreResult<()> {
+    async fn add_to(&self, name: &str, generations: &[Generation], entries: &[(Vec<u8>, Vec<u8>)]) -> StoreResult<()> {
         // Negative control (test builds only): the write is acknowledged without its adds.
         if crate::planted::active(crate::planted::Bug::SkipFilterAdd) {
             return Ok(());
@@ -186,7 +186,7 @@ impl Gate {
     pub async fn delete(&self, name: &str, raw_key: &[u8]) -> Result<bool, AppError> {
         let def = self.def(name).await?;
         let key = def.key_format.normalize(raw_key)?;
-        let existed = self.keys.delete(name, &key).await?;
+        let existed = self.database.delete(name, &key).await?;
         if existed {
             self.metrics.filters.counters(name).deletes.inc();
             self.count_stale(name).await;

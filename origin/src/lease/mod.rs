@@ -4,7 +4,7 @@
 //!
 //! # Terms
 //!
-//! A generation named in `lease` mode records its [`LeaseTerms`] (L and ρ) in its `FilterMeta`,
+//! A generation named in `lease` mode records its [`LeaseTerms`] (L and ρ) in its `Generation`,
 //! so every origin reads and writes it under the same terms, whatever its own settings or
 //! version; a generation recorded without terms (named in `barrier` mode, or before leases
 //! existed) is read behind the read barrier alone (`local_copy::rounds`).

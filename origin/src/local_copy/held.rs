@@ -26,7 +26,7 @@ use crate::lease::clock_check::{ClockVerdict, StoreClockCheck};
 use crate::lease::LeaseTerms;
 use crate::metrics::FilterRead;
 use crate::metrics::Metrics;
-use crate::store::{CopySource, FilterMeta, FilterUnavailable, JournalPage, JournalRead};
+use crate::store::{CopySource, FilterUnavailable, Generation, JournalPage, JournalRead};
 use bloomgate_filter::{BloomFilter, JournalPosition, KeyHash};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -44,7 +44,7 @@ pub const MAX_READS_PER_ROUND: u32 = 16;
 /// A generation's bits in process, with its read barrier.
 pub struct HeldCopy {
     /// The generation held, with the store incarnation its bits came from.
-    pub meta: FilterMeta,
+    pub meta: Generation,
     filter: String,
     store: Arc<dyn CopySource>,
     metrics: Arc<Metrics>,
@@ -90,7 +90,7 @@ pub struct CopyAnswer {
 
 /// Who started a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Led {
+enum RoundLeader {
     /// A lookup waiting for it (or the idle catch-up).
     Lookup,
     /// The background read that keeps the lease alive.
@@ -139,7 +139,7 @@ impl HeldCopy {
     /// A copy of `meta`'s bits of `filter` in `store`, current to `position` of its journal.
     pub fn new(
         filter: &str,
-        meta: FilterMeta,
+        meta: Generation,
         bits: BloomFilter,
         position: JournalPosition,
         store: Arc<dyn CopySource>,
@@ -242,7 +242,7 @@ impl HeldCopy {
             }
             let wanted = self.lock_rounds().start_wanted();
             match wanted {
-                Some(round) => self.lead(round, Led::Lookup).await,
+                Some(round) => self.lead(round, RoundLeader::Lookup).await,
                 None => {
                     if finished.changed().await.is_err() {
                         return Err(None);
@@ -275,7 +275,7 @@ impl HeldCopy {
     pub async fn catch_up_idle(&self) {
         let started = self.lock_rounds().start_any();
         if let Some(round) = started {
-            self.lead(round, Led::Lookup).await;
+            self.lead(round, RoundLeader::Lookup).await;
         }
     }
 
@@ -283,7 +283,7 @@ impl HeldCopy {
     pub async fn tail(&self) {
         let started = self.lock_rounds().start_any();
         if let Some(round) = started {
-            self.lead(round, Led::Tail).await;
+            self.lead(round, RoundLeader::Tail).await;
         }
     }
 
@@ -305,7 +305,7 @@ impl HeldCopy {
     /// Runs round `round`, started by the caller, to its end; a stale copy is closed. A round
     /// that made the copy current renews the lease from when its first read was sent (its last
     /// read, which found the head, was sent later still).
-    async fn lead(&self, round: u64, led: Led) {
+    async fn lead(&self, round: u64, led: RoundLeader) {
         let leading = LeadingRound { copy: self, round, ended: false };
         let mut position = *self.position.lock().unwrap_or_else(|e| e.into_inner());
         let sent = self.clock.now();
@@ -319,7 +319,7 @@ impl HeldCopy {
             // Release: a lookup that loads it (Acquire) then reads bits holding every entry applied.
             self.lease_from.fetch_max(sent.as_nanos(), Ordering::Release);
         }
-        if led == Led::Tail {
+        if led == RoundLeader::Tail {
             self.metrics.leases.tail_read(current);
         }
         leading.end(&end);

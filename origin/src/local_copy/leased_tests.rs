@@ -10,7 +10,7 @@ use crate::lease::LeaseTerms;
 use crate::metrics::FilterRead;
 use crate::metrics::Metrics;
 use crate::store::embedded::MemoryFilterStore;
-use crate::store::{FilterMeta, LifecycleStore, WriteStore};
+use crate::store::{Generation, LifecycleStore, WriteStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ const L: Duration = Duration::from_millis(10);
 
 /// A copy of a leased generation, whose background reads never come on their own (the test
 /// runs them), on a clock the test moves.
-async fn leased_copy() -> (Arc<MemoryFilterStore>, FilterMeta, Arc<HeldCopy>, Arc<ManualClock>, Arc<Metrics>) {
+async fn leased_copy() -> (Arc<MemoryFilterStore>, Generation, Arc<HeldCopy>, Arc<ManualClock>, Arc<Metrics>) {
     let (store, meta) = store_with_leased_generation(1, Some(LeaseTerms::new(L, 1_000))).await;
     let clock = Arc::new(ManualClock::at(BootInstant::from_nanos(1_000_000_000)));
     let metrics = Arc::new(Metrics::default());

@@ -1,6 +1,6 @@
 //! Loading a generation's copy: the journal's head first, then every segment.
 
-use crate::store::{CopySource, FilterMeta, FilterUnavailable, StoreResult};
+use crate::store::{CopySource, FilterUnavailable, Generation, StoreResult};
 use bloomgate_filter::{BloomFilter, JournalPosition};
 use futures::{StreamExt, TryStreamExt};
 
@@ -13,7 +13,7 @@ const SEGMENTS_AT_ONCE: usize = 4;
 pub async fn load(
     store: &dyn CopySource,
     filter: &str,
-    meta: FilterMeta,
+    meta: Generation,
 ) -> StoreResult<(BloomFilter, JournalPosition)> {
     if !meta.journal {
         return Err(FilterUnavailable::Error(

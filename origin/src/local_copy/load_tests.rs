@@ -6,7 +6,7 @@ use super::tests::{generation_of, held, store_with_generation, FILTER};
 use super::LocalCopies;
 use crate::metrics::Metrics;
 use crate::store::embedded::MemoryFilterStore;
-use crate::store::{CopySource, FilterMeta, StoreResult};
+use crate::store::{CopySource, Generation, StoreResult};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +19,10 @@ struct HeldSegments {
 
 #[async_trait::async_trait]
 impl CopySource for HeldSegments {
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<bloomgate_filter::JournalPosition> {
+    async fn journal_head(&self, filter: &str, meta: Generation) -> StoreResult<bloomgate_filter::JournalPosition> {
         self.inner.journal_head(filter, meta).await
     }
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<crate::store::SegmentBits> {
+    async fn segment(&self, filter: &str, meta: Generation, index: u32) -> StoreResult<crate::store::SegmentBits> {
         self.reads_waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _through = self.open.acquire().await.expect("never closed");
         self.inner.segment(filter, meta, index).await
@@ -30,7 +30,7 @@ impl CopySource for HeldSegments {
     async fn catch_up_journal(
         &self,
         filter: &str,
-        meta: FilterMeta,
+        meta: Generation,
         page: crate::store::JournalPage,
     ) -> StoreResult<crate::store::JournalRead> {
         self.inner.catch_up_journal(filter, meta, page).await

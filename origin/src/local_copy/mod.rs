@@ -24,7 +24,7 @@ pub mod tail;
 
 use crate::lease::boot_clock::{BootClock, Clock};
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};
-use crate::store::{CopySource, FilterMeta, StoreResult};
+use crate::store::{CopySource, Generation, StoreResult};
 use bloomgate_filter::KeyHash;
 use held::{CopyAnswer, HeldCopy};
 use std::collections::HashMap;
@@ -42,28 +42,29 @@ pub const IDLE_DROP: Duration = Duration::from_secs(600);
 /// this long before a load is tried again.
 pub const RETRY_LOAD_AFTER: Duration = Duration::from_secs(5);
 
-/// What a filter's slot holds.
-enum Slot {
-    /// Being loaded; the load stops when this slot is given to something else (the ticket is
+/// What the copy table holds for a filter.
+enum CopyEntry {
+    /// Being loaded; the load stops when this entry is replaced (the ticket is
     /// held for its drop alone).
-    Loading(FilterMeta, #[allow(dead_code)] LoadTicket),
+    Loading(Generation, #[allow(dead_code)] LoadTicket),
     /// Held, with its catch-up task running.
     Held(Arc<HeldCopy>),
     /// Not held: the load failed or did not fit the budget; tried again after the instant.
-    Refused(FilterMeta, Instant),
+    Refused(Generation, Instant),
 }
 
-/// Held by a loading slot: dropping it (the slot was replaced, say by a newer generation of a
+/// Held by a loading entry: dropping it (the entry was replaced, say by a newer generation of a
 /// flapping filter, or removed) stops the load at once, so its bits are freed instead of being
 /// read to the end and thrown away, and loads of one filter never pile up.
 struct LoadTicket {
     _cancel_on_drop: tokio::sync::oneshot::Sender<()>,
 }
 
-struct Shared {
+/// The copies of this process: where their bits come from, the budget, an entry per filter.
+struct CopyTable {
     store: Arc<dyn CopySource>,
     max_bytes: u64,
-    slots: Mutex<HashMap<String, Slot>>,
+    entries: Mutex<HashMap<String, CopyEntry>>,
     metrics: Arc<Metrics>,
     /// How often a leased copy in use reads its journal (h).
     tail_every: Duration,
@@ -73,7 +74,7 @@ struct Shared {
 /// The copies of this process.
 #[derive(Clone)]
 pub struct LocalCopies {
-    shared: Arc<Shared>,
+    shared: Arc<CopyTable>,
 }
 
 impl LocalCopies {
@@ -91,15 +92,15 @@ impl LocalCopies {
         tail_every: Duration,
         clock: Arc<dyn Clock>,
     ) -> LocalCopies {
-        let slots = Mutex::default();
-        LocalCopies { shared: Arc::new(Shared { store, max_bytes, slots, metrics, tail_every, clock }) }
+        let entries = Mutex::default();
+        LocalCopies { shared: Arc::new(CopyTable { store, max_bytes, entries, metrics, tail_every, clock }) }
     }
 
     /// Whether the key with `hash` may be in generation `meta` of `filter`, answered from the
     /// copy under its lease or behind its read barrier. None: no copy can answer (none held
     /// yet, or it is stale): ask the store. A store failure during the barrier is the lookup's answer too, as it
     /// would have been asking the store.
-    pub async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: &KeyHash) -> Option<StoreResult<CopyAnswer>> {
+    pub async fn may_contain(&self, filter: &str, meta: Generation, hash: &KeyHash) -> Option<StoreResult<CopyAnswer>> {
         let Some(copy) = self.held_or_load(filter, meta) else {
             self.shared.metrics.copies.lookup(CopyLookup::NotHeld);
             return None;
@@ -126,76 +127,76 @@ impl LocalCopies {
 
     /// The copy of exactly `meta` if held; otherwise starts loading it (when the budget allows
     /// and no load of it runs or recently failed).
-    fn held_or_load(&self, filter: &str, meta: FilterMeta) -> Option<Arc<HeldCopy>> {
-        let mut slots = self.shared.slots.lock().unwrap_or_else(|e| e.into_inner());
-        match slots.get(filter) {
-            Some(Slot::Held(copy)) if copy.meta == meta => return Some(copy.clone()),
-            Some(Slot::Loading(loading, _)) if *loading == meta => return None,
-            Some(Slot::Refused(refused, until)) if *refused == meta && Instant::now() < *until => return None,
+    fn held_or_load(&self, filter: &str, meta: Generation) -> Option<Arc<HeldCopy>> {
+        let mut entries = self.shared.entries.lock().unwrap_or_else(|e| e.into_inner());
+        match entries.get(filter) {
+            Some(CopyEntry::Held(copy)) if copy.meta == meta => return Some(copy.clone()),
+            Some(CopyEntry::Loading(loading, _)) if *loading == meta => return None,
+            Some(CopyEntry::Refused(refused, until)) if *refused == meta && Instant::now() < *until => return None,
             _ => {}
         }
         // Another generation's copy (replaced by a rebuild), or none: this one is wanted now.
-        let others: u64 = slots
+        let others: u64 = entries
             .iter()
             .filter(|(name, _)| name.as_str() != filter)
-            .map(|(_, slot)| match slot {
-                Slot::Held(copy) => copy.bytes(),
-                Slot::Loading(m, _) => m.params.total_bytes(),
-                Slot::Refused(..) => 0,
+            .map(|(_, entry)| match entry {
+                CopyEntry::Held(copy) => copy.bytes(),
+                CopyEntry::Loading(m, _) => m.params.total_bytes(),
+                CopyEntry::Refused(..) => 0,
             })
             .sum();
         if others + meta.params.total_bytes() > self.shared.max_bytes {
-            slots.insert(filter.to_owned(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
+            entries.insert(filter.to_owned(), CopyEntry::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
             self.shared.metrics.copies.load(CopyLoad::OverBudget);
-            self.shared.metrics.copies.set_bytes(held_bytes(&slots));
+            self.shared.metrics.copies.set_bytes(held_bytes(&entries));
             return None;
         }
         let (ticket, cancelled) = tokio::sync::oneshot::channel();
-        if let Some(Slot::Held(replaced)) =
-            slots.insert(filter.to_owned(), Slot::Loading(meta, LoadTicket { _cancel_on_drop: ticket }))
+        if let Some(CopyEntry::Held(replaced)) =
+            entries.insert(filter.to_owned(), CopyEntry::Loading(meta, LoadTicket { _cancel_on_drop: ticket }))
         {
             replaced.close();
         }
-        self.shared.metrics.copies.set_bytes(held_bytes(&slots));
+        self.shared.metrics.copies.set_bytes(held_bytes(&entries));
         tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta, cancelled));
         None
     }
 
     /// Bytes of bits held now.
     pub fn held_bytes(&self) -> u64 {
-        held_bytes(&self.shared.slots.lock().unwrap_or_else(|e| e.into_inner()))
+        held_bytes(&self.shared.entries.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
-/// Bytes of bits the slots hold (loads in progress not counted: the gauge shows memory held).
-fn held_bytes(slots: &HashMap<String, Slot>) -> u64 {
-    slots.values().map(|slot| if let Slot::Held(copy) = slot { copy.bytes() } else { 0 }).sum()
+/// Bytes of bits the entries hold (loads in progress not counted: the gauge shows memory held).
+fn held_bytes(entries: &HashMap<String, CopyEntry>) -> u64 {
+    entries.values().map(|entry| if let CopyEntry::Held(copy) = entry { copy.bytes() } else { 0 }).sum()
 }
 
-impl Shared {
-    /// Whether `copy` is still the one its filter's slot holds.
+impl CopyTable {
+    /// Whether `copy` is still the one its filter's entry holds.
     fn holds(&self, filter: &str, copy: &Arc<HeldCopy>) -> bool {
-        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        matches!(slots.get(filter), Some(Slot::Held(held)) if Arc::ptr_eq(held, copy))
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        matches!(entries.get(filter), Some(CopyEntry::Held(held)) if Arc::ptr_eq(held, copy))
     }
 
-    /// Drops `copy` from its slot (if still there) and fails every lookup waiting on it.
+    /// Drops `copy` from its entry (if still there) and fails every lookup waiting on it.
     fn drop_copy(&self, filter: &str, copy: &Arc<HeldCopy>) {
         copy.close();
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if matches!(slots.get(filter), Some(Slot::Held(held)) if Arc::ptr_eq(held, copy)) {
-            slots.remove(filter);
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(entries.get(filter), Some(CopyEntry::Held(held)) if Arc::ptr_eq(held, copy)) {
+            entries.remove(filter);
         }
-        self.metrics.copies.set_bytes(held_bytes(&slots));
+        self.metrics.copies.set_bytes(held_bytes(&entries));
     }
 }
 
-/// Loads `meta`'s copy into `filter`'s slot, then keeps it until it is dropped. Stops as soon
-/// as the slot is given to another generation (`cancelled`: its ticket was dropped).
+/// Loads `meta`'s copy into `filter`'s entry, then keeps it until it is dropped. Stops as soon
+/// as the entry is given to another generation (`cancelled`: its ticket was dropped).
 async fn load_and_hold(
-    shared: Arc<Shared>,
+    shared: Arc<CopyTable>,
     filter: String,
-    meta: FilterMeta,
+    meta: Generation,
     cancelled: tokio::sync::oneshot::Receiver<()>,
 ) {
     let loaded = tokio::select! {
@@ -206,22 +207,22 @@ async fn load_and_hold(
         }
     };
     let copy = {
-        let mut slots = shared.slots.lock().unwrap_or_else(|e| e.into_inner());
-        if !matches!(slots.get(&filter), Some(Slot::Loading(loading, _)) if *loading == meta) {
+        let mut entries = shared.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(entries.get(&filter), Some(CopyEntry::Loading(loading, _)) if *loading == meta) {
             return;
         }
         match loaded {
             Ok((bits, position)) => {
                 let (store, metrics, clock) = (shared.store.clone(), shared.metrics.clone(), shared.clock.clone());
                 let copy = Arc::new(HeldCopy::new(&filter, meta, bits, position, store, metrics, clock));
-                slots.insert(filter.clone(), Slot::Held(copy.clone()));
+                entries.insert(filter.clone(), CopyEntry::Held(copy.clone()));
                 shared.metrics.copies.load(CopyLoad::Loaded);
-                shared.metrics.copies.set_bytes(held_bytes(&slots));
+                shared.metrics.copies.set_bytes(held_bytes(&entries));
                 copy
             }
             Err(e) => {
                 tracing::warn!(filter, generation = meta.generation, cause = %e, "local copy not loaded; lookups ask the filter store");
-                slots.insert(filter.clone(), Slot::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
+                entries.insert(filter.clone(), CopyEntry::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
                 shared.metrics.copies.load(CopyLoad::Failed);
                 return;
             }
@@ -243,7 +244,7 @@ mod tests {
 
     pub(super) const FILTER: &str = "f";
 
-    pub(super) async fn store_with_generation(generation: u64) -> (Arc<MemoryFilterStore>, FilterMeta) {
+    pub(super) async fn store_with_generation(generation: u64) -> (Arc<MemoryFilterStore>, Generation) {
         store_with_leased_generation(generation, None).await
     }
 
@@ -251,34 +252,34 @@ mod tests {
     pub(super) async fn store_with_leased_generation(
         generation: u64,
         lease: Option<crate::lease::LeaseTerms>,
-    ) -> (Arc<MemoryFilterStore>, FilterMeta) {
+    ) -> (Arc<MemoryFilterStore>, Generation) {
         let retention = JournalRetention { max_entries: 10_000, max_age: Duration::from_secs(600) };
         let store = Arc::new(MemoryFilterStore::new(retention));
-        let meta = FilterMeta { lease, ..generation_of(&store, generation).await };
+        let meta = Generation { lease, ..generation_of(&store, generation).await };
         let state = FilterState { active: Some(meta), ..FilterState::default() };
         store.replace_state(FILTER, None, state).await.unwrap();
         (store, meta)
     }
 
-    pub(super) async fn generation_of(store: &MemoryFilterStore, generation: u64) -> FilterMeta {
+    pub(super) async fn generation_of(store: &MemoryFilterStore, generation: u64) -> Generation {
         let options = SizingOptions { seed: generation, segment_bytes: 1024 };
         let params = Params::for_capacity_with(10_000, 0.01, options).unwrap();
         let incarnation = store.incarnation().await.unwrap();
-        let meta = FilterMeta { generation, params, incarnation, journal: true, lease: None };
+        let meta = Generation { generation, params, incarnation, journal: true, lease: None };
         store.create_generation(FILTER, meta).await.unwrap();
         meta
     }
 
-    pub(super) fn hash(meta: FilterMeta, key: &str) -> KeyHash {
+    pub(super) fn hash(meta: Generation, key: &str) -> KeyHash {
         hash_key(key.as_bytes(), meta.params.seed)
     }
 
     /// Asks until the copy of `meta` answers (it loads on the first ask).
-    pub(super) async fn held(copies: &LocalCopies, meta: FilterMeta) -> Arc<HeldCopy> {
+    pub(super) async fn held(copies: &LocalCopies, meta: Generation) -> Arc<HeldCopy> {
         for _ in 0..500 {
             let _ = copies.may_contain(FILTER, meta, &hash(meta, "warm-up")).await;
-            let held = match copies.shared.slots.lock().unwrap().get(FILTER) {
-                Some(Slot::Held(copy)) if copy.meta == meta => Some(copy.clone()),
+            let held = match copies.shared.entries.lock().unwrap().get(FILTER) {
+                Some(CopyEntry::Held(copy)) if copy.meta == meta => Some(copy.clone()),
                 _ => None,
             };
             if let Some(copy) = held {
@@ -308,7 +309,7 @@ mod tests {
         assert!(absent > 900, "the copy answers 'no' for keys never added ({absent} of 1000)");
     }
 
-    fn copies_says_no(copy: &HeldCopy, meta: FilterMeta, i: u32) -> bool {
+    fn copies_says_no(copy: &HeldCopy, meta: Generation, i: u32) -> bool {
         !copy.may_contain_unguarded(&hash(meta, &format!("never-{i}")))
     }
 

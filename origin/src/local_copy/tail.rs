@@ -12,7 +12,7 @@
 //! Safety never depends on these reads: a lease that lapses only costs a round trip.
 
 use super::held::HeldCopy;
-use super::{Shared, IDLE_CATCH_UP, IDLE_DROP};
+use super::{CopyTable, IDLE_CATCH_UP, IDLE_DROP};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ pub const TAIL_WHILE_USED: Duration = Duration::from_secs(2);
 
 /// Keeps `copy` of `filter` current until it is dropped: tailed every `every` while used and
 /// leased, caught up every [`IDLE_CATCH_UP`] otherwise.
-pub(super) async fn keep(shared: Arc<Shared>, filter: String, copy: Arc<HeldCopy>, every: Duration) {
+pub(super) async fn keep(shared: Arc<CopyTable>, filter: String, copy: Arc<HeldCopy>, every: Duration) {
     // Ticks every h from when the last one was due, not h after the last read ended: the reads'
     // own round trips do not stretch the lease's age.
     let mut tail = tokio::time::interval(every);

@@ -9,7 +9,7 @@
 use super::{RebuildError, RebuildOptions};
 use crate::build_progress::{BuildPhase, BuildProgress};
 use crate::clock::now_ms;
-use crate::store::{Database, FilterMeta, FilterState, LifecycleStore, StatsStore};
+use crate::store::{Database, FilterState, Generation, LifecycleStore, StatsStore};
 use bloomgate_filter::SegmentRun;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::ops::Range;
@@ -33,7 +33,7 @@ impl<'a> Published<'a> {
         store: &'a dyn LifecycleStore,
         stats: &dyn StatsStore,
         filter: &'a str,
-        new: FilterMeta,
+        new: Generation,
         before: &FilterState,
         scans: usize,
     ) -> Published<'a> {
@@ -80,7 +80,7 @@ pub(super) struct Scanned {
 pub(super) async fn scan(
     keys: &dyn Database,
     options: &RebuildOptions,
-    new: FilterMeta,
+    new: Generation,
     run: Range<u32>,
     published: &mut Published<'_>,
 ) -> Result<Scanned, RebuildError> {
@@ -123,7 +123,7 @@ pub(super) async fn scan(
 /// seconds it took. The bits are dropped after: the next run, and the grace period, do not
 /// hold them.
 pub(super) async fn upload(
-    new: FilterMeta,
+    new: Generation,
     scanned: Scanned,
     lost: &AtomicBool,
     published: &mut Published<'_>,

@@ -48,7 +48,7 @@ pub use name::leftovers;
 
 use crate::config::Config;
 use crate::lease::LeaseSettings;
-use crate::store::{Database, DatabaseError, FilterDef, FilterMeta, FilterStore, FilterUnavailable};
+use crate::store::{Database, DatabaseError, FilterDef, FilterStore, FilterUnavailable, Generation};
 use bloomgate_filter::{AllocError, Params, SizingOptions};
 use fill::Published;
 use std::sync::atomic::AtomicBool;
@@ -251,7 +251,7 @@ async fn fill_and_switch(
     filter: &str,
     options: &RebuildOptions,
     lost: &AtomicBool,
-    new: FilterMeta,
+    new: Generation,
     named_revision: u64,
 ) -> Result<RebuildReport, RebuildError> {
     tracing::info!(filter, generation = new.generation, "rebuild: new generation named; scanning");

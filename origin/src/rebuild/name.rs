@@ -5,7 +5,7 @@
 
 use super::RebuildError;
 use crate::lease::LeaseSettings;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore};
+use crate::store::{FilterState, FilterUnavailable, Generation, LifecycleStore};
 use bloomgate_filter::Params;
 
 /// Names a new generation of `params` `building`; it and the revision the state has now.
@@ -15,7 +15,7 @@ pub(super) async fn name_generation(
     params: Params,
     journal: bool,
     lease: LeaseSettings,
-) -> Result<(FilterMeta, u64), RebuildError> {
+) -> Result<(Generation, u64), RebuildError> {
     let (state, revision) = read_state(filters, filter).await?;
     if state.dropped.is_some() {
         // Dropped: its generations are gone for good. (A rebuild that read the state before
@@ -37,7 +37,7 @@ pub(super) async fn name_generation(
     let (state, revision) = clear_leftovers(filters, filter, state, revision).await?;
     let generation = next_generation(&state, crate::clock::now_ms());
     let lease = lease.terms_for(state.read_consistency);
-    let new = FilterMeta { generation, params, incarnation: state.read_from, journal, lease };
+    let new = Generation { generation, params, incarnation: state.read_from, journal, lease };
     filters.create_generation(filter, new).await?;
     // A state made from nothing (the store lost it) starts a lineage of its own: a write that
     // read the lost one is not acknowledged into it (see `Gate::insert_many`).
@@ -61,8 +61,8 @@ fn next_generation(state: &FilterState, now_ms: u64) -> u64 {
 /// What a rebuild must clear away before it names its own generation: a `building` left by a
 /// rebuild that died (the caller holds the lease, so no live rebuild owns it), a `previous`
 /// whose retirement never came, and every generation of another store incarnation. Pure.
-pub fn leftovers(state: &FilterState) -> Vec<FilterMeta> {
-    let mut out: Vec<FilterMeta> = state.stale().collect();
+pub fn leftovers(state: &FilterState) -> Vec<Generation> {
+    let mut out: Vec<Generation> = state.stale().collect();
     out.extend(state.building.filter(|m| state.is_current(m)));
     out.extend(state.previous.filter(|m| state.is_current(m)));
     out
@@ -108,8 +108,8 @@ async fn clear_leftovers(
 mod tests {
     use super::*;
 
-    fn meta(generation: u64, incarnation: u64) -> Option<FilterMeta> {
-        Some(FilterMeta {
+    fn meta(generation: u64, incarnation: u64) -> Option<Generation> {
+        Some(Generation {
             generation,
             params: Params::new(1, 6, 0, 1).unwrap(),
             incarnation,

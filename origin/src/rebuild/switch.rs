@@ -3,7 +3,7 @@
 //! first, name second). And a failed rebuild's generation abandoned the same way.
 
 use super::RebuildError;
-use crate::store::{FilterMeta, FilterState, LifecycleStore, StoreResult};
+use crate::store::{FilterState, Generation, LifecycleStore, StoreResult};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Times a small state change is retried when another origin changed the state first.
@@ -15,10 +15,10 @@ const STATE_RETRIES: usize = 5;
 pub(super) async fn switch(
     filters: &dyn LifecycleStore,
     filter: &str,
-    new: FilterMeta,
+    new: Generation,
     named_revision: u64,
     lost: &AtomicBool,
-) -> Result<Option<FilterMeta>, RebuildError> {
+) -> Result<Option<Generation>, RebuildError> {
     let current = filters.state_for_write(filter).await?;
     if current.building != Some(new) || current.revision != named_revision || lost.load(Ordering::SeqCst) {
         return Err(RebuildError::LeaseLost);
@@ -41,7 +41,7 @@ pub(super) async fn switch(
 pub(super) async fn retire_previous(
     filters: &dyn LifecycleStore,
     filter: &str,
-    old: FilterMeta,
+    old: Generation,
 ) -> Result<(), RebuildError> {
     filters.retire_and_wait(filter, &[old]).await?;
     let unnamed = |latest| FilterState { previous: None, previous_since_ms: None, ..latest };
@@ -54,7 +54,7 @@ pub(super) async fn retire_previous(
 /// Gives up a generation this rebuild named: retired, then unnamed. Best effort: if it fails,
 /// the generation stays named (it takes adds and is never read) until the next rebuild clears
 /// it as a leftover.
-pub(super) async fn abandon(filters: &dyn LifecycleStore, filter: &str, new: FilterMeta) {
+pub(super) async fn abandon(filters: &dyn LifecycleStore, filter: &str, new: Generation) {
     let result: StoreResult<()> = async {
         filters.retire_and_wait(filter, &[new]).await?;
         let unnamed = |latest| FilterState { building: None, ..latest };

@@ -6,7 +6,7 @@ use super::{rebuild, RebuildOptions};
 use crate::config::Config;
 use crate::gate::{CreateFilter, Gate, GateSettings};
 use crate::store::embedded::{MemoryFilterStore, RedbDatabase};
-use crate::store::{CopySource, FilterMeta, StateStore};
+use crate::store::{CopySource, Generation, StateStore};
 use bloomgate_filter::{BloomFilter, KeyFormat};
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ fn gate(config: &Config) -> (Gate, Arc<MemoryFilterStore>, Arc<RedbDatabase>, st
 }
 
 /// Every segment of `meta` as the filter store holds it.
-async fn payloads(filters: &MemoryFilterStore, meta: FilterMeta) -> Vec<Vec<u8>> {
+async fn payloads(filters: &MemoryFilterStore, meta: Generation) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for index in 0..meta.params.segment_count {
         out.push(filters.segment("f", meta, index).await.unwrap().payload);

@@ -3,7 +3,7 @@
 //! redb for the quick start). All I/O to a system lives in that system's module.
 //!
 //! # Layout
-//! - [`roles`]: the filter store's traits, one per path that calls it, and [`Roles`].
+//! - [`roles`]: the filter store's traits, one per path that calls it, and [`FilterStoreRoles`].
 //! - [`state`]: a filter's generations and which of them readers and writers may use (pure).
 //! - [`redis`]: the filter in Redis or a Redis Cluster.
 //! - [`cassandra`]: the database in Cassandra.
@@ -23,9 +23,10 @@ pub mod state;
 pub mod tls;
 
 pub use roles::{
-    CopySource, EdgeFeedStore, FilterStore, LifecycleStore, LookupStore, Roles, StateStore, StatsStore, WriteStore,
+    CopySource, EdgeFeedStore, FilterStore, FilterStoreRoles, LifecycleStore, LookupStore, StateStore, StatsStore,
+    WriteStore,
 };
-pub use state::{decode_state, Dropped, FilterMeta, FilterState, STATE_FORMAT};
+pub use state::{decode_state, Dropped, FilterState, Generation, STATE_FORMAT};
 
 use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};

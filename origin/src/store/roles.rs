@@ -1,6 +1,6 @@
 //! The filter store's roles: one trait per path that calls it, so a reader sees which path
 //! touches what, and each caller holds only the role it needs. A store implements them all,
-//! [`FilterStore`] names the whole, and [`Roles`] hands one store out by role (the gate's
+//! [`FilterStore`] names the whole, and [`FilterStoreRoles`] hands one store out by role (the gate's
 //! paths call `store.lookup`, `store.write`, ...; local copies hold a [`CopySource`]).
 //!
 //! | role | callers |
@@ -17,7 +17,7 @@
 //! Every method taking a `meta` fails with `Incarnation` if the store process answering is
 //! not the one that holds `meta`'s bits.
 
-use super::{FilterMeta, FilterState, JournalPage, JournalRead, JournalSize, SegmentBits, StoreResult};
+use super::{FilterState, Generation, JournalPage, JournalRead, JournalSize, SegmentBits, StoreResult};
 use crate::build_progress::BuildProgress;
 use crate::lease::boot_clock::{BootClock, Clock};
 use async_trait::async_trait;
@@ -42,7 +42,7 @@ pub trait StateStore: Send + Sync + 'static {
 #[async_trait]
 pub trait LookupStore: StateStore {
     /// Whether the key with this hash may be in the filter.
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> StoreResult<bool>;
+    async fn may_contain(&self, filter: &str, meta: Generation, hash: KeyHash) -> StoreResult<bool>;
 }
 
 /// What a write (and a delete) asks of the filter store: the keys' bits added to every
@@ -57,11 +57,11 @@ pub trait WriteStore: StateStore {
     /// no reader can use succeed and change nothing: a retired one (see `retire_generation`),
     /// or one found half gone (bits or version missing), which is first marked lost for good,
     /// so that no origin or edge ever reads it again. A segment is never re-created as zeros.
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()>;
+    async fn add(&self, filter: &str, meta: Generation, hashes: Vec<KeyHash>) -> StoreResult<()>;
     /// Counts `n` keys deleted from the database whose bits generation `meta` still holds.
     /// Kept in the filter store, so every origin's deletes count toward the stale-delete
     /// threshold, and a new generation starts from zero.
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> StoreResult<()>;
+    async fn count_deletes(&self, filter: &str, meta: Generation, n: u64) -> StoreResult<()>;
 }
 
 /// What a copy of a generation is loaded and kept current from: the journal's head, whole
@@ -69,14 +69,14 @@ pub trait WriteStore: StateStore {
 #[async_trait]
 pub trait CopySource: Send + Sync + 'static {
     /// The journal's head: the position of its last entry.
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition>;
+    async fn journal_head(&self, filter: &str, meta: Generation) -> StoreResult<JournalPosition>;
     /// A segment's version and bits, read atomically (under the write timeout: an edge may
     /// wait for a 64 KiB read, a lookup may not).
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<SegmentBits>;
+    async fn segment(&self, filter: &str, meta: Generation, index: u32) -> StoreResult<SegmentBits>;
     /// The journal entries `page` asks for (as
     /// [`EdgeFeedStore::read_journal`]), for a local copy's read barrier, which lookups wait on:
     /// under the lookup timeout rather than the write timeout.
-    async fn catch_up_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead>;
+    async fn catch_up_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead>;
 }
 
 /// What the edge's feed reads beyond a copy's needs: every segment's version (for manifests
@@ -84,9 +84,9 @@ pub trait CopySource: Send + Sync + 'static {
 #[async_trait]
 pub trait EdgeFeedStore: StateStore + CopySource {
     /// Current versions of all segments of a generation.
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> StoreResult<Vec<u64>>;
+    async fn segment_versions(&self, filter: &str, meta: Generation) -> StoreResult<Vec<u64>>;
     /// The journal entries `page` asks for.
-    async fn read_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead>;
+    async fn read_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead>;
 }
 
 /// What a filter's stats and the recovery check read about its generations: fill, deletes,
@@ -94,23 +94,23 @@ pub trait EdgeFeedStore: StateStore + CopySource {
 #[async_trait]
 pub trait StatsStore: StateStore {
     /// Number of set bits over the active generation (for stats).
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64>;
+    async fn count_ones(&self, filter: &str, meta: Generation) -> StoreResult<u64>;
     /// Set bits over at most `max_segments` segments spread evenly over the generation, and
     /// how many segments were counted: a fill estimate whose cost does not grow with the
     /// filter (the recovery check runs it on every origin, every interval).
-    async fn count_ones_sampled(&self, filter: &str, meta: FilterMeta, max_segments: u32) -> StoreResult<(u64, u32)>;
+    async fn count_ones_sampled(&self, filter: &str, meta: Generation, max_segments: u32) -> StoreResult<(u64, u32)>;
     /// Deletes counted against generation `meta` (0 if none).
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64>;
+    async fn deletes(&self, filter: &str, meta: Generation) -> StoreResult<u64>;
     /// Bytes of memory the filter store reports for this filter, if it knows.
-    async fn memory_bytes(&self, filter: &str, meta: FilterMeta) -> StoreResult<Option<u64>>;
+    async fn memory_bytes(&self, filter: &str, meta: Generation) -> StoreResult<Option<u64>>;
     /// How much the journal keeps.
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalSize>;
+    async fn journal_size(&self, filter: &str, meta: Generation) -> StoreResult<JournalSize>;
     /// The last published progress of a rebuild of `filter`, if any.
     async fn progress(&self, filter: &str) -> StoreResult<Option<BuildProgress>>;
     /// Checks that every segment of `meta` has its bits at full size and a version, and that
     /// its journal exists: `SegmentMissing` names the first segment that is not whole (0 for a
     /// lost journal).
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> StoreResult<()>;
+    async fn segments_intact(&self, filter: &str, meta: Generation) -> StoreResult<()>;
     /// The owner of the filter's rebuild lease, if it is held.
     async fn lease_holder(&self, filter: &str) -> StoreResult<Option<String>>;
 }
@@ -123,24 +123,24 @@ pub trait LifecycleStore: StateStore {
     async fn incarnation(&self) -> StoreResult<u64>;
     /// Creates generation `meta.generation` with all segments zeroed and its insert journal
     /// (idempotent). Does not change which generation is active.
-    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()>;
+    async fn create_generation(&self, filter: &str, meta: Generation) -> StoreResult<()>;
     /// Replaces the filter's state if its revision is still `expected` (None: if there is no
     /// state), in one atomic step; the stored revision becomes `expected + 1` (1 for a new
     /// state). False if someone else changed it first.
     async fn replace_state(&self, filter: &str, expected: Option<u64>, state: FilterState) -> StoreResult<bool>;
     /// ORs a built segment's payload into generation `meta` (keeping bits that concurrent adds
     /// set meanwhile) and bumps its version, atomically. Fails if the segment is missing.
-    async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()>;
+    async fn merge_segment(&self, filter: &str, meta: Generation, index: u32, payload: Vec<u8>) -> StoreResult<()>;
     /// Makes generation `meta` unreadable, segment by segment: its bits are deleted (reads
     /// fall through) while adds to it still succeed as no-ops, so writes that read the state
     /// before it stopped naming the generation do not fail. Call before the state stops
     /// naming the generation. Also drops its delete count.
-    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()>;
+    async fn retire_generation(&self, filter: &str, meta: Generation) -> StoreResult<()>;
     /// Retires `generations`, then waits out their read leases: what every state change that
     /// stops naming a generation does first (see `crate::lease`: a write that skips a
     /// generation read the state after it was unnamed, so no lease of it can still hold when
     /// that write is acknowledged).
-    async fn retire_and_wait(&self, filter: &str, generations: &[FilterMeta]) -> StoreResult<()> {
+    async fn retire_and_wait(&self, filter: &str, generations: &[Generation]) -> StoreResult<()> {
         for meta in generations {
             self.retire_generation(filter, *meta).await?;
         }
@@ -176,7 +176,7 @@ pub trait FilterStore: LookupStore + WriteStore + EdgeFeedStore + StatsStore + L
 /// One filter store, handed out by role: every handle is the same object, typed by what the
 /// path holding it may ask (see the module doc).
 #[derive(Clone)]
-pub struct Roles {
+pub struct FilterStoreRoles {
     /// For lookups.
     pub lookup: Arc<dyn LookupStore>,
     /// For writes and deletes.
@@ -193,10 +193,10 @@ pub struct Roles {
     pub whole: Arc<dyn FilterStore>,
 }
 
-impl Roles {
+impl FilterStoreRoles {
     /// `store`'s roles.
-    pub fn of(store: Arc<dyn FilterStore>) -> Roles {
-        Roles {
+    pub fn of(store: Arc<dyn FilterStore>) -> FilterStoreRoles {
+        FilterStoreRoles {
             lookup: store.clone(),
             write: store.clone(),
             copies: store.clone(),

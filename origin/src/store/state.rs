@@ -65,7 +65,7 @@ pub fn decode_state(json: &str) -> StoreResult<FilterState> {
 /// One generation of a filter's bits, as recorded in the filter state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FilterMeta {
+pub struct Generation {
     /// The generation's number: ms since the Unix epoch when it was named, never reused.
     pub generation: u64,
     /// Params of that generation.
@@ -99,11 +99,11 @@ pub struct FilterState {
     #[serde(default = "first_format")]
     pub format: u32,
     /// Read by lookups. None while a filter is being recovered: lookups fall through.
-    pub active: Option<FilterMeta>,
+    pub active: Option<Generation>,
     /// Being built; adds go here too.
-    pub building: Option<FilterMeta>,
+    pub building: Option<Generation>,
     /// Replaced by the last switch; still takes adds until it is retired.
-    pub previous: Option<FilterMeta>,
+    pub previous: Option<Generation>,
     /// When `previous` was replaced, ms since the Unix epoch (for retiring it after the
     /// grace period even if the origin that switched died meanwhile).
     #[serde(default)]
@@ -148,29 +148,29 @@ pub struct Dropped {
 
 impl FilterState {
     /// Whether `meta`'s bits live in the store this state was read from.
-    pub fn is_current(&self, meta: &FilterMeta) -> bool {
+    pub fn is_current(&self, meta: &Generation) -> bool {
         meta.incarnation == self.read_from
     }
 
     /// Every generation the state names, in the order active, building, previous.
-    pub fn named(&self) -> impl Iterator<Item = FilterMeta> + '_ {
+    pub fn named(&self) -> impl Iterator<Item = Generation> + '_ {
         [self.active, self.building, self.previous].into_iter().flatten()
     }
 
     /// The generations an add must reach: every one the state names whose bits are in this
     /// store. Empty means no write can be acknowledged now.
-    pub fn write_targets(&self) -> impl Iterator<Item = FilterMeta> + '_ {
+    pub fn write_targets(&self) -> impl Iterator<Item = Generation> + '_ {
         self.named().filter(|m| self.is_current(m))
     }
 
     /// The generation lookups may read, if its bits are in this store.
-    pub fn readable(&self) -> Option<FilterMeta> {
+    pub fn readable(&self) -> Option<Generation> {
         self.active.filter(|m| self.is_current(m))
     }
 
     /// The generation lookups may read, or why there is none: the filter was dropped, the
     /// active generation's bits are of another incarnation, or no generation is active.
-    pub fn readable_or_why(&self) -> StoreResult<FilterMeta> {
+    pub fn readable_or_why(&self) -> StoreResult<Generation> {
         match self.readable() {
             Some(meta) => Ok(meta),
             None if self.dropped.is_some() => Err(FilterUnavailable::Dropped),
@@ -180,12 +180,12 @@ impl FilterState {
     }
 
     /// Generations of another incarnation: their bits may have lost acknowledged adds.
-    pub fn stale(&self) -> impl Iterator<Item = FilterMeta> + '_ {
+    pub fn stale(&self) -> impl Iterator<Item = Generation> + '_ {
         self.named().filter(|m| !self.is_current(m))
     }
 
     /// The current-incarnation generation with this number, if the state names it.
-    pub fn generation(&self, generation: u64) -> Option<FilterMeta> {
+    pub fn generation(&self, generation: u64) -> Option<Generation> {
         self.write_targets().find(|m| m.generation == generation)
     }
 
@@ -219,8 +219,8 @@ impl FilterState {
 mod tests {
     use super::*;
 
-    fn meta(generation: u64, incarnation: u64) -> Option<FilterMeta> {
-        Some(FilterMeta {
+    fn meta(generation: u64, incarnation: u64) -> Option<Generation> {
+        Some(Generation {
             generation,
             params: Params::new(1, 6, 0, 2).unwrap(),
             incarnation,
@@ -308,7 +308,7 @@ mod tests {
         assert_eq!(state.read_consistency, None);
         let terms = LeaseTerms::new(std::time::Duration::from_millis(10), 1_000);
         let leased = FilterState {
-            active: meta(3, 7).map(|m| FilterMeta { lease: Some(terms), ..m }),
+            active: meta(3, 7).map(|m| Generation { lease: Some(terms), ..m }),
             read_consistency: Some(ReadConsistency::Lease),
             ..FilterState::default()
         };

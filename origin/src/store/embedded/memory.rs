@@ -3,7 +3,7 @@
 
 use crate::build_progress::BuildProgress;
 use crate::store::{
-    CopySource, EdgeFeedStore, FilterMeta, FilterState, FilterStore, FilterUnavailable, JournalPage, JournalRead,
+    CopySource, EdgeFeedStore, FilterState, FilterStore, FilterUnavailable, Generation, JournalPage, JournalRead,
     JournalRetention, JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, StoreResult,
     WriteStore,
 };
@@ -141,7 +141,7 @@ impl MemoryFilterStore {
 
     /// Appends the hashes of one add to its generation's journal, after its bits: see
     /// `WriteStore::add`.
-    fn append_journal(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
+    fn append_journal(&self, filter: &str, meta: Generation, hashes: Vec<KeyHash>) -> StoreResult<()> {
         self.of_this_process(meta)?;
         let key = (filter.to_owned(), meta.generation);
         if read(&self.retired).contains(&key) {
@@ -178,7 +178,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 impl MemoryFilterStore {
     /// `Incarnation` if `meta` is a generation another process made: this store's generations
     /// live in this process's memory only, so no other process's can be here.
-    fn of_this_process(&self, meta: FilterMeta) -> StoreResult<()> {
+    fn of_this_process(&self, meta: Generation) -> StoreResult<()> {
         if meta.incarnation == self.incarnation {
             Ok(())
         } else {
@@ -187,7 +187,7 @@ impl MemoryFilterStore {
     }
 
     /// The live generation `meta` names; `Incarnation` if it belongs to another process.
-    fn generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<Arc<LocalFilter>> {
+    fn generation(&self, filter: &str, meta: Generation) -> StoreResult<Arc<LocalFilter>> {
         self.of_this_process(meta)?;
         read(&self.generations)
             .get(&(filter.to_owned(), meta.generation))
@@ -195,7 +195,7 @@ impl MemoryFilterStore {
             .ok_or(FilterUnavailable::MetaMissing)
     }
 
-    fn is_retired(&self, filter: &str, meta: FilterMeta) -> bool {
+    fn is_retired(&self, filter: &str, meta: Generation) -> bool {
         read(&self.retired).contains(&(filter.to_owned(), meta.generation))
     }
 }
@@ -210,7 +210,7 @@ impl StateStore for MemoryFilterStore {
 
 #[async_trait]
 impl LookupStore for MemoryFilterStore {
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> StoreResult<bool> {
+    async fn may_contain(&self, filter: &str, meta: Generation, hash: KeyHash) -> StoreResult<bool> {
         match self.generation(filter, meta) {
             Ok(f) => Ok(f.bits.may_contain_hash(&hash)),
             // Retired or never created: unreadable, so the lookup falls through.
@@ -224,12 +224,12 @@ impl LookupStore for MemoryFilterStore {
 
 #[async_trait]
 impl WriteStore for MemoryFilterStore {
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> StoreResult<()> {
+    async fn count_deletes(&self, filter: &str, meta: Generation, n: u64) -> StoreResult<()> {
         *write(&self.deletes).entry((filter.to_owned(), meta.generation)).or_default() += n;
         Ok(())
     }
 
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
+    async fn add(&self, filter: &str, meta: Generation, hashes: Vec<KeyHash>) -> StoreResult<()> {
         match self.generation(filter, meta) {
             Ok(f) => {
                 for hash in &hashes {
@@ -249,7 +249,7 @@ impl WriteStore for MemoryFilterStore {
 
 #[async_trait]
 impl CopySource for MemoryFilterStore {
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<SegmentBits> {
+    async fn segment(&self, filter: &str, meta: Generation, index: u32) -> StoreResult<SegmentBits> {
         match self.generation(filter, meta) {
             Ok(f) if (index as usize) < f.versions.len() => {
                 // Version first, then bits: the bits are at least as new as the label.
@@ -261,25 +261,25 @@ impl CopySource for MemoryFilterStore {
         }
     }
 
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition> {
+    async fn journal_head(&self, filter: &str, meta: Generation) -> StoreResult<JournalPosition> {
         self.of_this_process(meta)?;
         let journals = read(&self.journals);
         let head = journals.get(&(filter.to_owned(), meta.generation)).map(LocalJournal::head);
         head.ok_or(FilterUnavailable::SegmentMissing(0))
     }
 
-    async fn catch_up_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
+    async fn catch_up_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead> {
         self.read_journal(filter, meta, page).await
     }
 }
 
 #[async_trait]
 impl EdgeFeedStore for MemoryFilterStore {
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> StoreResult<Vec<u64>> {
+    async fn segment_versions(&self, filter: &str, meta: Generation) -> StoreResult<Vec<u64>> {
         self.generation(filter, meta).map(|f| f.versions.iter().map(|v| v.load(Ordering::SeqCst)).collect())
     }
 
-    async fn read_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
+    async fn read_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead> {
         #[cfg(test)]
         let _open = self.journal_read_gate.read().await;
         let JournalPage { after, max_entries } = page;
@@ -307,7 +307,7 @@ impl EdgeFeedStore for MemoryFilterStore {
 
 #[async_trait]
 impl StatsStore for MemoryFilterStore {
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
+    async fn deletes(&self, filter: &str, meta: Generation) -> StoreResult<u64> {
         Ok(read(&self.deletes).get(&(filter.to_owned(), meta.generation)).copied().unwrap_or(0))
     }
 
@@ -315,7 +315,7 @@ impl StatsStore for MemoryFilterStore {
         Ok(read(&self.progress).get(filter).copied())
     }
 
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
+    async fn segments_intact(&self, filter: &str, meta: Generation) -> StoreResult<()> {
         let journal = !meta.journal || read(&self.journals).contains_key(&(filter.to_owned(), meta.generation));
 
         self.generation(filter, meta).and_then(|_| journal.then_some(()).ok_or(FilterUnavailable::SegmentMissing(0)))
@@ -327,20 +327,20 @@ impl StatsStore for MemoryFilterStore {
         Ok(holder)
     }
 
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
+    async fn count_ones(&self, filter: &str, meta: Generation) -> StoreResult<u64> {
         self.generation(filter, meta).map(|f| f.bits.count_ones())
     }
 
-    async fn count_ones_sampled(&self, filter: &str, meta: FilterMeta, _max_segments: u32) -> StoreResult<(u64, u32)> {
+    async fn count_ones_sampled(&self, filter: &str, meta: Generation, _max_segments: u32) -> StoreResult<(u64, u32)> {
         // In memory a full count is a scan of RAM: cheap enough to do whole.
         self.generation(filter, meta).map(|f| (f.bits.count_ones(), meta.params.segment_count))
     }
 
-    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> StoreResult<Option<u64>> {
+    async fn memory_bytes(&self, _filter: &str, meta: Generation) -> StoreResult<Option<u64>> {
         Ok(Some(meta.params.total_bytes()))
     }
 
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalSize> {
+    async fn journal_size(&self, filter: &str, meta: Generation) -> StoreResult<JournalSize> {
         let journals = read(&self.journals);
         let size = journals.get(&(filter.to_owned(), meta.generation)).map(|j| JournalSize {
             entries: j.entries.len() as u64,
@@ -352,7 +352,7 @@ impl StatsStore for MemoryFilterStore {
 
 #[async_trait]
 impl LifecycleStore for MemoryFilterStore {
-    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
+    async fn create_generation(&self, filter: &str, meta: Generation) -> StoreResult<()> {
         self.of_this_process(meta)?;
         let key = (filter.to_owned(), meta.generation);
         if read(&self.generations).contains_key(&key) {
@@ -389,7 +389,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(true)
     }
 
-    async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()> {
+    async fn merge_segment(&self, filter: &str, meta: Generation, index: u32, payload: Vec<u8>) -> StoreResult<()> {
         self.generation(filter, meta).and_then(|f| {
             // ORed in place with atomic ORs: adds landing meanwhile are kept.
             if !f.bits.merge_segment_payload_shared(index, &payload) {
@@ -405,7 +405,7 @@ impl LifecycleStore for MemoryFilterStore {
         Ok(())
     }
 
-    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
+    async fn retire_generation(&self, filter: &str, meta: Generation) -> StoreResult<()> {
         let key = (filter.to_owned(), meta.generation);
         // Marked first, so adds that still name it succeed as no-ops; then the bits go.
         write(&self.retired).insert(key.clone());

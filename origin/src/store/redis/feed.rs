@@ -5,7 +5,7 @@
 use super::keys::{journal_key, parse_stream_id, parse_version, segment_keys};
 use super::RedisFilterStore;
 use crate::store::{
-    CopySource, EdgeFeedStore, FilterMeta, FilterUnavailable, JournalPage, JournalRead, SegmentBits, StoreResult,
+    CopySource, EdgeFeedStore, FilterUnavailable, Generation, JournalPage, JournalRead, SegmentBits, StoreResult,
 };
 use async_trait::async_trait;
 use bloomgate_filter::journal::decode_hashes;
@@ -14,7 +14,7 @@ use std::time::Duration;
 
 #[async_trait]
 impl CopySource for RedisFilterStore {
-    async fn segment(&self, filter: &str, meta: FilterMeta, index: u32) -> StoreResult<SegmentBits> {
+    async fn segment(&self, filter: &str, meta: Generation, index: u32) -> StoreResult<SegmentBits> {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let script = &self.scripts.read_segment;
         let (version, payload): (Option<String>, Option<Vec<u8>>) = self
@@ -32,12 +32,12 @@ impl CopySource for RedisFilterStore {
         }
     }
 
-    async fn journal_head(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalPosition> {
+    async fn journal_head(&self, filter: &str, meta: Generation) -> StoreResult<JournalPosition> {
         let filter = filter.to_owned();
         self.head_of(&filter, meta).await.map(|(head, _)| head)
     }
 
-    async fn catch_up_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
+    async fn catch_up_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead> {
         // The copy's position was read from this journal (never re-created, in this same
         // incarnation), so "nothing after my position" means caught up: the script asks that
         // first, guarded like every read of bits (a plain read could not refuse another
@@ -48,7 +48,7 @@ impl CopySource for RedisFilterStore {
 
 #[async_trait]
 impl EdgeFeedStore for RedisFilterStore {
-    async fn segment_versions(&self, filter: &str, meta: FilterMeta) -> StoreResult<Vec<u64>> {
+    async fn segment_versions(&self, filter: &str, meta: Generation) -> StoreResult<Vec<u64>> {
         let ver = |index| segment_keys(filter, meta.generation, index).1;
         // One guarded read each (on a cluster each version is in its own slot), all at once.
         let reads = (0..meta.params.segment_count).map(|index| {
@@ -62,7 +62,7 @@ impl EdgeFeedStore for RedisFilterStore {
             .collect()
     }
 
-    async fn read_journal(&self, filter: &str, meta: FilterMeta, page: JournalPage) -> StoreResult<JournalRead> {
+    async fn read_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead> {
         self.read_journal_within(self.write_timeout, filter, meta, page, false).await
     }
 }
@@ -129,7 +129,7 @@ impl RedisFilterStore {
         &self,
         timeout: Duration,
         filter: &str,
-        meta: FilterMeta,
+        meta: Generation,
         page: JournalPage,
         own_position: bool,
     ) -> StoreResult<JournalRead> {
@@ -148,7 +148,7 @@ impl RedisFilterStore {
     }
 
     /// The journal's head and length.
-    pub(super) async fn head_of(&self, filter: &str, meta: FilterMeta) -> StoreResult<(JournalPosition, u64)> {
+    pub(super) async fn head_of(&self, filter: &str, meta: Generation) -> StoreResult<(JournalPosition, u64)> {
         let key = journal_key(filter, meta.generation);
         let script = &self.scripts.journal_head;
         let reply: Vec<redis::Value> = self.run(self.write_timeout, Some(meta.incarnation), script.key(&key)).await?;

@@ -9,7 +9,7 @@ use super::keys::{
 };
 use super::{Backend, RedisFilterStore};
 use crate::build_progress::BuildProgress;
-use crate::store::{FilterMeta, FilterState, FilterUnavailable, LifecycleStore, StoreResult, STATE_FORMAT};
+use crate::store::{FilterState, FilterUnavailable, Generation, LifecycleStore, StoreResult, STATE_FORMAT};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use std::time::Duration;
@@ -25,7 +25,7 @@ const PROGRESS_TTL_MS: u64 = 30_000;
 #[async_trait]
 impl LifecycleStore for RedisFilterStore {
     #[instrument(skip(self, meta))]
-    async fn create_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
+    async fn create_generation(&self, filter: &str, meta: Generation) -> StoreResult<()> {
         let filter = filter.to_owned();
         let size = meta.params.segment_bytes();
         for index in 0..meta.params.segment_count {
@@ -93,7 +93,7 @@ impl LifecycleStore for RedisFilterStore {
         }
     }
 
-    async fn merge_segment(&self, filter: &str, meta: FilterMeta, index: u32, payload: Vec<u8>) -> StoreResult<()> {
+    async fn merge_segment(&self, filter: &str, meta: Generation, index: u32, payload: Vec<u8>) -> StoreResult<()> {
         let (bits, ver) = segment_keys(filter, meta.generation, index);
         let upload = upload_key(filter, meta.generation, index);
         let script = &self.scripts.merge_segment;
@@ -121,7 +121,7 @@ impl LifecycleStore for RedisFilterStore {
         .await
     }
 
-    async fn retire_generation(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
+    async fn retire_generation(&self, filter: &str, meta: Generation) -> StoreResult<()> {
         let filter = filter.to_owned();
         for index in 0..meta.params.segment_count {
             let (bits, ver) = segment_keys(&filter, meta.generation, index);

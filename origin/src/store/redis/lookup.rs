@@ -3,14 +3,14 @@
 
 use super::keys::segment_keys;
 use super::RedisFilterStore;
-use crate::store::{FilterMeta, FilterUnavailable, LookupStore, StoreResult};
+use crate::store::{FilterUnavailable, Generation, LookupStore, StoreResult};
 use async_trait::async_trait;
 use bloomgate_filter::block::{bytes_contain, probe_mask, BLOCK_BYTES};
 use bloomgate_filter::KeyHash;
 
 #[async_trait]
 impl LookupStore for RedisFilterStore {
-    async fn may_contain(&self, filter: &str, meta: FilterMeta, hash: KeyHash) -> StoreResult<bool> {
+    async fn may_contain(&self, filter: &str, meta: Generation, hash: KeyHash) -> StoreResult<bool> {
         let at = meta.params.locate(&hash);
         let (bits, _) = segment_keys(filter, meta.generation, at.segment);
         let start = at.byte_offset_in_segment() as isize;

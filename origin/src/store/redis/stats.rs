@@ -4,13 +4,13 @@
 use super::keys::{deletes_key, journal_key, lease_key, parse_version, progress_key, segment_keys};
 use super::{Backend, RedisFilterStore};
 use crate::build_progress::BuildProgress;
-use crate::store::{FilterMeta, FilterUnavailable, JournalSize, StatsStore, StoreResult};
+use crate::store::{FilterUnavailable, Generation, JournalSize, StatsStore, StoreResult};
 use async_trait::async_trait;
 use redis::AsyncCommands;
 
 #[async_trait]
 impl StatsStore for RedisFilterStore {
-    async fn deletes(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
+    async fn deletes(&self, filter: &str, meta: Generation) -> StoreResult<u64> {
         let key = deletes_key(filter, meta.generation);
         let n: Option<u64> = self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await?;
         Ok(n.unwrap_or(0))
@@ -23,7 +23,7 @@ impl StatsStore for RedisFilterStore {
         Ok(json.and_then(|j| serde_json::from_str(&j).ok()))
     }
 
-    async fn segments_intact(&self, filter: &str, meta: FilterMeta) -> StoreResult<()> {
+    async fn segments_intact(&self, filter: &str, meta: Generation) -> StoreResult<()> {
         let filter = filter.to_owned();
         let keys = |index| segment_keys(&filter, meta.generation, index);
         let answers: Vec<(u64, Option<String>)> = match self.backend {
@@ -81,22 +81,22 @@ impl StatsStore for RedisFilterStore {
         self.call(self.write_timeout, None, |mut c| async move { c.get(key).await }).await
     }
 
-    async fn count_ones(&self, filter: &str, meta: FilterMeta) -> StoreResult<u64> {
+    async fn count_ones(&self, filter: &str, meta: Generation) -> StoreResult<u64> {
         let filter = filter.to_owned();
         let (ones, _) = self.count_sampled(&filter, meta, meta.params.segment_count).await?;
         Ok(ones)
     }
 
-    async fn count_ones_sampled(&self, filter: &str, meta: FilterMeta, max_segments: u32) -> StoreResult<(u64, u32)> {
+    async fn count_ones_sampled(&self, filter: &str, meta: Generation, max_segments: u32) -> StoreResult<(u64, u32)> {
         let filter = filter.to_owned();
         self.count_sampled(&filter, meta, max_segments).await
     }
 
-    async fn memory_bytes(&self, _filter: &str, meta: FilterMeta) -> StoreResult<Option<u64>> {
+    async fn memory_bytes(&self, _filter: &str, meta: Generation) -> StoreResult<Option<u64>> {
         Ok(Some(meta.params.total_bytes()))
     }
 
-    async fn journal_size(&self, filter: &str, meta: FilterMeta) -> StoreResult<JournalSize> {
+    async fn journal_size(&self, filter: &str, meta: Generation) -> StoreResult<JournalSize> {
         let filter = filter.to_owned();
         let (_, entries) = self.head_of(&filter, meta).await?;
         let key = journal_key(&filter, meta.generation);
@@ -112,7 +112,7 @@ impl StatsStore for RedisFilterStore {
 }
 
 impl RedisFilterStore {
-    pub(super) async fn count_sampled(&self, filter: &str, meta: FilterMeta, max: u32) -> StoreResult<(u64, u32)> {
+    pub(super) async fn count_sampled(&self, filter: &str, meta: Generation, max: u32) -> StoreResult<(u64, u32)> {
         let indices: Vec<u32> = sample_indices(meta.params.segment_count, max).collect();
         let bits = |index| segment_keys(filter, meta.generation, index).0;
         let counts: Vec<u64> =

@@ -5,7 +5,7 @@
 use super::conn::RedisConn;
 use super::keys::{deletes_key, journal_key, segment_keys};
 use super::{Backend, RedisFilterStore};
-use crate::store::{FilterMeta, FilterUnavailable, StoreResult, WriteStore};
+use crate::store::{FilterUnavailable, Generation, StoreResult, WriteStore};
 use async_trait::async_trait;
 use bloomgate_filter::block::{probe_positions, BLOCK_BITS};
 use bloomgate_filter::journal::{encode_hash, HASH_BYTES};
@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 #[async_trait]
 impl WriteStore for RedisFilterStore {
-    async fn count_deletes(&self, filter: &str, meta: FilterMeta, n: u64) -> StoreResult<()> {
+    async fn count_deletes(&self, filter: &str, meta: Generation, n: u64) -> StoreResult<()> {
         let key = deletes_key(filter, meta.generation);
         self.call(self.write_timeout, Some(meta.incarnation), |mut c| async move { c.incr::<_, _, ()>(key, n).await })
             .await
@@ -28,7 +28,7 @@ impl WriteStore for RedisFilterStore {
     /// entry failed is not acknowledged (bits set without an entry only add false positives;
     /// the caller retries). Then, with replicas, `WAIT` on every master the add went to until
     /// its replicas have it all.
-    async fn add(&self, filter: &str, meta: FilterMeta, hashes: Vec<KeyHash>) -> StoreResult<()> {
+    async fn add(&self, filter: &str, meta: Generation, hashes: Vec<KeyHash>) -> StoreResult<()> {
         let mut by_segment: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         let mut entry = Vec::with_capacity(hashes.len() * HASH_BYTES);
         for hash in &hashes {
@@ -86,7 +86,7 @@ impl RedisFilterStore {
     pub(super) fn add_call<'a>(
         &'a self,
         filter: &str,
-        meta: FilterMeta,
+        meta: Generation,
         segments: impl Iterator<Item = (&'a u32, &'a Vec<u64>)>,
         entry: Option<Vec<u8>>,
     ) -> ScriptInvocation<'a> {
