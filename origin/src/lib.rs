@@ -13,7 +13,7 @@
 //! - [`lease`]: read leases on local copies: the terms a generation records, the reader's check
 //!   and the writer's wait, and the argument why no acknowledged key is missed; the boot clock
 //!   they are timed on (`boot_clock`), and its check against Redis's clock (`clock_check`).
-//! - [`distinct`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
+//! - [`distinct_keys`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
 //!   defaults, a TOML file, the environment and flags (`load`), refusing unknown
 //!   `BLOOMGATE_*` names (`env_names`); checking them (`validate`), the stores' TLS files,
@@ -85,7 +85,7 @@ pub mod build_progress;
 pub mod clock;
 pub mod config;
 pub mod def_cache;
-pub mod distinct;
+pub mod distinct_keys;
 pub mod error;
 pub mod gate;
 pub mod lease;

@@ -3,7 +3,7 @@
 //! target, expected and observed false-positive rates).
 
 use super::{row, FloatGauge, Row};
-use crate::distinct::DistinctKeys;
+use crate::distinct_keys::DistinctKeys;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
