@@ -67,6 +67,7 @@ async fn a_scan_reads_its_filter_s_keys_through_the_index_and_all_of_them() {
         migrations::keys_table(&bare),
         migrations::filters_table(&bare),
         format!("ALTER TABLE {bare}.filters ADD format int"),
+        migrations::dropped_filters_table(&bare),
     ];
     for statement in &by_hand {
         session.query_unpaged(statement.as_str(), ()).await.unwrap();

@@ -41,6 +41,11 @@ pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
     column("filters", "fp_rate", "double", ColumnKind::Other),
     column("filters", "segment_bytes", "bigint", ColumnKind::Other),
     column("filters", "format", "int", ColumnKind::Other),
+    column("dropped_filters", "name", "text", ColumnKind::PartitionKey),
+    column("dropped_filters", "format", "int", ColumnKind::Other),
+    column("dropped_filters", "key_format", "text", ColumnKind::Other),
+    column("dropped_filters", "last_generation", "bigint", ColumnKind::Other),
+    column("dropped_filters", "dropped_at", "timestamp", ColumnKind::Other),
 ];
 
 /// The name of the index that lets a rebuild read only its own filter's keys.
@@ -117,6 +122,11 @@ mod tests {
             row("filters", "fp_rate", "double", "regular"),
             row("filters", "segment_bytes", "bigint", "regular"),
             row("filters", "format", "int", "regular"),
+            row("dropped_filters", "name", "text", "partition_key"),
+            row("dropped_filters", "format", "int", "regular"),
+            row("dropped_filters", "key_format", "text", "regular"),
+            row("dropped_filters", "last_generation", "bigint", "regular"),
+            row("dropped_filters", "dropped_at", "timestamp", "regular"),
         ]
     }
 
@@ -133,9 +143,10 @@ mod tests {
         assert_eq!(schema_problems(&[]), ["it does not exist, or holds no tables"]);
         let mut columns = as_created();
         columns.retain(|(table, ..)| table == "keys");
-        assert_eq!(schema_problems(&columns), ["table filters does not exist"]);
+        let gone = ["table filters does not exist", "table dropped_filters does not exist"];
+        assert_eq!(schema_problems(&columns), gone);
         columns.retain(|(_, column, ..)| column != "value");
-        assert_eq!(schema_problems(&columns), ["table filters does not exist", "column keys.value (blob) is missing"]);
+        assert_eq!(schema_problems(&columns), [gone[0], gone[1], "column keys.value (blob) is missing"]);
     }
 
     #[test]
@@ -154,9 +165,16 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_from_before_drop_records_lacks_their_table() {
+        let mut columns = as_created();
+        columns.retain(|(table, ..)| table != "dropped_filters");
+        assert_eq!(schema_problems(&columns), ["table dropped_filters does not exist"]);
+    }
+
+    #[test]
     fn a_schema_from_before_the_format_column_lacks_it() {
         let mut columns = as_created();
-        columns.retain(|(_, column, ..)| column != "format");
+        columns.retain(|(table, column, ..)| !(table == "filters" && column == "format"));
         assert_eq!(schema_problems(&columns), ["column filters.format (int) is missing"]);
     }
 
