@@ -42,13 +42,7 @@ impl BloomFilter {
     /// [`new_with_huge_pages`](Self::new_with_huge_pages).
     #[cfg(feature = "std")]
     pub fn try_new_with_huge_pages(params: Params) -> Result<BloomFilter, AllocError> {
-        let count = usize::try_from(params.total_blocks()).map_err(|_| AllocError { bytes: params.total_bytes() })?;
-        let mut blocks: Vec<Block> = Vec::new();
-        blocks.try_reserve_exact(count).map_err(|_| AllocError { bytes: params.total_bytes() })?;
-        #[cfg(target_os = "linux")]
-        crate::memory::advise_huge_pages(blocks.as_ptr().cast(), count * BLOCK_BYTES);
-        blocks.resize_with(count, Block::default);
-        Ok(BloomFilter { params, blocks })
+        Ok(BloomFilter { params, blocks: try_blocks_with_huge_pages(params.total_blocks())? })
     }
 
     /// Like [`new`](Self::new), but on Linux first advises the kernel to back the bit array
@@ -157,11 +151,7 @@ impl BloomFilter {
     pub fn segment_payload(&self, index: u32) -> Vec<u8> {
         let per = self.params.segment_blocks() as usize;
         let start = index as usize * per;
-        let mut out = Vec::with_capacity(per * BLOCK_BYTES);
-        for block in &self.blocks[start..start + per] {
-            out.extend_from_slice(&block.to_bytes());
-        }
-        out
+        payload_of(&self.blocks[start..start + per])
     }
 
     /// [`merge_segment_payload`](Self::merge_segment_payload) through a shared reference,
@@ -223,6 +213,29 @@ impl core::fmt::Display for AllocError {
 
 #[cfg(feature = "std")]
 impl std::error::Error for AllocError {}
+
+/// The payload bytes of `blocks`, block after block (what Redis stores and the wire carries).
+pub(crate) fn payload_of(blocks: &[Block]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(blocks.len() * BLOCK_BYTES);
+    for block in blocks {
+        out.extend_from_slice(&block.to_bytes());
+    }
+    out
+}
+
+/// `count` empty blocks, or an error when the memory cannot be had; with `std` on Linux, the
+/// kernel is first advised to back them with transparent huge pages (see
+/// [`BloomFilter::new_with_huge_pages`]).
+pub(crate) fn try_blocks_with_huge_pages(count: u64) -> Result<Vec<Block>, AllocError> {
+    let error = AllocError { bytes: count * BLOCK_BYTES as u64 };
+    let count = usize::try_from(count).map_err(|_| error)?;
+    let mut blocks: Vec<Block> = Vec::new();
+    blocks.try_reserve_exact(count).map_err(|_| error)?;
+    #[cfg(all(feature = "std", target_os = "linux"))]
+    crate::memory::advise_huge_pages(blocks.as_ptr().cast(), count * BLOCK_BYTES);
+    blocks.resize_with(count, Block::default);
+    Ok(blocks)
+}
 
 fn try_blocks(params: &Params) -> Result<Vec<Block>, AllocError> {
     let error = AllocError { bytes: params.total_bytes() };

@@ -5,7 +5,7 @@
 //! gives the same segment payloads as building it whole.
 
 use crate::block::{probe_mask, Block, BLOCK_BYTES};
-use crate::filter::AllocError;
+use crate::filter::{payload_of, try_blocks_with_huge_pages, AllocError};
 use crate::hash::{hash_key, KeyHash};
 use crate::params::Params;
 use alloc::vec::Vec;
@@ -24,14 +24,7 @@ impl SegmentRun {
     /// cannot be had.
     pub fn try_new(params: Params, segments: Range<u32>) -> Result<SegmentRun, AllocError> {
         let segments = segments.start.min(params.segment_count)..segments.end.min(params.segment_count);
-        let count = u64::from(segments.end - segments.start) * params.segment_blocks();
-        let error = AllocError { bytes: count * BLOCK_BYTES as u64 };
-        let count = usize::try_from(count).map_err(|_| error)?;
-        let mut blocks: Vec<Block> = Vec::new();
-        blocks.try_reserve_exact(count).map_err(|_| error)?;
-        #[cfg(all(feature = "std", target_os = "linux"))]
-        crate::memory::advise_huge_pages(blocks.as_ptr().cast(), count * BLOCK_BYTES);
-        blocks.resize_with(count, Block::default);
+        let blocks = try_blocks_with_huge_pages(u64::from(segments.end - segments.start) * params.segment_blocks())?;
         Ok(SegmentRun { params, segments, blocks })
     }
 
@@ -74,11 +67,7 @@ impl SegmentRun {
         }
         let per = self.params.segment_blocks() as usize;
         let start = (index - self.segments.start) as usize * per;
-        let mut out = Vec::with_capacity(per * BLOCK_BYTES);
-        for block in &self.blocks[start..start + per] {
-            out.extend_from_slice(&block.to_bytes());
-        }
-        Some(out)
+        Some(payload_of(&self.blocks[start..start + per]))
     }
 }
 

@@ -142,7 +142,7 @@ async fn rebuild(origin: &str, config: &Config, filter: &str, memory: u64) -> an
     });
     let mut peak_rss = 0;
     let status = loop {
-        if let Some(kib) = vm_hwm_kib(pid) {
+        if let Some(kib) = bloomgate_tests::procs::status_kib(pid, "VmHWM") {
             peak_rss = peak_rss.max(kib * 1024);
         }
         if let Some(status) = child.try_wait()? {
@@ -155,10 +155,4 @@ async fn rebuild(origin: &str, config: &Config, filter: &str, memory: u64) -> an
     let report: serde_json::Value = serde_json::from_str(&report)?;
     let field = |name: &str| report[name].as_u64().ok_or_else(|| anyhow::anyhow!("no {name} in {report}"));
     Ok(Run { peak_rss, scans: field("scans")?, held: field("held_bytes")?, secs: started.elapsed().as_secs_f64() })
-}
-
-/// The process's peak resident set so far, from /proc.
-fn vm_hwm_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
 }

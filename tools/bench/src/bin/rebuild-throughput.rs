@@ -66,7 +66,8 @@ async fn main() -> anyhow::Result<()> {
     println!("scan + build         {r:.0} keys/s");
     println!("ratio build/bare     {:.2}", r / b);
     println!("filter bytes         {} ({:.1} MiB)", params.total_bytes(), params.total_bytes() as f64 / 1048576.0);
-    println!("peak RSS (VmHWM)     {} KiB", peak_rss_kib());
+    let peak_rss_kib = bloomgate_tests::procs::status_kib(std::process::id(), "VmHWM").unwrap_or(0);
+    println!("peak RSS (VmHWM)     {peak_rss_kib} KiB");
     Ok(())
 }
 
@@ -93,13 +94,4 @@ async fn load(store: &CassandraDatabase, from: u64, to: u64) -> anyhow::Result<(
         }
     }
     Ok(())
-}
-
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
 }
