@@ -198,3 +198,23 @@ fn normalize_batch(def: &FilterDef, raw: &[String]) -> Result<Vec<Vec<u8>>, AppE
         })
         .collect()
 }
+
+/// A gate over the in-process filter store and a key file in a directory of its own (removed by
+/// the caller), for the tests of the paths that hold one: the gate, both stores and the
+/// directory.
+#[cfg(test)]
+pub(crate) fn in_process_gate(
+    config: &Config,
+) -> (
+    Arc<Gate>,
+    Arc<crate::store::embedded::MemoryFilterStore>,
+    Arc<crate::store::embedded::RedbDatabase>,
+    std::path::PathBuf,
+) {
+    let dir = std::env::temp_dir().join(format!("bloomgate-gate-test-{:016x}", rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let filters = Arc::new(crate::store::embedded::MemoryFilterStore::default());
+    let keys = Arc::new(crate::store::embedded::RedbDatabase::open(&dir.join("keys.redb")).unwrap());
+    let settings = GateSettings { local_copy_max_bytes: 0, ..GateSettings::from_config(config) };
+    (Arc::new(Gate::new(filters.clone(), keys.clone(), settings)), filters, keys, dir)
+}

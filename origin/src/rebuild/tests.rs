@@ -4,21 +4,10 @@
 
 use super::{rebuild, RebuildOptions};
 use crate::config::Config;
-use crate::gate::{CreateFilter, Gate, GateSettings};
-use crate::store::embedded::{MemoryFilterStore, RedbDatabase};
+use crate::gate::{in_process_gate, CreateFilter};
+use crate::store::embedded::MemoryFilterStore;
 use crate::store::{CopySource, Generation, StateStore};
 use bloomgate_filter::{BloomFilter, KeyFormat};
-use std::sync::Arc;
-
-/// A gate over the in-process filter and a key file in a directory of its own.
-fn gate(config: &Config) -> (Gate, Arc<MemoryFilterStore>, Arc<RedbDatabase>, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("bloomgate-rebuild-runs-{:016x}", rand::random::<u64>()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let filters = Arc::new(MemoryFilterStore::default());
-    let keys = Arc::new(RedbDatabase::open(&dir.join("keys.redb")).unwrap());
-    let settings = GateSettings { local_copy_max_bytes: 0, ..GateSettings::from_config(config) };
-    (Gate::new(filters.clone(), keys.clone(), settings), filters, keys, dir)
-}
 
 /// Every segment of `meta` as the filter store holds it.
 async fn payloads(filters: &MemoryFilterStore, meta: Generation) -> Vec<Vec<u8>> {
@@ -32,7 +21,7 @@ async fn payloads(filters: &MemoryFilterStore, meta: Generation) -> Vec<Vec<u8>>
 #[tokio::test]
 async fn a_rebuild_over_its_memory_budget_scans_once_per_run_and_sets_the_same_bits() {
     let config = Config { rebuild_grace_ms: 0, ..Config::default() };
-    let (gate, filters, keys, dir) = gate(&config);
+    let (gate, filters, keys, dir) = in_process_gate(&config);
     let create = CreateFilter { key_format: KeyFormat::Bytes, segment_bytes: 1024, ..CreateFilter::new(20_000, 0.01) };
     gate.create_filter("f", create).await.unwrap();
     let written: Vec<String> = (0..3_000).map(|i| format!("key-{i}")).collect();

@@ -3,22 +3,10 @@
 
 use super::{health, rebuild_reason, Thresholds};
 use crate::config::Config;
-use crate::gate::{CreateFilter, Created, Gate, GateSettings};
+use crate::gate::{in_process_gate, CreateFilter, Created};
 use crate::rebuild::{self, RebuildError, RebuildOptions};
-use crate::store::embedded::{MemoryFilterStore, RedbDatabase};
 use crate::store::{Database, LookupStore, StateStore, StatsStore};
-use std::sync::Arc;
 use std::time::Duration;
-
-/// A gate over the in-process filter and a key file in a directory of its own.
-fn gate(config: &Config) -> (Arc<Gate>, Arc<MemoryFilterStore>, Arc<RedbDatabase>, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("bloomgate-recovery-race-{:016x}", rand::random::<u64>()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let filters = Arc::new(MemoryFilterStore::default());
-    let keys = Arc::new(RedbDatabase::open(&dir.join("keys.redb")).unwrap());
-    let settings = GateSettings { local_copy_max_bytes: 0, ..GateSettings::from_config(config) };
-    (Arc::new(Gate::new(filters.clone(), keys.clone(), settings)), filters, keys, dir)
-}
 
 /// A create writes the definition to the database, then the first generation's bits, then the
 /// state naming them. A recovery check that ran in between used to see a definition without
@@ -30,7 +18,7 @@ fn gate(config: &Config) -> (Arc<Gate>, Arc<MemoryFilterStore>, Arc<RedbDatabase
 #[tokio::test]
 async fn a_create_racing_a_recovery_check_keeps_the_generation_it_names() {
     let config = Config { rebuild_lease_ms: 5_000, rebuild_grace_ms: 0, ..Config::default() };
-    let (gate, filters, keys, dir) = gate(&config);
+    let (gate, filters, keys, dir) = in_process_gate(&config);
     filters.pauses.after_create_generation.arm();
     filters.pauses.before_orphan_sweep.arm();
     let create = tokio::spawn({
@@ -86,7 +74,7 @@ async fn a_create_racing_a_recovery_check_keeps_the_generation_it_names() {
 #[tokio::test]
 async fn a_write_right_after_the_bits_are_lost_goes_into_the_rebuilds_generation() {
     let config = Config { rebuild_grace_ms: 0, ..Config::default() };
-    let (gate, filters, keys, dir) = gate(&config);
+    let (gate, filters, keys, dir) = in_process_gate(&config);
     gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
     let before = random_key();
     gate.insert("f", before.as_bytes(), b"").await.unwrap();
@@ -120,7 +108,7 @@ async fn a_write_right_after_the_bits_are_lost_goes_into_the_rebuilds_generation
 #[tokio::test]
 async fn without_a_rebuild_a_write_after_the_bits_are_lost_is_refused_after_the_wait() {
     let config = Config { write_recovery_wait_ms: 300, ..Config::default() };
-    let (gate, filters, _, dir) = gate(&config);
+    let (gate, filters, _, dir) = in_process_gate(&config);
     gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
     filters.flush();
     let started = std::time::Instant::now();
@@ -143,7 +131,7 @@ fn random_key() -> String {
 #[tokio::test]
 async fn replayed_false_positives_do_not_trip_the_automatic_rebuild() {
     let config = Config { auto_rebuild_min_interval_ms: 0, ..Config::default() };
-    let (gate, _, keys, dir) = gate(&config);
+    let (gate, _, keys, dir) = in_process_gate(&config);
     gate.create_filter("f", CreateFilter::new(1000, 0.01)).await.unwrap();
     let written: Vec<String> = (0..1000).map(|_| random_key()).collect();
     gate.insert_batch("f", &written).await.unwrap();
