@@ -82,6 +82,14 @@ pub enum AppError {
     /// The request ran past its timeout.
     #[error("timed out")]
     Timeout,
+    /// The cluster was upgraded past what this origin knows: it changes nothing.
+    #[error("the cluster is at version {found}, newer than this origin knows ({known}): nothing was changed")]
+    ClusterAhead {
+        /// The cluster's version.
+        found: u32,
+        /// The newest this build knows.
+        known: u32,
+    },
 }
 
 impl AppError {
@@ -100,7 +108,9 @@ impl AppError {
             Unauthorized => StatusCode::UNAUTHORIZED,
             Forbidden | ReadOnlyToken => StatusCode::FORBIDDEN,
             Conflict(_) => StatusCode::CONFLICT,
-            FilterWrite(_) | FilterRead(_) | DropStopped(_) | Database(_) | Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            FilterWrite(_) | FilterRead(_) | DropStopped(_) | Database(_) | Timeout | ClusterAhead { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Overloaded => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -136,6 +146,7 @@ impl AppError {
             Database(_) => "Retry after the delay. The answer is unknown, not 'absent'.",
             Overloaded => "Retry after the delay, or spread the load.",
             Timeout => "Retry after the delay.",
+            ClusterAhead { .. } => "Send it to an origin of the newer release, or upgrade this one (docs/operations.md, \"Upgrading\"); lookups still work here meanwhile.",
         }
     }
 
@@ -152,6 +163,8 @@ impl AppError {
             Database(_) => "the database did not answer".into(),
             Overloaded => "too many requests in flight".into(),
             Timeout => "the request took too long".into(),
+            // Two version numbers: nothing of the server's internals.
+            ClusterAhead { .. } => self.to_string(),
             // The caller's own mistakes: the error says exactly what was wrong.
             BadKey(_)
             | BadFilterName(_)
@@ -213,6 +226,7 @@ impl From<crate::rebuild::RebuildError> for AppError {
             RebuildError::TooLarge(e) => AppError::FilterTooLarge(e),
             RebuildError::Filter(e) => AppError::FilterWrite(e),
             RebuildError::Keys(e) => AppError::Database(e),
+            RebuildError::ClusterAhead { found, known } => AppError::ClusterAhead { found, known },
             e @ (RebuildError::Alloc(_) | RebuildError::LeaseLost) => {
                 AppError::FilterWrite(FilterUnavailable::Error(e.to_string()))
             }

@@ -10,6 +10,8 @@
 //!   write path (the filter add, the read leases' wait), the read barrier and the incarnation
 //!   check.
 //! - [`clock`]: wall-clock milliseconds, the one clock of generation numbers and ages.
+//! - [`cluster_version`]: the version every origin of a cluster has agreed to, what it asks of
+//!   each, and when `upgrade finish` may raise it (pure).
 //! - [`lease`]: read leases on local copies: the terms a generation records, the reader's check
 //!   and the writer's wait, and the argument why no acknowledged key is missed; the boot clock
 //!   they are timed on (`boot_clock`), and its check against Redis's clock (`clock_check`).
@@ -24,6 +26,7 @@
 //!   - `roles`: the filter store's roles, one trait per path that calls it.
 //!   - `state`: a filter's generations and which of them may be read or written.
 //!   - `drop_record`: what a drop leaves in the database for good, and its format.
+//!   - `recent_writes`: the log of recent writes recovery replays, its buckets and format.
 //!   - `store/redis/`: the filter in Redis or a Redis Cluster: the single link (`link`), the
 //!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
 //!     `scripts/*.lua`), the key names (`keys`), a filter's state (`state`), one file
@@ -74,7 +77,8 @@
 //!   puts the routes behind their layers, [`run`] serves them.
 //!
 //! The binary (`main.rs`) parses the command line and runs a command; everything the command
-//! line alone uses lives in its `cli/` folder: the commands (`serve`, `filters`, `keys`, and
+//! line alone uses lives in its `cli/` folder: the commands (`serve`, `filters`, `keys`,
+//! `upgrade`: the cluster version read and raised, and
 //! `schema`: the Cassandra schema printed or applied), every setting as a flag
 //! (`config_flags`), the bulk loader (`bulk_load`) and the stats table (`stats_table`).
 #![forbid(unsafe_code)]
@@ -83,6 +87,7 @@ pub mod admission;
 pub mod auth;
 pub mod build_progress;
 pub mod clock;
+pub mod cluster_version;
 pub mod config;
 pub mod def_cache;
 pub mod distinct_keys;
@@ -175,6 +180,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let settings = GateSettings { local_copy_max_bytes: caps.local_copies, ..GateSettings::from_config(&config) };
     let gate = Arc::new(Gate::new(filters, keys, settings));
     caps.export(&gate.metrics);
+    tokio::spawn(gate::cluster::watch(gate.clone()));
     if config.recovery_interval_ms > 0 {
         let interval = std::time::Duration::from_millis(config.recovery_interval_ms);
         let (thresholds, options) =

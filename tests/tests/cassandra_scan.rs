@@ -68,6 +68,9 @@ async fn a_scan_reads_its_filter_s_keys_through_the_index_and_all_of_them() {
         migrations::filters_table(&bare),
         format!("ALTER TABLE {bare}.filters ADD format int"),
         migrations::dropped_filters_table(&bare),
+        migrations::cluster_version_table(&bare),
+        migrations::origin_reports_table(&bare),
+        migrations::recent_writes_table(&bare),
     ];
     for statement in &by_hand {
         session.query_unpaged(statement.as_str(), ()).await.unwrap();

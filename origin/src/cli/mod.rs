@@ -1,6 +1,6 @@
 //! The `bloomgate-origin` command line: the commands and their arguments, and which function
-//! runs each. Serving and rebuilding connect to the stores (`serve`), and `schema apply` to
-//! Cassandra alone (`schema`); every other command is a call to a running origin through
+//! runs each. Serving and rebuilding connect to the stores (`serve`), and `schema apply` and
+//! `upgrade` to Cassandra alone (`schema`, `upgrade`); every other command is a call to a running origin through
 //! `bloomgate-client` (`filters`, `keys`), at `--origin` (http:// or https://, with
 //! `--ca-file` for a private CA), authenticated by `--token` or `BLOOMGATE_TOKEN`: a writer
 //! token, or an ops token for `stats` and `list`.
@@ -9,6 +9,7 @@
 //! - `serve`: `serve`, `rebuild` and `check-config`, which read the settings.
 //! - `schema`: `schema print` and `schema apply`, the Cassandra schema's migrations, with the
 //!   settings `serve` reads.
+//! - `upgrade`: `upgrade status` and `upgrade finish`, the cluster version read and raised.
 //! - `config_flags`: every setting as a flag.
 //! - `filters`: `create`, `list`, `stats`, `drop`; `stats_table` draws `stats` for people.
 //! - `keys`: `lookup` and `load`; `bulk_load` reads, checks and sends a file of keys.
@@ -20,6 +21,7 @@ mod keys;
 mod schema;
 mod serve;
 mod stats_table;
+mod upgrade;
 
 use bloomgate_client::{Client, Error};
 use clap::{Args, Parser, Subcommand};
@@ -61,6 +63,10 @@ pub enum Command {
     /// lacks (what a Kubernetes Job runs before origins of a new version roll out).
     #[command(subcommand)]
     Schema(schema::SchemaCommand),
+    /// The cluster version: see it with the origins running, or raise it to this release's
+    /// once every origin runs this release (the last step of a rolling upgrade).
+    #[command(subcommand)]
+    Upgrade(upgrade::UpgradeCommand),
     /// Create a filter on a running origin (or confirm one with the same definition exists).
     Create(filters::CreateArgs),
     /// List the filters of a running origin.
@@ -148,6 +154,14 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Schema(command) => {
             let name = command.name();
             if let Err(problem) = schema::run(command, &mut std::io::stdout()).await {
+                eprintln!("bloomgate-origin {name}: {problem:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Upgrade(command) => {
+            let name = command.name();
+            if let Err(problem) = upgrade::run(command, &mut std::io::stdout()).await {
                 eprintln!("bloomgate-origin {name}: {problem:#}");
                 std::process::exit(1);
             }

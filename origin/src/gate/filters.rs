@@ -96,6 +96,7 @@ impl Gate {
     /// keeps its key format (see the module doc).
     pub async fn create_filter(&self, name: &str, request: CreateFilter) -> Result<Created, AppError> {
         validate_filter_name(name)?;
+        self.may_change()?;
         let options = SizingOptions { seed: rand::random(), segment_bytes: request.segment_bytes };
         let params = Params::for_capacity_with(request.capacity, request.fp_rate, options)?;
         check_size(&params, self.max_filter_bytes)?;
@@ -271,6 +272,7 @@ impl Gate {
     /// finished by asking again: every step is idempotent.
     pub async fn drop_filter(&self, name: &str, keys: DropKeys, concurrency: usize) -> Result<FilterDropped, AppError> {
         validate_filter_name(name)?;
+        self.may_change()?;
         let def = self.database.filter(name).await?.ok_or_else(|| AppError::UnknownFilter(name.into()))?;
         let dropped = self.bury(name, def.key_format).await?;
         self.forget_meta(name);

@@ -13,6 +13,8 @@
 //! - `stats`: a filter's stats.
 //! - `filters`: filters created, listed and dropped, and why a drop never lets an old bit or
 //!   cache answer "no".
+//! - [`cluster`]: the cluster version as this origin last read it, what it lets this origin
+//!   do, and the loop that reads it and reports this origin alive.
 //! - `rebuilds`: the one door to a rebuild, and what the recovery check and the probes ask of
 //!   the stores.
 //!
@@ -22,6 +24,7 @@
 //! Each path reaches the filter store through its own role (`store.lookup`, `store.write`,
 //! `store.edge_feed`, `store.stats`, `store.lifecycle`: see `store::roles`).
 
+pub mod cluster;
 mod edge_feed;
 mod filters;
 mod lookup;
@@ -63,6 +66,8 @@ pub struct Gate {
     pub status: crate::status_history::StatusHistory,
     /// Wakes the recovery check early: a request found the filter's bits lost.
     pub recovery_nudge: tokio::sync::Notify,
+    /// The cluster version as this origin last read it.
+    cluster: cluster::ClusterView,
     defs: DefCache,
     /// The filters' bits held in process (None: every lookup asks the filter store).
     copies: Option<LocalCopies>,
@@ -146,6 +151,7 @@ impl Gate {
             metrics,
             status: crate::status_history::StatusHistory::default(),
             recovery_nudge: tokio::sync::Notify::new(),
+            cluster: cluster::ClusterView::default(),
             defs: DefCache::new(settings.cache_ttl),
             metas: RwLock::default(),
             cache_ttl: settings.cache_ttl,

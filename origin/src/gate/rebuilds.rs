@@ -16,6 +16,9 @@ impl Gate {
     /// Starts a rebuild of filter `name` with `options`, in the background; `Busy` when another
     /// (on any origin) holds the filter's rebuild lease.
     pub async fn start_rebuild(&self, name: &str, options: RebuildOptions) -> Result<RebuildTask, RebuildError> {
+        if let crate::cluster_version::Standing::Behind { found, known } = self.cluster.standing() {
+            return Err(RebuildError::ClusterAhead { found, known });
+        }
         let def = self.database.filter(name).await?.ok_or_else(|| RebuildError::UnknownFilter(name.into()))?;
         rebuild::sized(&def, &options, 0)?;
         let task = rebuild::start(self.store.whole.clone(), self.database.clone(), name.to_owned(), options).await?;

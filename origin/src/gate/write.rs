@@ -5,7 +5,7 @@
 use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::lease::{boot_clock, WriteDeadline};
-use crate::store::{FilterUnavailable, Generation, StoreResult};
+use crate::store::{DatabaseError, FilterUnavailable, Generation, StoreResult};
 use bloomgate_filter::{hash_key, KeyHash};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
@@ -53,6 +53,7 @@ impl Gate {
     /// can take it within a second or so, and the write then starts over, as a client's retry
     /// would, up to `write_recovery_wait`. It is refused only while no generation can take it.
     async fn insert_many(&self, name: &str, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), AppError> {
+        self.may_change()?;
         let give_up_at = Instant::now() + self.write_recovery_wait;
         let mut tried = Vec::new();
         let mut waited = false;
@@ -130,9 +131,12 @@ impl Gate {
         deadline.add_answered(self.clock.now(), before.named().map(|m| m.lease));
         let puts: Vec<_> = entries.iter().map(|(k, v)| self.database.put(name, k, v)).collect();
         let stored_at = Instant::now();
-        let results: Vec<_> = futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect().await;
+        let (results, logged) = tokio::join!(
+            futures::stream::iter(puts).buffer_unordered(BATCH_CONCURRENCY).collect::<Vec<_>>(),
+            self.log_recent_writes(name, entries)
+        );
         self.metrics.writes.database_seconds.observe(stored_at.elapsed().as_secs_f64());
-        if let Some(Err(e)) = results.into_iter().find(|r| r.is_err()) {
+        if let Some(Err(e)) = results.into_iter().chain([logged]).find(|r| r.is_err()) {
             self.metrics.writes.database_failures.inc();
             return Err(e.into());
         }
@@ -153,6 +157,17 @@ impl Gate {
         self.wait_out_leases(deadline).await;
         self.metrics.writes.written.inc_by(entries.len() as u64);
         Ok(())
+    }
+
+    /// Logs the entries' keys in `recent_writes` (when the cluster version asks it), sent with
+    /// their rows: the write waits for the slower of the two, and is acknowledged only once both
+    /// are stored, so recovery can replay every acknowledged key from the log.
+    async fn log_recent_writes(&self, name: &str, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<(), DatabaseError> {
+        if !self.logs_recent_writes() {
+            return Ok(());
+        }
+        let keys: Vec<&[u8]> = entries.iter().map(|(k, _)| k.as_slice()).collect();
+        self.database.log_recent_writes(name, &keys, crate::clock::now_ms()).await
     }
 
     /// Waits until `deadline`, overlapped with the database write and the second state read
@@ -184,6 +199,7 @@ impl Gate {
 
     /// Deletes a key from the database; its bits stay until the next rebuild.
     pub async fn delete(&self, name: &str, raw_key: &[u8]) -> Result<bool, AppError> {
+        self.may_change()?;
         let def = self.def(name).await?;
         let key = def.key_format.normalize(raw_key)?;
         let existed = self.database.delete(name, &key).await?;

@@ -153,6 +153,14 @@ pub enum RebuildError {
     /// was switched.
     #[error("the rebuild lease was lost or the filter state changed before the switch; nothing was switched")]
     LeaseLost,
+    /// The cluster was upgraded past what this origin knows: it starts no rebuild.
+    #[error("the cluster is at version {found}, newer than this origin knows ({known})")]
+    ClusterAhead {
+        /// The cluster's version.
+        found: u32,
+        /// The newest this build knows.
+        known: u32,
+    },
 }
 
 /// Takes the lease and runs the rebuild in the background; `Busy` if another holds it.

@@ -48,8 +48,26 @@ async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
         "reason": readiness.reason(),
         "database": database.map(|_| "ok".to_string()).unwrap_or_else(|e| e),
         "filter": filter.map(|_| "ok".to_string()).unwrap_or_else(|e| e),
+        "cluster": cluster_standing(&s),
     });
     (status, Json(body))
+}
+
+/// The cluster version this origin read, the newest it knows, and what that lets it do: a
+/// newer cluster leaves it ready (lookups still work) but refusing every change.
+fn cluster_standing(s: &AppState) -> serde_json::Value {
+    use crate::cluster_version::{Standing, CLUSTER_VERSION};
+    let view = s.gate.cluster();
+    let does = match view.standing() {
+        Standing::Known { logs_recent_writes: true } => "writes are logged for recovery",
+        Standing::Known { logs_recent_writes: false } => {
+            "writes are not logged for recovery until `bloomgate-origin upgrade finish`"
+        }
+        Standing::Behind { .. } => {
+            "the cluster is newer than this origin: every change is refused (503); upgrade this origin"
+        }
+    };
+    json!({ "version": view.current(), "knows": CLUSTER_VERSION, "does": does })
 }
 
 /// A store's ping, or why it did not answer within [`READY_PING_TIMEOUT`].

@@ -4,6 +4,7 @@
 //! answers. Until then every call fails as a database outage does (503, never a "no").
 
 use super::{Database, DatabaseError, Dropped, FilterDef, KeySink};
+use crate::cluster_version::{ClusterVersion, LiveOrigin};
 use async_trait::async_trait;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -146,6 +147,26 @@ impl Database for ConnectingDatabase {
 
     async fn ping(&self) -> Result<(), DatabaseError> {
         self.database()?.ping().await
+    }
+
+    async fn cluster_version(&self) -> Result<ClusterVersion, DatabaseError> {
+        self.database()?.cluster_version().await
+    }
+
+    async fn raise_cluster_version(&self, from: u32, to: u32) -> Result<bool, DatabaseError> {
+        self.database()?.raise_cluster_version(from, to).await
+    }
+
+    async fn report_origin(&self, report: &LiveOrigin) -> Result<(), DatabaseError> {
+        self.database()?.report_origin(report).await
+    }
+
+    async fn origin_reports(&self) -> Result<Vec<LiveOrigin>, DatabaseError> {
+        self.database()?.origin_reports().await
+    }
+
+    async fn log_recent_writes(&self, filter: &str, keys: &[&[u8]], at_ms: u64) -> Result<(), DatabaseError> {
+        self.database()?.log_recent_writes(filter, keys, at_ms).await
     }
 }
 

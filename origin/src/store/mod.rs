@@ -9,6 +9,7 @@
 //! - [`cassandra`]: the database in Cassandra.
 //! - [`embedded`]: the quick start's filter in process and keys in a redb file.
 //! - [`drop_record`]: what a drop leaves in the database for good (pure).
+//! - [`recent_writes`]: the log of recent writes recovery replays, its buckets and format (pure).
 //! - [`connecting`]: a database connected in the background, failing as an outage until then.
 //! - [`tls`]: the stores' TLS configuration, from the configured files.
 //! - Here: the types every backend shares, and the [`Database`] trait.
@@ -17,6 +18,7 @@ pub mod cassandra;
 pub mod connecting;
 pub mod drop_record;
 pub mod embedded;
+pub mod recent_writes;
 pub mod redis;
 pub mod roles;
 pub mod state;
@@ -28,6 +30,7 @@ pub use roles::{
 };
 pub use state::{decode_state, Dropped, FilterState, Generation, STATE_FORMAT};
 
+use crate::cluster_version::{ClusterVersion, LiveOrigin};
 use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};
 use serde::{Deserialize, Serialize};
@@ -228,4 +231,32 @@ pub trait Database: Send + Sync + 'static {
     async fn filter(&self, name: &str) -> Result<Option<FilterDef>, DatabaseError>;
     /// Whether the store is reachable now.
     async fn ping(&self) -> Result<(), DatabaseError>;
+
+    // The cluster version (see `cluster_version`). The defaults are a database only one origin
+    // uses (the embedded key file): it has no cluster to agree with, so it is at this build's
+    // version, keeps no reports and no log.
+
+    /// The cluster version as recorded ([`ClusterVersion::unrecorded`] where none is).
+    async fn cluster_version(&self) -> Result<ClusterVersion, DatabaseError> {
+        Ok(ClusterVersion { version: crate::cluster_version::CLUSTER_VERSION, raised_at_ms: 0 })
+    }
+    /// Raises the cluster version from `from` to `to`, only if it is still `from` (a
+    /// compare-and-set: two operators raising at once raise it once); whether it did.
+    async fn raise_cluster_version(&self, _from: u32, _to: u32) -> Result<bool, DatabaseError> {
+        Ok(false)
+    }
+    /// Records that an origin runs, and the newest cluster version it knows.
+    async fn report_origin(&self, _report: &LiveOrigin) -> Result<(), DatabaseError> {
+        Ok(())
+    }
+    /// The origins' recent reports (those past [`crate::cluster_version::LIVE_WITHIN`] may
+    /// be among them: the caller decides who is live).
+    async fn origin_reports(&self) -> Result<Vec<LiveOrigin>, DatabaseError> {
+        Ok(Vec::new())
+    }
+    /// Logs `keys` of `filter` as written when this origin's clock read `at_ms` (see
+    /// [`recent_writes`]).
+    async fn log_recent_writes(&self, _filter: &str, _keys: &[&[u8]], _at_ms: u64) -> Result<(), DatabaseError> {
+        Ok(())
+    }
 }

@@ -5,6 +5,7 @@
 use super::migrations::{self, Migration, Recorded, VersionCheck, SCHEMA_VERSION};
 use super::schema::{schema_problems, unversioned_schema_error, ExistingColumn};
 use super::{all_rows, CassandraSettings};
+use crate::cluster_version::{CLUSTER_VERSION, UNRECORDED};
 use crate::store::DatabaseError;
 use scylla::client::session::Session;
 use scylla::statement::unprepared::Statement;
@@ -20,6 +21,9 @@ pub struct SchemaApplied {
     pub applied: Vec<(u32, &'static str)>,
     /// The version the keyspace is at now.
     pub version: u32,
+    /// The cluster version this apply started the keyspace at (None: one was recorded
+    /// already).
+    pub started_cluster_at: Option<u32>,
 }
 
 impl std::fmt::Display for SchemaApplied {
@@ -30,6 +34,9 @@ impl std::fmt::Display for SchemaApplied {
         }
         for (version, description) in &self.applied {
             writeln!(f, "applied version {version}: {description}")?;
+        }
+        if let Some(cluster) = self.started_cluster_at {
+            writeln!(f, "started the cluster at version {cluster} (bloomgate-origin upgrade status)")?;
         }
         match self.applied.is_empty() {
             true => write!(f, "keyspace {} is up to date at version {}", self.keyspace, self.version),
@@ -69,9 +76,33 @@ pub(super) async fn apply(session: &Session, settings: &CassandraSettings) -> Re
         tracing::info!(keyspace, version = migration.version, "applied schema migration: {}", migration.description);
         applied.push((migration.version, migration.description));
     }
+    let started_cluster_at = start_cluster_version(session, settings, created_keyspace).await?;
     // Past this build's version when a newer release applied migrations it lets this one run on.
     let version = recorded.iter().map(|r| r.version).max().unwrap_or(0).max(SCHEMA_VERSION);
-    Ok(SchemaApplied { keyspace: keyspace.to_owned(), created_keyspace, applied, version })
+    Ok(SchemaApplied { keyspace: keyspace.to_owned(), created_keyspace, applied, version, started_cluster_at })
+}
+
+/// Records the cluster version the keyspace starts at, unless one is recorded: this build's
+/// newest if this apply created the keyspace (no older origin ever ran on it), else the
+/// version of the releases before it ([`UNRECORDED`]), which the operator raises with
+/// `upgrade finish` once the rollout is done. A lightweight transaction: of two applies at
+/// once, the first decides, and the one that found the keyspace existing can only start it
+/// lower, which is safe.
+async fn start_cluster_version(
+    session: &Session,
+    settings: &CassandraSettings,
+    created_keyspace: bool,
+) -> Result<Option<u32>, DatabaseError> {
+    let version = if created_keyspace { CLUSTER_VERSION } else { UNRECORDED };
+    let mut statement = Statement::new(migrations::start_cluster_version_statement(&settings.keyspace));
+    statement.set_serial_consistency(Some(scylla::statement::SerialConsistency::Serial));
+    statement.set_consistency(settings.consistency);
+    statement.set_request_timeout(Some(settings.timeout));
+    let result = session
+        .query_unpaged(statement, (version as i32, crate::cluster_version::RECORD_FORMAT))
+        .await
+        .map_err(|e| DatabaseError::other(format!("recording the cluster version: {e}")))?;
+    Ok(super::applied(result)?.then_some(version))
 }
 
 /// The check of an origin that applies no schema (`cassandra_manage_schema = false`): the
@@ -215,14 +246,18 @@ mod tests {
             created_keyspace: true,
             applied: migrations::MIGRATIONS.iter().map(|m| (m.version, m.description)).collect(),
             version: SCHEMA_VERSION,
+            started_cluster_at: Some(CLUSTER_VERSION),
         };
         let printed = done.to_string();
         assert!(printed.starts_with("created keyspace bg\napplied version 1: tables keys and filters"), "{printed}");
         assert!(printed.contains("\napplied version 2: filters.format"), "{printed}");
         assert!(printed.contains("\napplied version 3: table dropped_filters"), "{printed}");
-        assert!(printed.ends_with("\nkeyspace bg is now at version 3"), "{printed}");
+        assert!(printed.contains("\napplied version 4: tables cluster_version"), "{printed}");
+        assert!(printed.contains("\nstarted the cluster at version 2 (bloomgate-origin upgrade status)"), "{printed}");
+        assert!(printed.ends_with("\nkeyspace bg is now at version 4"), "{printed}");
         done.created_keyspace = false;
         done.applied.clear();
-        assert_eq!(done.to_string(), "keyspace bg is up to date at version 3");
+        done.started_cluster_at = None;
+        assert_eq!(done.to_string(), "keyspace bg is up to date at version 4");
     }
 }

@@ -60,6 +60,14 @@ pub const MIGRATIONS: &[Migration] = &[
         oldest_reader: 2,
         statements: |ks| vec![dropped_filters_table(ks)],
     },
+    Migration {
+        version: 4,
+        description: "tables cluster_version, origin_reports and recent_writes: the version origins agree to, who runs, and the log of recent writes",
+        // Builds of versions 2 and 3 never read them: they run on it (and, not knowing the
+        // cluster version, are what `upgrade finish` waits for to be gone).
+        oldest_reader: 2,
+        statements: |ks| vec![cluster_version_table(ks), origin_reports_table(ks), recent_writes_table(ks)],
+    },
 ];
 
 /// The schema version this build needs, and the newest it knows.
@@ -85,6 +93,39 @@ pub fn filters_table(keyspace: &str) -> String {
 pub fn dropped_filters_table(keyspace: &str) -> String {
     format!(
         "CREATE TABLE IF NOT EXISTS {keyspace}.dropped_filters (name text PRIMARY KEY, format int, key_format text, last_generation bigint, dropped_at timestamp)"
+    )
+}
+
+/// The cluster version (`cluster_version`): one row, `scope = 'cluster'`, raised by a
+/// lightweight transaction, never lowered.
+pub fn cluster_version_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.cluster_version (scope text PRIMARY KEY, format int, version int, raised_at timestamp)"
+    )
+}
+
+/// The origins' reports that they run, and the cluster version each knows; a report not
+/// renewed expires (its origin is gone).
+pub fn origin_reports_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.origin_reports (origin text PRIMARY KEY, format int, release text, knows int, reported_at timestamp) WITH default_time_to_live = 120"
+    )
+}
+
+/// The log of recent writes (`store::recent_writes`): a filter's writes of one bucket of time
+/// in one partition, expiring after an hour. Rows only ever expire, all of a time window at
+/// once: time-window compaction drops whole files of them.
+pub fn recent_writes_table(keyspace: &str) -> String {
+    let ttl = crate::store::recent_writes::RETAINED.as_secs();
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.recent_writes (filter text, bucket bigint, written_at timestamp, key blob, format int, PRIMARY KEY ((filter, bucket), written_at, key)) WITH default_time_to_live = {ttl} AND gc_grace_seconds = {ttl} AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'MINUTES', 'compaction_window_size': 10}}"
+    )
+}
+
+/// The cluster version's row, inserted unless one exists (version, format).
+pub fn start_cluster_version_statement(keyspace: &str) -> String {
+    format!(
+        "INSERT INTO {keyspace}.cluster_version (scope, version, format, raised_at) VALUES ('cluster', ?, ?, toTimestamp(now())) IF NOT EXISTS"
     )
 }
 
@@ -251,6 +292,10 @@ pub fn script(keyspace: &str, replication: &str) -> Result<String, String> {
             migration.oldest_reader
         ));
     }
+    out.push_str(
+        "\n-- The cluster version is not recorded here: a keyspace without one is at version 1.\n\
+         -- Once every origin runs this release: bloomgate-origin upgrade finish.\n",
+    );
     Ok(out)
 }
 
@@ -264,7 +309,7 @@ mod tests {
     fn versions_count_up_from_one_and_the_newest_is_the_schema_version() {
         let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(versions, (1..=MIGRATIONS.len() as u32).collect::<Vec<_>>());
-        assert_eq!(SCHEMA_VERSION, 3);
+        assert_eq!(SCHEMA_VERSION, 4);
         assert!(MIGRATIONS[1].statements("bg") == ["ALTER TABLE bg.filters ADD IF NOT EXISTS format int"]);
         assert!(MIGRATIONS[2].statements("bg")[0]
             .starts_with("CREATE TABLE IF NOT EXISTS bg.dropped_filters (name text PRIMARY KEY, format int"));
@@ -276,12 +321,12 @@ mod tests {
             let recorded: Vec<Recorded> = recorded.iter().copied().map(Recorded::strict).collect();
             pending(&recorded).iter().map(|m| m.version).collect::<Vec<_>>()
         };
-        assert_eq!(versions(&[]), [1, 2, 3]);
-        assert_eq!(versions(&[1]), [2, 3]);
-        assert_eq!(versions(&[1, 2, 3]), Vec::<u32>::new());
-        assert_eq!(versions(&[2, 3]), [1], "a gap is filled: applying is idempotent");
+        assert_eq!(versions(&[]), [1, 2, 3, 4]);
+        assert_eq!(versions(&[1]), [2, 3, 4]);
+        assert_eq!(versions(&[1, 2, 3, 4]), Vec::<u32>::new());
+        assert_eq!(versions(&[2, 3, 4]), [1], "a gap is filled: applying is idempotent");
         assert_eq!(
-            versions(&[1, 2, 3, 4]),
+            versions(&[1, 2, 3, 4, 5]),
             Vec::<u32>::new(),
             "versions this build does not know are not its to apply"
         );
@@ -299,35 +344,35 @@ mod tests {
     #[test]
     fn the_version_check_says_whether_this_build_runs_and_if_not_what_to_do() {
         assert_eq!(VersionCheck::of(&as_applied()), VersionCheck::Current);
-        assert_eq!(VersionCheck::of(&strict(&[1, 2, 3])), VersionCheck::Current);
+        assert_eq!(VersionCheck::of(&strict(&[1, 2, 3, 4])), VersionCheck::Current);
         assert_eq!(VersionCheck::Current.refusal("bg"), None);
 
         let behind = VersionCheck::of(&strict(&[1, 2]));
-        assert_eq!(behind, VersionCheck::Behind { found: 2, needed: 3 });
+        assert_eq!(behind, VersionCheck::Behind { found: 2, needed: 4 });
         let message = behind.refusal("bg").unwrap();
-        assert!(message.contains("keyspace bg: the schema is at version 2, this origin needs 3"), "{message}");
+        assert!(message.contains("keyspace bg: the schema is at version 2, this origin needs 4"), "{message}");
         assert!(message.contains("run `bloomgate-origin schema apply`"), "{message}");
         assert!(message.contains("`schema print` and apply it through cqlsh"), "{message}");
         let none = VersionCheck::of(&[]).refusal("bg").unwrap();
-        assert!(none.contains("at version 0 (none recorded), this origin needs 3"), "{none}");
+        assert!(none.contains("at version 0 (none recorded), this origin needs 4"), "{none}");
 
         // A newer migration that does not say who can read past it: refused.
-        let ahead = VersionCheck::of(&strict(&[1, 2, 3, 4]));
-        assert_eq!(ahead, VersionCheck::Ahead { found: 4, known: 3 });
+        let ahead = VersionCheck::of(&strict(&[1, 2, 3, 4, 5]));
+        assert_eq!(ahead, VersionCheck::Ahead { found: 5, known: 4 });
         let message = ahead.refusal("bg").unwrap();
         assert!(
-            message.contains("the schema is at version 4, newer than this origin knows (3): upgrade this origin"),
+            message.contains("the schema is at version 5, newer than this origin knows (4): upgrade this origin"),
             "{message}"
         );
         // Newer migrations that only added what this build never touches: it runs.
         let mut added = as_applied();
-        added.push(Recorded { version: 4, oldest_reader: Some(3) });
-        added.push(Recorded { version: 5, oldest_reader: Some(2) });
-        assert_eq!(VersionCheck::of(&added), VersionCheck::AheadReadable { found: 5, known: 3 });
+        added.push(Recorded { version: 5, oldest_reader: Some(4) });
+        added.push(Recorded { version: 6, oldest_reader: Some(2) });
+        assert_eq!(VersionCheck::of(&added), VersionCheck::AheadReadable { found: 6, known: 4 });
         assert_eq!(VersionCheck::of(&added).refusal("bg"), None);
         // One of them that older builds would misread is enough to refuse.
-        added.push(Recorded { version: 6, oldest_reader: Some(4) });
-        assert_eq!(VersionCheck::of(&added), VersionCheck::Ahead { found: 6, known: 3 });
+        added.push(Recorded { version: 7, oldest_reader: Some(5) });
+        assert_eq!(VersionCheck::of(&added), VersionCheck::Ahead { found: 7, known: 4 });
     }
 
     #[test]

@@ -33,9 +33,11 @@
 //! - `statements`: every statement, prepared once.
 //! - `scan`: a rebuild's read of one filter's keys, range by range.
 //! - `drop`: a dropped filter's definition and keys deleted.
+//! - `cluster`: the cluster version, the origins' reports and the log of recent writes.
 //! - [`write_order`]: why writes and deletes are stamped by the origin, deletes a margin back.
 //! - Here: the store itself and the `Database` calls of lookups, writes and definitions.
 
+mod cluster;
 mod connect;
 pub mod consistency;
 pub mod definition;
@@ -51,6 +53,7 @@ pub use migrate::SchemaApplied;
 pub use scan::token_ranges;
 
 use super::{Database, DatabaseError, Dropped, FilterDef, KeySink};
+use crate::cluster_version::{ClusterVersion, LiveOrigin};
 use async_trait::async_trait;
 use consistency::Replication;
 use definition::{def_from_row, row_of, DefinitionRow};
@@ -344,5 +347,25 @@ impl Database for CassandraDatabase {
     async fn ping(&self) -> Result<(), DatabaseError> {
         self.session.execute_unpaged(&self.statements.ping, ()).await.map_err(classify)?;
         Ok(())
+    }
+
+    async fn cluster_version(&self) -> Result<ClusterVersion, DatabaseError> {
+        self.read_cluster_version().await
+    }
+
+    async fn raise_cluster_version(&self, from: u32, to: u32) -> Result<bool, DatabaseError> {
+        self.raise_cluster(from, to).await
+    }
+
+    async fn report_origin(&self, report: &LiveOrigin) -> Result<(), DatabaseError> {
+        self.write_report(report).await
+    }
+
+    async fn origin_reports(&self) -> Result<Vec<LiveOrigin>, DatabaseError> {
+        self.read_reports().await
+    }
+
+    async fn log_recent_writes(&self, filter: &str, keys: &[&[u8]], at_ms: u64) -> Result<(), DatabaseError> {
+        self.log_writes(filter, keys, at_ms).await
     }
 }

@@ -46,6 +46,20 @@ pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
     column("dropped_filters", "key_format", "text", ColumnKind::Other),
     column("dropped_filters", "last_generation", "bigint", ColumnKind::Other),
     column("dropped_filters", "dropped_at", "timestamp", ColumnKind::Other),
+    column("cluster_version", "scope", "text", ColumnKind::PartitionKey),
+    column("cluster_version", "format", "int", ColumnKind::Other),
+    column("cluster_version", "version", "int", ColumnKind::Other),
+    column("cluster_version", "raised_at", "timestamp", ColumnKind::Other),
+    column("origin_reports", "origin", "text", ColumnKind::PartitionKey),
+    column("origin_reports", "format", "int", ColumnKind::Other),
+    column("origin_reports", "release", "text", ColumnKind::Other),
+    column("origin_reports", "knows", "int", ColumnKind::Other),
+    column("origin_reports", "reported_at", "timestamp", ColumnKind::Other),
+    column("recent_writes", "filter", "text", ColumnKind::PartitionKey),
+    column("recent_writes", "bucket", "bigint", ColumnKind::PartitionKey),
+    column("recent_writes", "written_at", "timestamp", ColumnKind::Other),
+    column("recent_writes", "key", "blob", ColumnKind::Other),
+    column("recent_writes", "format", "int", ColumnKind::Other),
 ];
 
 /// The name of the index that lets a rebuild read only its own filter's keys.
@@ -127,6 +141,20 @@ mod tests {
             row("dropped_filters", "key_format", "text", "regular"),
             row("dropped_filters", "last_generation", "bigint", "regular"),
             row("dropped_filters", "dropped_at", "timestamp", "regular"),
+            row("cluster_version", "scope", "text", "partition_key"),
+            row("cluster_version", "format", "int", "regular"),
+            row("cluster_version", "version", "int", "regular"),
+            row("cluster_version", "raised_at", "timestamp", "regular"),
+            row("origin_reports", "origin", "text", "partition_key"),
+            row("origin_reports", "format", "int", "regular"),
+            row("origin_reports", "release", "text", "regular"),
+            row("origin_reports", "knows", "int", "regular"),
+            row("origin_reports", "reported_at", "timestamp", "regular"),
+            row("recent_writes", "filter", "text", "partition_key"),
+            row("recent_writes", "bucket", "bigint", "partition_key"),
+            row("recent_writes", "written_at", "timestamp", "clustering"),
+            row("recent_writes", "key", "blob", "clustering"),
+            row("recent_writes", "format", "int", "regular"),
         ]
     }
 
@@ -143,10 +171,15 @@ mod tests {
         assert_eq!(schema_problems(&[]), ["it does not exist, or holds no tables"]);
         let mut columns = as_created();
         columns.retain(|(table, ..)| table == "keys");
-        let gone = ["table filters does not exist", "table dropped_filters does not exist"];
+        let gone: Vec<String> = ["filters", "dropped_filters", "cluster_version", "origin_reports", "recent_writes"]
+            .iter()
+            .map(|table| format!("table {table} does not exist"))
+            .collect();
         assert_eq!(schema_problems(&columns), gone);
         columns.retain(|(_, column, ..)| column != "value");
-        assert_eq!(schema_problems(&columns), [gone[0], gone[1], "column keys.value (blob) is missing"]);
+        let mut also = gone.clone();
+        also.push("column keys.value (blob) is missing".into());
+        assert_eq!(schema_problems(&columns), also);
     }
 
     #[test]

@@ -44,6 +44,18 @@ pub(super) struct Statements {
     pub any_key: Option<PreparedStatement>,
     /// The health ping.
     pub ping: PreparedStatement,
+    /// The cluster version's row.
+    pub get_cluster_version: PreparedStatement,
+    /// The cluster version raised, if it still is what the raise read (a lightweight transaction).
+    pub raise_cluster_version: PreparedStatement,
+    /// The cluster version's row written where there is none (a lightweight transaction).
+    pub insert_cluster_version: PreparedStatement,
+    /// An origin's report that it runs.
+    pub report_origin: PreparedStatement,
+    /// Every origin's report.
+    pub origin_reports: PreparedStatement,
+    /// A key logged in the recent writes.
+    pub log_write: PreparedStatement,
 }
 
 /// Prepares statements on one session at the configured level and timeout.
@@ -130,6 +142,34 @@ impl Statements {
             scan_filter_range,
             any_key,
             ping,
+            get_cluster_version: p
+                .prepare(format!("SELECT format, version, raised_at FROM {ks}.cluster_version WHERE scope = 'cluster'"), true)
+                .await?,
+            raise_cluster_version: p
+                .prepare_lwt(format!(
+                    "UPDATE {ks}.cluster_version SET version = ?, raised_at = ?, format = ? WHERE scope = 'cluster' IF version = ?"
+                ))
+                .await?,
+            insert_cluster_version: p
+                .prepare_lwt(format!(
+                    "INSERT INTO {ks}.cluster_version (scope, version, raised_at, format) VALUES ('cluster', ?, ?, ?) IF NOT EXISTS"
+                ))
+                .await?,
+            report_origin: p
+                .prepare(
+                    format!("INSERT INTO {ks}.origin_reports (origin, format, release, knows, reported_at) VALUES (?, ?, ?, ?, ?)"),
+                    true,
+                )
+                .await?,
+            origin_reports: p
+                .prepare(format!("SELECT origin, format, release, knows, reported_at FROM {ks}.origin_reports"), true)
+                .await?,
+            log_write: p
+                .prepare(
+                    format!("INSERT INTO {ks}.recent_writes (filter, bucket, written_at, key, format) VALUES (?, ?, ?, ?, ?)"),
+                    true,
+                )
+                .await?,
         })
     }
 }
