@@ -27,6 +27,8 @@
 //!   - `state`: a filter's generations and which of them may be read or written.
 //!   - `drop_record`: what a drop leaves in the database for good, and its format.
 //!   - `recent_writes`: the log of recent writes recovery replays, its buckets and format.
+//!   - `checkpoint`: a generation's segments saved in the database, and whether a checkpoint
+//!     may seed a recovery.
 //!   - `store/redis/`: the filter in Redis or a Redis Cluster: the single link (`link`), the
 //!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
 //!     `scripts/*.lua`), the key names (`keys`), a filter's state (`state`), one file
@@ -36,18 +38,20 @@
 //!     unversioned keyspace (`schema`), a definition's row and format (`definition`), reads
 //!     meeting writes (`consistency`), the statements (`statements`), a rebuild's scan
 //!     (`scan`), a drop's deletes (`drop`), the order of a key's writes and deletes
-//!     (`write_order`).
+//!     (`write_order`), the cluster version and the log (`cluster`), checkpoints
+//!     (`checkpoints`).
 //!   - `store/embedded/`: the quick start's filter in process (`memory`) and keys in a redb
 //!     file (`key_file`).
 //!   - `connecting`: a database connected in the background, an outage until it answers.
 //!   - `tls`: the stores' TLS configurations, from the configured files.
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
-//!   `requests`, `filters`, `rebuilds`, `copies`, `leases`, `admission`), each with its
+//!   `requests`, `filters`, `rebuilds`, `recoveries`, `copies`, `leases`, `admission`), each with its
 //!   registration table, and the process's own `process_*` metrics (`process`).
 //! - [`status_history`]: the samples the status page plots.
 //! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
-//!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`); `tests`: a
-//!   rebuild within a memory budget, in process.
+//!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`); a recovery's
+//!   fill from a checkpoint and the log instead of a scan (`replay`); `tests`: a rebuild
+//!   within a memory budget, in process.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"
@@ -61,9 +65,11 @@
 //!   filter first, then database), the edge's manifests, journal chunks and segments
 //!   (`edge_feed`), a filter's stats (`stats`), filters created, listed and dropped
 //!   (`filters`, with why a drop never lets an old bit or cache answer "no"), and the one door
-//!   to a rebuild (`rebuilds`).
+//!   to a rebuild (`rebuilds`); a checkpoint round (`checkpoints`); the cluster version as
+//!   this origin reads it (`cluster`).
 //! - [`recovery`]: the background check that rebuilds lost or drifting filters on its own:
-//!   the decision (`reason`, pure) from the facts (`health`).
+//!   the decision (`reason`, pure) from the facts (`health`); and the checkpointer
+//!   (`checkpoints`), which keeps each filter's checkpoint recent.
 //! - [`auth`]: writer and ops tokens, and the edge secret, as extractors.
 //! - [`request_metrics`]: every request counted, timed and held in the in-flight gauge.
 //! - [`admission`]: the in-flight caps derived from the memory budget (`budget`: the cgroup's
@@ -181,10 +187,18 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let gate = Arc::new(Gate::new(filters, keys, settings));
     caps.export(&gate.metrics);
     tokio::spawn(gate::cluster::watch(gate.clone()));
+    // Checkpoints are kept where they can seed a recovery: in a shared database, of a filter
+    // in Redis.
+    if config.checkpoint_interval_ms > 0 && config.database_is_shared() && !in_process {
+        let interval = std::time::Duration::from_millis(config.checkpoint_interval_ms);
+        tokio::spawn(recovery::checkpoints::run(gate.clone(), interval));
+    }
     if config.recovery_interval_ms > 0 {
         let interval = std::time::Duration::from_millis(config.recovery_interval_ms);
-        let (thresholds, options) =
-            (recovery::Thresholds::from_config(&config), RebuildOptions::from_config(&config, false));
+        let (thresholds, options) = (
+            recovery::Thresholds::from_config(&config),
+            RebuildOptions::from_config(&config, false).recovering(&config),
+        );
         tokio::spawn(recovery::run(gate.clone(), thresholds, interval, options, config.recovery_max_rebuilds));
     }
     Ok(AppState { gate, config: Arc::new(config), caps: Arc::new(caps) })

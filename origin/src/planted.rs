@@ -30,16 +30,20 @@ pub enum Bug {
     /// with no commit wait: a write made less than the margin before it outranks it, so the
     /// delete answers `"deleted": true` and removes nothing.
     DeleteStampedBehind,
+    /// A recovery from a checkpoint loads its segments but never replays the writes logged
+    /// since: the keys acknowledged after the checkpoint are missing from the new generation.
+    SkipReplay,
 }
 
 impl Bug {
     /// Every bug.
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::SkipReadBarrier,
         Bug::SkipFilterAdd,
         Bug::SkipIncarnationCheck,
         Bug::SkipLeaseWait,
         Bug::DeleteStampedBehind,
+        Bug::SkipReplay,
     ];
 
     /// Its name, as `BG_PLANTED_BUG` spells it.
@@ -50,6 +54,7 @@ impl Bug {
             Bug::SkipIncarnationCheck => "skip-incarnation-check",
             Bug::SkipLeaseWait => "skip-lease-wait",
             Bug::DeleteStampedBehind => "delete-stamped-behind",
+            Bug::SkipReplay => "skip-replay",
         }
     }
 

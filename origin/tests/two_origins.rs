@@ -171,6 +171,7 @@ async fn a_switch_and_a_retirement_during_live_leases_lose_no_write() {
             progress: false,
             journal: true,
             lease: LEASE,
+            replay: None,
         };
         bloomgate_origin::rebuild::rebuild(filters.clone(), o.database.clone(), FILTER, options).await.unwrap();
     }

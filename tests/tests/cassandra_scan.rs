@@ -71,6 +71,8 @@ async fn a_scan_reads_its_filter_s_keys_through_the_index_and_all_of_them() {
         migrations::cluster_version_table(&bare),
         migrations::origin_reports_table(&bare),
         migrations::recent_writes_table(&bare),
+        migrations::checkpoints_table(&bare),
+        migrations::checkpoint_segments_table(&bare),
     ];
     for statement in &by_hand {
         session.query_unpaged(statement.as_str(), ()).await.unwrap();

@@ -235,6 +235,10 @@ pub struct ConfigFlags {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovery_max_rebuilds: Option<usize>,
+    /// Checkpoint every filter's bits into the database every this many ms (0: off).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_interval_ms: Option<u64>,
     /// Optional wait before a rebuild's scan, ms.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -207,6 +207,12 @@ pub struct Config {
     /// each rebuild then gets the database's scan throughput to itself, and the first filters
     /// are back sooner.
     pub recovery_max_rebuilds: usize,
+    /// How often each filter's active generation is checkpointed into the database (only its
+    /// segments changed since the last round), in ms; 0 = off. A filter whose bits Redis lost
+    /// is then recovered from its checkpoint and the writes logged since, instead of a scan of
+    /// every key. Every origin runs the rounds; a filter checkpointed lately by any origin is
+    /// skipped.
+    pub checkpoint_interval_ms: u64,
     /// How long a write that finds the filter's bits lost (Redis back empty or from an older
     /// snapshot, metadata or a segment gone) waits for a rebuild to name a generation that can
     /// take it, in ms, before it is refused with 503; 0 = refuse at once. Below
@@ -300,6 +306,7 @@ impl Default for Config {
             status_page: false,
             recovery_interval_ms: 5000,
             recovery_max_rebuilds: 2,
+            checkpoint_interval_ms: 60_000,
             write_recovery_wait_ms: 3000,
             rebuild_settle_ms: 0,
             rebuild_grace_ms: 10_000,

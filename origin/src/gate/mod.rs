@@ -13,6 +13,8 @@
 //! - `stats`: a filter's stats.
 //! - `filters`: filters created, listed and dropped, and why a drop never lets an old bit or
 //!   cache answer "no".
+//! - `checkpoints`: one checkpoint round of a filter: its changed segments saved, then the
+//!   checkpoint recorded.
 //! - [`cluster`]: the cluster version as this origin last read it, what it lets this origin
 //!   do, and the loop that reads it and reports this origin alive.
 //! - `rebuilds`: the one door to a rebuild, and what the recovery check and the probes ask of
@@ -24,6 +26,7 @@
 //! Each path reaches the filter store through its own role (`store.lookup`, `store.write`,
 //! `store.edge_feed`, `store.stats`, `store.lifecycle`: see `store::roles`).
 
+mod checkpoints;
 pub mod cluster;
 mod edge_feed;
 mod filters;
@@ -33,6 +36,7 @@ mod rebuilds;
 mod stats;
 mod write;
 
+pub use checkpoints::{CheckpointError, CheckpointRound};
 pub use edge_feed::JournalChunk;
 pub use filters::Created;
 pub use lookup::{after_filter, AfterFilter, Answer, AnsweredBy};

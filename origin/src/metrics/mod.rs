@@ -13,7 +13,7 @@
 //! callers record: `lookups` (who answered, fall-throughs, database reads, latency),
 //! `edge_feed`, `writes`, `requests` (HTTP), `admission` (429s by class, the caps in force and
 //! the memory budget behind them), `filters` (per-filter counters and health gauges),
-//! `rebuilds`, `copies` (local copies), `leases` (read leases: how filter reads were answered,
+//! `rebuilds`, `recoveries` (checkpoints, and recoveries by what seeded them), `copies` (local copies), `leases` (read leases: how filter reads were answered,
 //! lapses, the background reads, writers' waits); and `process`, the process's own `process_*`
 //! metrics, under their standard names.
 
@@ -60,6 +60,7 @@ mod leases;
 mod lookups;
 mod process;
 mod rebuilds;
+mod recoveries;
 mod requests;
 mod writes;
 
@@ -71,6 +72,7 @@ pub use leases::{FilterRead, LeaseMetrics, LeaseWait, TailRead};
 pub use lookups::{AnsweredBy, Fallthrough, LookupMetrics, Store};
 pub use process::{ProcessCollector, ProcessSample};
 pub use rebuilds::{RebuildGauges, RebuildMetrics};
+pub use recoveries::{CheckpointResult, RecoveryMetrics, RecoverySource};
 pub use requests::{RequestLabels, RequestMetrics};
 pub use writes::WriteMetrics;
 
@@ -114,6 +116,8 @@ pub struct Metrics {
     pub filters: FilterMetrics,
     /// Rebuilds in progress: phase and keys scanned.
     pub rebuilds: RebuildMetrics,
+    /// Checkpoints and recoveries.
+    pub recoveries: RecoveryMetrics,
     /// Local copies.
     pub copies: CopyMetrics,
     /// Read leases.
@@ -140,6 +144,7 @@ impl Metrics {
             admission: AdmissionMetrics::new(),
             filters: FilterMetrics::default(),
             rebuilds: RebuildMetrics::default(),
+            recoveries: RecoveryMetrics::new(),
             copies: CopyMetrics::new(),
             leases: LeaseMetrics::new(),
         };
@@ -151,6 +156,7 @@ impl Metrics {
             m.admission.rows(),
             m.filters.rows(),
             m.rebuilds.rows(),
+            m.recoveries.rows(),
             m.copies.rows(),
             m.leases.rows(),
         ];

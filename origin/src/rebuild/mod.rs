@@ -33,6 +33,8 @@
 //!   and lost incarnations left).
 //! - `fill`: phases 2 and 3, the database scanned into new bits, and the bits uploaded; the
 //!   progress published for stats.
+//! - `replay`: a recovery's fill from a checkpoint and the log of recent writes, instead of
+//!   phases 2 and 3's scan, when a usable checkpoint exists.
 //! - `switch`: phase 4, the switch, and the replaced generation retired after the grace
 //!   period; a failed rebuild's generation abandoned.
 //! - Here: the options, the report and errors, and the phases run in turn.
@@ -40,6 +42,7 @@
 mod fill;
 mod lease;
 mod name;
+mod replay;
 mod switch;
 #[cfg(test)]
 mod tests;
@@ -48,6 +51,7 @@ pub use name::leftovers;
 
 use crate::config::Config;
 use crate::lease::LeaseSettings;
+use crate::store::checkpoint::{ReplayMargins, ReplayPlan};
 use crate::store::{Database, DatabaseError, FilterDef, FilterStore, FilterUnavailable, Generation};
 use bloomgate_filter::{AllocError, Params, SizingOptions};
 use fill::Published;
@@ -82,6 +86,9 @@ pub struct RebuildOptions {
     pub journal: bool,
     /// The read lease the new generation records, by the filter's mode.
     pub lease: LeaseSettings,
+    /// A recovery of lost bits: fill from the newest checkpoint and the writes logged since,
+    /// within these margins, when one may be used (`replay`); None: scan every key.
+    pub replay: Option<ReplayMargins>,
 }
 
 impl RebuildOptions {
@@ -99,7 +106,18 @@ impl RebuildOptions {
             progress,
             journal: config.journal_enabled,
             lease: config.lease_settings(),
+            replay: None,
         }
+    }
+
+    /// These options for a recovery of lost bits: from a checkpoint, when one may be used,
+    /// with the margins the configuration sets (see `store::checkpoint::ReplayMargins`).
+    pub fn recovering(self, config: &Config) -> RebuildOptions {
+        let margins = ReplayMargins {
+            request_timeout: Duration::from_millis(config.request_timeout_ms),
+            clock_skew: Duration::from_millis(config.delete_skew_margin_ms),
+        };
+        RebuildOptions { replay: Some(margins), ..self }
     }
 }
 
@@ -123,6 +141,11 @@ pub struct RebuildReport {
     /// Bytes of bits held in this process at once: the largest run (the rebuild's peak memory
     /// beyond the process's own).
     pub held_bytes: u64,
+    /// What it was filled from: `scan` (every key read from the database), or `checkpoint`
+    /// (a checkpoint's segments and the writes logged since).
+    pub source: &'static str,
+    /// Keys added from the log of recent writes (a fill from a checkpoint).
+    pub replayed_keys: u64,
 }
 
 /// Why a rebuild did not happen.
@@ -241,8 +264,26 @@ async fn run(
         let (capacity, fp_rate) = (options.capacity.unwrap_or(def.capacity), options.fp_rate.unwrap_or(def.fp_rate));
         keys.resize_filter(filter, capacity, fp_rate).await?;
     }
+    let fill = match options.replay {
+        Some(margins) if options.capacity.is_none() && options.fp_rate.is_none() => {
+            match replay::plan(keys, &def, options, margins).await? {
+                Ok(plan) => Fill::Replay(plan, margins),
+                Err(why) => {
+                    tracing::info!(filter, why = %why, "recovery: no checkpoint to start from; scanning every key");
+                    Fill::Scan
+                }
+            }
+        }
+        _ => Fill::Scan,
+    };
+    // A fill from a checkpoint names a generation of the checkpoint's params: its bits mean
+    // something only under the same seed and sizing.
+    let params = match &fill {
+        Fill::Replay(plan, _) => plan.checkpoint.params,
+        Fill::Scan => params,
+    };
     let (new, named_revision) = name::name_generation(filters, filter, params, options.journal, options.lease).await?;
-    match fill_and_switch(filters, keys, filter, options, lost, new, named_revision).await {
+    match fill_and_switch(filters, keys, filter, options, lost, new, named_revision, fill).await {
         Ok(report) => Ok(report),
         Err(e) => {
             switch::abandon(filters, filter, new).await;
@@ -251,8 +292,17 @@ async fn run(
     }
 }
 
-/// Phases 2 to 4 for the generation `new` named: scan, upload, switch, then, after the grace
-/// period, the replaced generation retired.
+/// What a new generation is filled from.
+enum Fill {
+    /// A scan of every key (phases 2 and 3).
+    Scan,
+    /// A checkpoint and the log since, within the margins (`replay`).
+    Replay(ReplayPlan, ReplayMargins),
+}
+
+/// Phases 2 to 4 for the generation `new` named: filled (scanned and uploaded, or replayed),
+/// switched to, then, after the grace period, the replaced generation retired.
+#[allow(clippy::too_many_arguments)]
 async fn fill_and_switch(
     filters: &dyn FilterStore,
     keys: &dyn Database,
@@ -261,7 +311,37 @@ async fn fill_and_switch(
     lost: &AtomicBool,
     new: Generation,
     named_revision: u64,
+    fill: Fill,
 ) -> Result<RebuildReport, RebuildError> {
+    if let Fill::Replay(plan, margins) = fill {
+        tracing::info!(
+            filter,
+            generation = new.generation,
+            checkpoint = plan.checkpoint.generation,
+            "recovery: new generation named; filling from the checkpoint and the log"
+        );
+        let replayed = replay::fill(filters, keys, filter, new, plan, margins, lost).await?;
+        switch_and_retire(filters, filter, options, lost, new, named_revision).await?;
+        tracing::info!(
+            filter,
+            generation = new.generation,
+            keys_replayed = replayed.keys,
+            secs = replayed.secs,
+            "recovery: switched to the generation filled from the checkpoint"
+        );
+        return Ok(RebuildReport {
+            generation: new.generation,
+            keys: replayed.keys,
+            scan_secs: 0.0,
+            keys_per_sec: 0.0,
+            upload_secs: replayed.secs,
+            filter_bytes: new.params.total_bytes(),
+            scans: 0,
+            held_bytes: new.params.segment_bytes(),
+            source: "checkpoint",
+            replayed_keys: replayed.keys,
+        });
+    }
     tracing::info!(filter, generation = new.generation, "rebuild: new generation named; scanning");
     let before = filters.state_for_write(filter).await?;
     let runs = bloomgate_filter::segment_runs(&new.params, options.memory_bytes);
@@ -279,21 +359,8 @@ async fn fill_and_switch(
             (count.max(scanned.count), scan_secs + scanned.secs, held_bytes.max(scanned.bits.bytes()));
         upload_secs += fill::upload(new, scanned, lost, &mut published).await?;
     }
-    let replaced = switch::switch(filters, filter, new, named_revision, lost).await?;
-    tracing::info!(
-        filter,
-        generation = new.generation,
-        keys = count,
-        scan_secs,
-        "rebuild: switched to the new generation"
-    );
-    if let Some(old) = replaced {
-        // Readers may hold the old generation for a while (metadata caches, edges fetching
-        // its segments); it keeps taking adds meanwhile, so waiting only spares them a
-        // fall-through. Then: bits gone first, name second.
-        tokio::time::sleep(options.grace).await;
-        switch::retire_previous(filters, filter, old).await?;
-    }
+    tracing::info!(filter, generation = new.generation, keys = count, scan_secs, "rebuild: filled; switching");
+    switch_and_retire(filters, filter, options, lost, new, named_revision).await?;
     Ok(RebuildReport {
         generation: new.generation,
         keys: count,
@@ -303,5 +370,28 @@ async fn fill_and_switch(
         filter_bytes: new.params.total_bytes(),
         scans: runs.len(),
         held_bytes,
+        source: "scan",
+        replayed_keys: 0,
     })
+}
+
+/// Phase 4: the switch to `new`, then, after the grace period, the replaced generation retired.
+async fn switch_and_retire(
+    filters: &dyn FilterStore,
+    filter: &str,
+    options: &RebuildOptions,
+    lost: &AtomicBool,
+    new: Generation,
+    named_revision: u64,
+) -> Result<(), RebuildError> {
+    let replaced = switch::switch(filters, filter, new, named_revision, lost).await?;
+    tracing::info!(filter, generation = new.generation, "rebuild: switched to the new generation");
+    if let Some(old) = replaced {
+        // Readers may hold the old generation for a while (metadata caches, edges fetching
+        // its segments); it keeps taking adds meanwhile, so waiting only spares them a
+        // fall-through. Then: bits gone first, name second.
+        tokio::time::sleep(options.grace).await;
+        switch::retire_previous(filters, filter, old).await?;
+    }
+    Ok(())
 }

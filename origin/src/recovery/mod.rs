@@ -9,8 +9,11 @@
 //! # Layout
 //! - `reason`: the decision, pure, and the thresholds it weighs.
 //! - `health`: the facts it weighs, gathered from the stores and this origin's counters.
+//! - [`checkpoints`]: the checkpointer, which keeps every filter's checkpoint recent, so that a
+//!   recovery of lost bits starts from it instead of a scan.
 //! - Here: the loop, which starts rebuilds.
 
+pub mod checkpoints;
 mod health;
 mod reason;
 
@@ -18,7 +21,9 @@ pub use health::health;
 pub use reason::{rebuild_reason, to_start, Action, Health, Thresholds, Urgency};
 
 use crate::gate::{Gate, RebuildTask};
+use crate::metrics::RecoverySource;
 use crate::rebuild::{self, RebuildOptions};
+use futures::FutureExt;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +40,7 @@ pub async fn run(
     max_rebuilds: usize,
 ) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
-    let mut running: HashMap<String, RebuildTask> = HashMap::new();
+    let mut running: HashMap<String, (RebuildTask, Urgency)> = HashMap::new();
     loop {
         // Every interval, or sooner when a lookup or write found the filter lost (a flushed or
         // restarted Redis should not wait out the interval), but not more often than
@@ -45,9 +50,12 @@ pub async fn run(
             () = gate.recovery_nudge.notified() => tokio::time::sleep(NUDGE_MIN_GAP.min(interval)).await,
         }
         // Collect finished rebuilds: reset counters on success, back off on failure.
-        running.retain(|name, task| {
+        running.retain(|name, (task, urgency)| {
             if !task.is_finished() {
                 return true;
+            }
+            if let Some(Ok(Ok(report))) = task.now_or_never() {
+                count_recovery(&gate, &report, *urgency);
             }
             let entry = backoff.entry(name.clone()).or_insert((Instant::now(), Duration::from_secs(2)));
             entry.0 = Instant::now() + entry.1;
@@ -88,17 +96,32 @@ pub async fn run(
             due.push((def.name, action));
         }
         for (name, action) in to_start(due, running.len(), max_rebuilds) {
-            let options = RebuildOptions { capacity: action.capacity, ..options.clone() };
+            // Only lost bits are recovered from a checkpoint: a resize or drift needs a scan.
+            let replay = options.replay.filter(|_| action.urgency == Urgency::LostBits);
+            let options = RebuildOptions { capacity: action.capacity, replay, ..options.clone() };
             match gate.start_rebuild(&name, options).await {
                 Ok(task) => {
                     tracing::warn!(filter = %name, reason = action.reason, "started an automatic rebuild");
-                    running.insert(name, task);
+                    running.insert(name, (task, action.urgency));
                 }
                 Err(rebuild::RebuildError::Busy) => {} // another origin is on it
                 Err(e) => tracing::warn!(filter = %name, cause = %e, "could not start a rebuild"),
             }
         }
     }
+}
+
+/// Counts a finished recovery of lost bits by what it was built from.
+fn count_recovery(gate: &Gate, report: &rebuild::RebuildReport, urgency: Urgency) {
+    if urgency != Urgency::LostBits {
+        return;
+    }
+    let source = match report.source {
+        "checkpoint" => RecoverySource::Checkpoint,
+        _ => RecoverySource::Scan,
+    };
+    gate.metrics.recoveries.recovered(source);
+    gate.metrics.recoveries.replayed_keys.inc_by(report.replayed_keys);
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 use super::{Database, DatabaseError, Dropped, FilterDef, KeySink};
 use crate::cluster_version::{ClusterVersion, LiveOrigin};
+use crate::store::checkpoint::{Checkpoint, SavedSegment};
 use async_trait::async_trait;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -167,6 +168,46 @@ impl Database for ConnectingDatabase {
 
     async fn log_recent_writes(&self, filter: &str, keys: &[&[u8]], at_ms: u64) -> Result<(), DatabaseError> {
         self.database()?.log_recent_writes(filter, keys, at_ms).await
+    }
+
+    async fn recent_writes_in(&self, filter: &str, bucket: i64) -> Result<Vec<Vec<u8>>, DatabaseError> {
+        self.database()?.recent_writes_in(filter, bucket).await
+    }
+
+    async fn checkpoint(&self, filter: &str) -> Result<Option<Checkpoint>, DatabaseError> {
+        self.database()?.checkpoint(filter).await
+    }
+
+    async fn saved_segments(&self, filter: &str, generation: u64) -> Result<Vec<SavedSegment>, DatabaseError> {
+        self.database()?.saved_segments(filter, generation).await
+    }
+
+    async fn save_segment(
+        &self,
+        filter: &str,
+        generation: u64,
+        segment: SavedSegment,
+        bits: &[u8],
+        read_at_ms: u64,
+    ) -> Result<(), DatabaseError> {
+        self.database()?.save_segment(filter, generation, segment, bits, read_at_ms).await
+    }
+
+    async fn saved_segment_bits(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+    ) -> Result<Option<Vec<u8>>, DatabaseError> {
+        self.database()?.saved_segment_bits(filter, generation, index).await
+    }
+
+    async fn record_checkpoint(&self, filter: &str, checkpoint: Checkpoint) -> Result<(), DatabaseError> {
+        self.database()?.record_checkpoint(filter, checkpoint).await
+    }
+
+    async fn forget_saved_segments(&self, filter: &str, generation: u64) -> Result<(), DatabaseError> {
+        self.database()?.forget_saved_segments(filter, generation).await
     }
 }
 

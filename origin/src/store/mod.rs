@@ -9,12 +9,15 @@
 //! - [`cassandra`]: the database in Cassandra.
 //! - [`embedded`]: the quick start's filter in process and keys in a redb file.
 //! - [`drop_record`]: what a drop leaves in the database for good (pure).
+//! - [`checkpoint`]: a generation's segments saved in the database, and whether a checkpoint
+//!   may seed a recovery (pure).
 //! - [`recent_writes`]: the log of recent writes recovery replays, its buckets and format (pure).
 //! - [`connecting`]: a database connected in the background, failing as an outage until then.
 //! - [`tls`]: the stores' TLS configuration, from the configured files.
 //! - Here: the types every backend shares, and the [`Database`] trait.
 
 pub mod cassandra;
+pub mod checkpoint;
 pub mod connecting;
 pub mod drop_record;
 pub mod embedded;
@@ -33,6 +36,7 @@ pub use state::{decode_state, Dropped, FilterState, Generation, STATE_FORMAT};
 use crate::cluster_version::{ClusterVersion, LiveOrigin};
 use async_trait::async_trait;
 use bloomgate_filter::{JournalPosition, KeyFormat, KeyHash};
+use checkpoint::{Checkpoint, SavedSegment};
 use serde::{Deserialize, Serialize};
 
 /// A filter's definition: what the operator asked for. Stored in the database (the truth).
@@ -257,6 +261,51 @@ pub trait Database: Send + Sync + 'static {
     /// Logs `keys` of `filter` as written when this origin's clock read `at_ms` (see
     /// [`recent_writes`]).
     async fn log_recent_writes(&self, _filter: &str, _keys: &[&[u8]], _at_ms: u64) -> Result<(), DatabaseError> {
+        Ok(())
+    }
+    /// The keys logged for `filter` in one bucket of the log (see [`recent_writes`]).
+    async fn recent_writes_in(&self, _filter: &str, _bucket: i64) -> Result<Vec<Vec<u8>>, DatabaseError> {
+        Ok(Vec::new())
+    }
+
+    // Checkpoints (see [`checkpoint`]); the defaults keep none: a database only one origin
+    // uses recovers by a scan of its own file.
+
+    /// The newest checkpoint of `filter` (None: none, or one in a newer format).
+    async fn checkpoint(&self, _filter: &str) -> Result<Option<Checkpoint>, DatabaseError> {
+        Ok(None)
+    }
+    /// The labels of the segments saved for `generation` of `filter` (not their bits).
+    async fn saved_segments(&self, _filter: &str, _generation: u64) -> Result<Vec<SavedSegment>, DatabaseError> {
+        Ok(Vec::new())
+    }
+    /// Saves a segment's bits as read at `read_at_ms`: of two saves, the later read wins.
+    async fn save_segment(
+        &self,
+        _filter: &str,
+        _generation: u64,
+        _segment: SavedSegment,
+        _bits: &[u8],
+        _read_at_ms: u64,
+    ) -> Result<(), DatabaseError> {
+        Ok(())
+    }
+    /// A saved segment's bits.
+    async fn saved_segment_bits(
+        &self,
+        _filter: &str,
+        _generation: u64,
+        _index: u32,
+    ) -> Result<Option<Vec<u8>>, DatabaseError> {
+        Ok(None)
+    }
+    /// Records `checkpoint` as `filter`'s newest (of two, the later `R` wins).
+    async fn record_checkpoint(&self, _filter: &str, _checkpoint: Checkpoint) -> Result<(), DatabaseError> {
+        Ok(())
+    }
+    /// Forgets the segments saved for `generation` of `filter` (a checkpoint of a newer one was
+    /// recorded).
+    async fn forget_saved_segments(&self, _filter: &str, _generation: u64) -> Result<(), DatabaseError> {
         Ok(())
     }
 }

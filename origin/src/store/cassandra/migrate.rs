@@ -83,9 +83,10 @@ pub(super) async fn apply(session: &Session, settings: &CassandraSettings) -> Re
 }
 
 /// Records the cluster version the keyspace starts at, unless one is recorded: this build's
-/// newest if this apply created the keyspace (no older origin ever ran on it), else the
-/// version of the releases before it ([`UNRECORDED`]), which the operator raises with
-/// `upgrade finish` once the rollout is done. A lightweight transaction: of two applies at
+/// newest if this apply created the keyspace (no older origin ever ran on it: its duties hold
+/// from the start, so it counts as raised at the epoch), else the version of the releases
+/// before it ([`UNRECORDED`]), which the operator raises with `upgrade finish` once the
+/// rollout is done. A lightweight transaction: of two applies at
 /// once, the first decides, and the one that found the keyspace existing can only start it
 /// lower, which is safe.
 async fn start_cluster_version(
@@ -93,13 +94,19 @@ async fn start_cluster_version(
     settings: &CassandraSettings,
     created_keyspace: bool,
 ) -> Result<Option<u32>, DatabaseError> {
-    let version = if created_keyspace { CLUSTER_VERSION } else { UNRECORDED };
+    let (version, raised_at) = match created_keyspace {
+        true => (CLUSTER_VERSION, 0),
+        false => (UNRECORDED, crate::clock::now_ms() as i64),
+    };
     let mut statement = Statement::new(migrations::start_cluster_version_statement(&settings.keyspace));
     statement.set_serial_consistency(Some(scylla::statement::SerialConsistency::Serial));
     statement.set_consistency(settings.consistency);
     statement.set_request_timeout(Some(settings.timeout));
     let result = session
-        .query_unpaged(statement, (version as i32, crate::cluster_version::RECORD_FORMAT))
+        .query_unpaged(
+            statement,
+            (version as i32, crate::cluster_version::RECORD_FORMAT, scylla::value::CqlTimestamp(raised_at)),
+        )
         .await
         .map_err(|e| DatabaseError::other(format!("recording the cluster version: {e}")))?;
     Ok(super::applied(result)?.then_some(version))
@@ -254,10 +261,11 @@ mod tests {
         assert!(printed.contains("\napplied version 3: table dropped_filters"), "{printed}");
         assert!(printed.contains("\napplied version 4: tables cluster_version"), "{printed}");
         assert!(printed.contains("\nstarted the cluster at version 2 (bloomgate-origin upgrade status)"), "{printed}");
-        assert!(printed.ends_with("\nkeyspace bg is now at version 4"), "{printed}");
+        assert!(printed.contains("\napplied version 5: tables checkpoints and checkpoint_segments"), "{printed}");
+        assert!(printed.ends_with("\nkeyspace bg is now at version 5"), "{printed}");
         done.created_keyspace = false;
         done.applied.clear();
         done.started_cluster_at = None;
-        assert_eq!(done.to_string(), "keyspace bg is up to date at version 4");
+        assert_eq!(done.to_string(), "keyspace bg is up to date at version 5");
     }
 }

@@ -68,6 +68,13 @@ pub const MIGRATIONS: &[Migration] = &[
         oldest_reader: 2,
         statements: |ks| vec![cluster_version_table(ks), origin_reports_table(ks), recent_writes_table(ks)],
     },
+    Migration {
+        version: 5,
+        description: "tables checkpoints and checkpoint_segments: a generation's segments saved, for recovery",
+        // Builds of versions 2 to 4 never read them.
+        oldest_reader: 2,
+        statements: |ks| vec![checkpoints_table(ks), checkpoint_segments_table(ks)],
+    },
 ];
 
 /// The schema version this build needs, and the newest it knows.
@@ -122,10 +129,25 @@ pub fn recent_writes_table(keyspace: &str) -> String {
     )
 }
 
-/// The cluster version's row, inserted unless one exists (version, format).
+/// Each filter's newest checkpoint (`store::checkpoint`): the generation, its params, and `R`.
+pub fn checkpoints_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.checkpoints (filter text PRIMARY KEY, format int, generation bigint, params text, taken_at timestamp)"
+    )
+}
+
+/// The segments saved for a generation: one partition per (filter, generation), a row per
+/// segment with the version and incarnation its bits were read at.
+pub fn checkpoint_segments_table(keyspace: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {keyspace}.checkpoint_segments (filter text, generation bigint, segment int, format int, version bigint, incarnation bigint, bits blob, PRIMARY KEY ((filter, generation), segment))"
+    )
+}
+
+/// The cluster version's row, inserted unless one exists (version, format, raised at).
 pub fn start_cluster_version_statement(keyspace: &str) -> String {
     format!(
-        "INSERT INTO {keyspace}.cluster_version (scope, version, format, raised_at) VALUES ('cluster', ?, ?, toTimestamp(now())) IF NOT EXISTS"
+        "INSERT INTO {keyspace}.cluster_version (scope, version, format, raised_at) VALUES ('cluster', ?, ?, ?) IF NOT EXISTS"
     )
 }
 
@@ -309,7 +331,7 @@ mod tests {
     fn versions_count_up_from_one_and_the_newest_is_the_schema_version() {
         let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(versions, (1..=MIGRATIONS.len() as u32).collect::<Vec<_>>());
-        assert_eq!(SCHEMA_VERSION, 4);
+        assert_eq!(SCHEMA_VERSION, 5);
         assert!(MIGRATIONS[1].statements("bg") == ["ALTER TABLE bg.filters ADD IF NOT EXISTS format int"]);
         assert!(MIGRATIONS[2].statements("bg")[0]
             .starts_with("CREATE TABLE IF NOT EXISTS bg.dropped_filters (name text PRIMARY KEY, format int"));
@@ -321,12 +343,12 @@ mod tests {
             let recorded: Vec<Recorded> = recorded.iter().copied().map(Recorded::strict).collect();
             pending(&recorded).iter().map(|m| m.version).collect::<Vec<_>>()
         };
-        assert_eq!(versions(&[]), [1, 2, 3, 4]);
-        assert_eq!(versions(&[1]), [2, 3, 4]);
-        assert_eq!(versions(&[1, 2, 3, 4]), Vec::<u32>::new());
-        assert_eq!(versions(&[2, 3, 4]), [1], "a gap is filled: applying is idempotent");
+        assert_eq!(versions(&[]), [1, 2, 3, 4, 5]);
+        assert_eq!(versions(&[1]), [2, 3, 4, 5]);
+        assert_eq!(versions(&[1, 2, 3, 4, 5]), Vec::<u32>::new());
+        assert_eq!(versions(&[2, 3, 4, 5]), [1], "a gap is filled: applying is idempotent");
         assert_eq!(
-            versions(&[1, 2, 3, 4, 5]),
+            versions(&[1, 2, 3, 4, 5, 6]),
             Vec::<u32>::new(),
             "versions this build does not know are not its to apply"
         );
@@ -344,35 +366,35 @@ mod tests {
     #[test]
     fn the_version_check_says_whether_this_build_runs_and_if_not_what_to_do() {
         assert_eq!(VersionCheck::of(&as_applied()), VersionCheck::Current);
-        assert_eq!(VersionCheck::of(&strict(&[1, 2, 3, 4])), VersionCheck::Current);
+        assert_eq!(VersionCheck::of(&strict(&[1, 2, 3, 4, 5])), VersionCheck::Current);
         assert_eq!(VersionCheck::Current.refusal("bg"), None);
 
         let behind = VersionCheck::of(&strict(&[1, 2]));
-        assert_eq!(behind, VersionCheck::Behind { found: 2, needed: 4 });
+        assert_eq!(behind, VersionCheck::Behind { found: 2, needed: 5 });
         let message = behind.refusal("bg").unwrap();
-        assert!(message.contains("keyspace bg: the schema is at version 2, this origin needs 4"), "{message}");
+        assert!(message.contains("keyspace bg: the schema is at version 2, this origin needs 5"), "{message}");
         assert!(message.contains("run `bloomgate-origin schema apply`"), "{message}");
         assert!(message.contains("`schema print` and apply it through cqlsh"), "{message}");
         let none = VersionCheck::of(&[]).refusal("bg").unwrap();
-        assert!(none.contains("at version 0 (none recorded), this origin needs 4"), "{none}");
+        assert!(none.contains("at version 0 (none recorded), this origin needs 5"), "{none}");
 
         // A newer migration that does not say who can read past it: refused.
-        let ahead = VersionCheck::of(&strict(&[1, 2, 3, 4, 5]));
-        assert_eq!(ahead, VersionCheck::Ahead { found: 5, known: 4 });
+        let ahead = VersionCheck::of(&strict(&[1, 2, 3, 4, 5, 6]));
+        assert_eq!(ahead, VersionCheck::Ahead { found: 6, known: 5 });
         let message = ahead.refusal("bg").unwrap();
         assert!(
-            message.contains("the schema is at version 5, newer than this origin knows (4): upgrade this origin"),
+            message.contains("the schema is at version 6, newer than this origin knows (5): upgrade this origin"),
             "{message}"
         );
         // Newer migrations that only added what this build never touches: it runs.
         let mut added = as_applied();
-        added.push(Recorded { version: 5, oldest_reader: Some(4) });
-        added.push(Recorded { version: 6, oldest_reader: Some(2) });
-        assert_eq!(VersionCheck::of(&added), VersionCheck::AheadReadable { found: 6, known: 4 });
+        added.push(Recorded { version: 6, oldest_reader: Some(5) });
+        added.push(Recorded { version: 7, oldest_reader: Some(2) });
+        assert_eq!(VersionCheck::of(&added), VersionCheck::AheadReadable { found: 7, known: 5 });
         assert_eq!(VersionCheck::of(&added).refusal("bg"), None);
         // One of them that older builds would misread is enough to refuse.
-        added.push(Recorded { version: 7, oldest_reader: Some(5) });
-        assert_eq!(VersionCheck::of(&added), VersionCheck::Ahead { found: 7, known: 4 });
+        added.push(Recorded { version: 8, oldest_reader: Some(6) });
+        assert_eq!(VersionCheck::of(&added), VersionCheck::Ahead { found: 8, known: 5 });
     }
 
     #[test]

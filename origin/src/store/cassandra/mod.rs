@@ -33,10 +33,12 @@
 //! - `statements`: every statement, prepared once.
 //! - `scan`: a rebuild's read of one filter's keys, range by range.
 //! - `drop`: a dropped filter's definition and keys deleted.
+//! - `checkpoints`: checkpoints and their saved segments.
 //! - `cluster`: the cluster version, the origins' reports and the log of recent writes.
 //! - [`write_order`]: why writes and deletes are stamped by the origin, deletes a margin back.
 //! - Here: the store itself and the `Database` calls of lookups, writes and definitions.
 
+mod checkpoints;
 mod cluster;
 mod connect;
 pub mod consistency;
@@ -54,6 +56,7 @@ pub use scan::token_ranges;
 
 use super::{Database, DatabaseError, Dropped, FilterDef, KeySink};
 use crate::cluster_version::{ClusterVersion, LiveOrigin};
+use crate::store::checkpoint::{Checkpoint, SavedSegment};
 use async_trait::async_trait;
 use consistency::Replication;
 use definition::{def_from_row, row_of, DefinitionRow};
@@ -324,6 +327,9 @@ impl Database for CassandraDatabase {
     async fn drop_filter(&self, name: &str, dropped: Dropped) -> Result<bool, DatabaseError> {
         self.replication_overlaps()?;
         self.record_drop(name, dropped).await?;
+        // A filter created again under the name must never be seeded with the dropped one's
+        // bits: its checkpoint goes before the definition does.
+        self.forget_checkpoint(name).await?;
         self.delete_definition(name).await
     }
 
@@ -367,5 +373,51 @@ impl Database for CassandraDatabase {
 
     async fn log_recent_writes(&self, filter: &str, keys: &[&[u8]], at_ms: u64) -> Result<(), DatabaseError> {
         self.log_writes(filter, keys, at_ms).await
+    }
+
+    async fn recent_writes_in(&self, filter: &str, bucket: i64) -> Result<Vec<Vec<u8>>, DatabaseError> {
+        self.replication_overlaps()?;
+        self.logged_in(filter, bucket).await
+    }
+
+    async fn checkpoint(&self, filter: &str) -> Result<Option<Checkpoint>, DatabaseError> {
+        self.replication_overlaps()?;
+        self.read_checkpoint(filter).await
+    }
+
+    async fn saved_segments(&self, filter: &str, generation: u64) -> Result<Vec<SavedSegment>, DatabaseError> {
+        self.replication_overlaps()?;
+        self.read_saved_segments(filter, generation).await
+    }
+
+    async fn save_segment(
+        &self,
+        filter: &str,
+        generation: u64,
+        segment: SavedSegment,
+        bits: &[u8],
+        read_at_ms: u64,
+    ) -> Result<(), DatabaseError> {
+        self.replication_overlaps()?;
+        self.write_segment(filter, generation, segment, bits, read_at_ms).await
+    }
+
+    async fn saved_segment_bits(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+    ) -> Result<Option<Vec<u8>>, DatabaseError> {
+        self.replication_overlaps()?;
+        self.read_segment_bits(filter, generation, index).await
+    }
+
+    async fn record_checkpoint(&self, filter: &str, checkpoint: Checkpoint) -> Result<(), DatabaseError> {
+        self.replication_overlaps()?;
+        self.write_checkpoint(filter, checkpoint).await
+    }
+
+    async fn forget_saved_segments(&self, filter: &str, generation: u64) -> Result<(), DatabaseError> {
+        self.delete_saved_segments(filter, generation).await
     }
 }

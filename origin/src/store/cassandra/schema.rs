@@ -60,6 +60,18 @@ pub const REQUIRED_COLUMNS: &[RequiredColumn] = &[
     column("recent_writes", "written_at", "timestamp", ColumnKind::Other),
     column("recent_writes", "key", "blob", ColumnKind::Other),
     column("recent_writes", "format", "int", ColumnKind::Other),
+    column("checkpoints", "filter", "text", ColumnKind::PartitionKey),
+    column("checkpoints", "format", "int", ColumnKind::Other),
+    column("checkpoints", "generation", "bigint", ColumnKind::Other),
+    column("checkpoints", "params", "text", ColumnKind::Other),
+    column("checkpoints", "taken_at", "timestamp", ColumnKind::Other),
+    column("checkpoint_segments", "filter", "text", ColumnKind::PartitionKey),
+    column("checkpoint_segments", "generation", "bigint", ColumnKind::PartitionKey),
+    column("checkpoint_segments", "segment", "int", ColumnKind::Other),
+    column("checkpoint_segments", "format", "int", ColumnKind::Other),
+    column("checkpoint_segments", "version", "bigint", ColumnKind::Other),
+    column("checkpoint_segments", "incarnation", "bigint", ColumnKind::Other),
+    column("checkpoint_segments", "bits", "blob", ColumnKind::Other),
 ];
 
 /// The name of the index that lets a rebuild read only its own filter's keys.
@@ -155,6 +167,18 @@ mod tests {
             row("recent_writes", "written_at", "timestamp", "clustering"),
             row("recent_writes", "key", "blob", "clustering"),
             row("recent_writes", "format", "int", "regular"),
+            row("checkpoints", "filter", "text", "partition_key"),
+            row("checkpoints", "format", "int", "regular"),
+            row("checkpoints", "generation", "bigint", "regular"),
+            row("checkpoints", "params", "text", "regular"),
+            row("checkpoints", "taken_at", "timestamp", "regular"),
+            row("checkpoint_segments", "filter", "text", "partition_key"),
+            row("checkpoint_segments", "generation", "bigint", "partition_key"),
+            row("checkpoint_segments", "segment", "int", "clustering"),
+            row("checkpoint_segments", "format", "int", "regular"),
+            row("checkpoint_segments", "version", "bigint", "regular"),
+            row("checkpoint_segments", "incarnation", "bigint", "regular"),
+            row("checkpoint_segments", "bits", "blob", "regular"),
         ]
     }
 
@@ -171,10 +195,18 @@ mod tests {
         assert_eq!(schema_problems(&[]), ["it does not exist, or holds no tables"]);
         let mut columns = as_created();
         columns.retain(|(table, ..)| table == "keys");
-        let gone: Vec<String> = ["filters", "dropped_filters", "cluster_version", "origin_reports", "recent_writes"]
-            .iter()
-            .map(|table| format!("table {table} does not exist"))
-            .collect();
+        let gone: Vec<String> = [
+            "filters",
+            "dropped_filters",
+            "cluster_version",
+            "origin_reports",
+            "recent_writes",
+            "checkpoints",
+            "checkpoint_segments",
+        ]
+        .iter()
+        .map(|table| format!("table {table} does not exist"))
+        .collect();
         assert_eq!(schema_problems(&columns), gone);
         columns.retain(|(_, column, ..)| column != "value");
         let mut also = gone.clone();

@@ -56,6 +56,22 @@ pub(super) struct Statements {
     pub origin_reports: PreparedStatement,
     /// A key logged in the recent writes.
     pub log_write: PreparedStatement,
+    /// One bucket of a filter's log, paged.
+    pub logged_in: PreparedStatement,
+    /// A filter's checkpoint record.
+    pub get_checkpoint: PreparedStatement,
+    /// A checkpoint recorded, at its `R`.
+    pub put_checkpoint: PreparedStatement,
+    /// A checkpoint record deleted (a drop).
+    pub delete_checkpoint: PreparedStatement,
+    /// The labels of a generation's saved segments, paged.
+    pub saved_segments: PreparedStatement,
+    /// A segment saved, at its read.
+    pub save_segment: PreparedStatement,
+    /// A saved segment's bits.
+    pub segment_bits: PreparedStatement,
+    /// A generation's saved segments deleted.
+    pub delete_segments: PreparedStatement,
 }
 
 /// Prepares statements on one session at the configured level and timeout.
@@ -169,6 +185,39 @@ impl Statements {
                     format!("INSERT INTO {ks}.recent_writes (filter, bucket, written_at, key, format) VALUES (?, ?, ?, ?, ?)"),
                     true,
                 )
+                .await?,
+            logged_in: p
+                .prepare_scan(format!("SELECT key, format FROM {ks}.recent_writes WHERE filter = ? AND bucket = ?"))
+                .await?,
+            get_checkpoint: p
+                .prepare(format!("SELECT format, generation, params, taken_at FROM {ks}.checkpoints WHERE filter = ?"), true)
+                .await?,
+            put_checkpoint: p
+                .prepare(
+                    format!("INSERT INTO {ks}.checkpoints (filter, format, generation, params, taken_at) VALUES (?, ?, ?, ?, ?) USING TIMESTAMP ?"),
+                    true,
+                )
+                .await?,
+            delete_checkpoint: p.prepare(format!("DELETE FROM {ks}.checkpoints WHERE filter = ?"), true).await?,
+            saved_segments: p
+                .prepare_scan(format!(
+                    "SELECT segment, format, version, incarnation FROM {ks}.checkpoint_segments WHERE filter = ? AND generation = ?"
+                ))
+                .await?,
+            save_segment: p
+                .prepare(
+                    format!("INSERT INTO {ks}.checkpoint_segments (filter, generation, segment, format, version, incarnation, bits) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?"),
+                    true,
+                )
+                .await?,
+            segment_bits: p
+                .prepare(
+                    format!("SELECT format, bits FROM {ks}.checkpoint_segments WHERE filter = ? AND generation = ? AND segment = ?"),
+                    true,
+                )
+                .await?,
+            delete_segments: p
+                .prepare(format!("DELETE FROM {ks}.checkpoint_segments WHERE filter = ? AND generation = ?"), true)
                 .await?,
         })
     }
