@@ -68,6 +68,7 @@ struct OriginLives {
     copy_answered: Lives,
     lease_answered: Lives,
     journal_gone: Lives,
+    recovered_from_checkpoint: Lives,
     samples: u64,
 }
 
@@ -77,6 +78,7 @@ impl OriginLives {
         self.copy_answered.read(count("bloomgate_local_copy_lookups_total", &[("outcome", "answered")]));
         self.lease_answered.read(count("bloomgate_filter_reads_total", &[("via", "lease")]));
         self.journal_gone.read(count("bloomgate_http_requests_total", &[("route", JOURNAL_ROUTE), ("status", "410")]));
+        self.recovered_from_checkpoint.read(count("bloomgate_recoveries_total", &[("source", "checkpoint")]));
         self.samples += 1;
     }
 
@@ -85,6 +87,7 @@ impl OriginLives {
             copy_answered: self.copy_answered.total(),
             lease_answered: self.lease_answered.total(),
             journal_gone: self.journal_gone.total(),
+            recovered_from_checkpoint: self.recovered_from_checkpoint.total(),
             copy_resets: 0,
             samples: self.samples,
         }

@@ -46,6 +46,9 @@ pub struct OriginTuning {
     /// How the origins' local copies answer "no" for the run's filter: `lease` (the default) or
     /// `barrier`.
     pub read_consistency: ReadConsistency,
+    /// Checkpoint rounds, ms: short, so the Redis losses of the schedule find a recent
+    /// checkpoint to recover from (and writes after it to replay).
+    pub checkpoint_interval_ms: u64,
 }
 
 impl Default for OriginTuning {
@@ -64,6 +67,7 @@ impl Default for OriginTuning {
             auto_rebuild_min_interval_ms: 2000,
             journal_max_entries: 200_000,
             read_consistency: ReadConsistency::Lease,
+            checkpoint_interval_ms: 2000,
         }
     }
 }
@@ -115,6 +119,7 @@ auto_stale_delete_share = {}
 auto_rebuild_min_interval_ms = {}
 journal_max_entries = {}
 read_consistency = "{}"
+checkpoint_interval_ms = {}
 "#,
         t.redis_timeout_ms,
         t.redis_write_timeout_ms,
@@ -128,6 +133,7 @@ read_consistency = "{}"
         t.auto_rebuild_min_interval_ms,
         t.journal_max_entries,
         t.read_consistency.as_str(),
+        t.checkpoint_interval_ms,
     )
 }
 

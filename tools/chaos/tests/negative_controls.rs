@@ -9,6 +9,7 @@
 //! | `skip-filter-add`: a write acknowledged without its filter add | origins | `quiet` | `false_negative_origin` |
 //! | `skip-incarnation-check`: every Redis process is the same incarnation | origins | `rollback`: Redis restarted from an older snapshot | `false_negative_origin` |
 //! | `ignore-freshness`: the edge uses a manifest however old | edge | `edge-cut`: the edge cut off while writes go on | `false_negative_edge` |
+//! | `skip-replay`: a recovery from a checkpoint that never replays the writes logged since | origins | `rollback`: Redis restarted from an older snapshot, recovered from the checkpoint | `false_negative_origin` |
 //! | `delete-stamped-behind`: a delete stamped the clock margin behind and acknowledged at once | origins | `quiet`: keys deleted through another origin as soon as their write was acknowledged, read at once | `deleted_but_seen` |
 //!
 //! Each focused schedule is a part of the whole one, which `chaos.rs` runs without planted bugs
@@ -21,7 +22,7 @@
 //! `cargo build -p bloomgate-chaos --features planted-bugs --bin bloomgate-chaos-planted` and
 //! `scripts/edge-build --planted` (into `edge/build-planted`), then
 //! `cargo test -p bloomgate-chaos --test negative_controls -- --test-threads 1` (about two
-//! minutes here for the six). `scripts/test` does all of it. A planted build older than a source it is
+//! minutes here for the seven). `scripts/test` does all of it. A planted build older than a source it is
 //! built from fails the test with the command to rebuild it. The runs pause nothing and use a
 //! private Redis, but they read and write the shared Cassandra.
 
@@ -81,6 +82,27 @@ fn a_redis_gone_back_in_time_unnoticed_is_caught() {
     control(Control {
         bug: "skip-incarnation-check",
         // No deletes: their automatic rebuild would end the rolled-back generation early.
+        args: &[
+            "--schedule",
+            "rollback",
+            "--duration",
+            "8s",
+            "--no-edge",
+            "--recovery-wait",
+            "10s",
+            "--delete-rate",
+            "0",
+        ],
+        expect: "false_negative_origin",
+    });
+}
+
+#[test]
+fn a_recovery_that_skips_the_replay_is_caught() {
+    // The rollback's recovery starts from the newest checkpoint (one every 2 s): the writes
+    // acknowledged after it, before and after the snapshot, are only in the log.
+    control(Control {
+        bug: "skip-replay",
         args: &[
             "--schedule",
             "rollback",

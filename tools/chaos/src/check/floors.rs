@@ -161,6 +161,15 @@ pub fn evaluate(history: &History, result: &CheckResult, s: &FloorSettings) -> V
         let seen = c.must_be_not_seen_after_delete as f64;
         floors.push(floor("must_be_not_seen_after_delete", formula, required, seen));
     }
+    // A loss of Redis's data must have been recovered from a checkpoint at least once: a run
+    // whose recoveries all scanned proves nothing about the replay.
+    let losses =
+        [FaultKind::RedisRestartEmpty, FaultKind::FlushAll, FaultKind::RedisRollback, FaultKind::RedisMasterKill];
+    if losses.iter().any(|kind| s.required_faults.contains(kind)) {
+        let recovered: u64 = history.origin_counters.values().map(|c| c.recovered_from_checkpoint).sum();
+        let formula = "1 (a loss of Redis's data recovered from a checkpoint and the log, not a scan)";
+        floors.push(floor("recovered_from_checkpoint", formula, 1.0, recovered as f64));
+    }
     floors.extend(fault_floors(history, s));
     let outside = &result.availability.ops_outside;
     let formula = format!("{SUCCESS_OUTSIDE_FAULTS} of the operations overlapping no fault's window");

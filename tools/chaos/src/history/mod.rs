@@ -123,6 +123,10 @@ pub struct OriginCounters {
     pub journal_gone: u64,
     /// Local copies it dropped because the journal no longer held their position (its log).
     pub copy_resets: u64,
+    /// Filters it recovered from lost bits from a checkpoint and the log, not a scan
+    /// (`recoveries_total{source="checkpoint"}`).
+    #[serde(default)]
+    pub recovered_from_checkpoint: u64,
     /// `/metrics` samples read.
     pub samples: u64,
 }
