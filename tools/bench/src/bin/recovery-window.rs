@@ -69,7 +69,13 @@ async fn main() -> anyhow::Result<()> {
         let mut redis = RedisServer::start();
         let first = OriginProcess::start(&redis, 0).await?;
         let create = serde_json::json!({ "capacity": keys * 2, "fp_rate": 0.01 });
-        let r = first.http.put(format!("{}/v1/filters/{filter}", first.base)).bearer_auth(TOKEN).json(&create).send().await?;
+        let r = first
+            .http
+            .put(format!("{}/v1/filters/{filter}", first.base))
+            .bearer_auth(TOKEN)
+            .json(&create)
+            .send()
+            .await?;
         anyhow::ensure!(r.status().is_success(), "create {filter}: {}", r.status());
         drop(first);
         load(&cql, &filter, keys).await?;
@@ -91,13 +97,11 @@ async fn main() -> anyhow::Result<()> {
     for &keys in &sizes {
         for loss in [Loss::FlushAll, Loss::RestartEmpty, Loss::Rollback] {
             for mode in [Mode::Scan, Mode::Checkpoint] {
-                let mut mine: Vec<&Run> = runs.iter().filter(|r| r.keys == keys && r.loss == loss && r.mode == mode).collect();
+                let mut mine: Vec<&Run> =
+                    runs.iter().filter(|r| r.keys == keys && r.loss == loss && r.mode == mode).collect();
                 mine.sort_by(|a, b| a.window_s.total_cmp(&b.window_s));
                 let median = mine[mine.len() / 2];
-                println!(
-                    "| {keys} | {loss:?} | {mode:?} | {:.2} s | {} |",
-                    median.window_s, median.database_lookups
-                );
+                println!("| {keys} | {loss:?} | {mode:?} | {:.2} s | {} |", median.window_s, median.database_lookups);
             }
         }
     }
@@ -171,7 +175,10 @@ fn key(i: u64) -> [u8; 32] {
 async fn load(cql: &Session, filter: &str, n: u64) -> anyhow::Result<()> {
     let insert = cql.prepare(format!("INSERT INTO {KEYSPACE}.keys (filter, key, value) VALUES (?, ?, 0x)")).await?;
     let last = cql
-        .query_unpaged(format!("SELECT key FROM {KEYSPACE}.keys WHERE filter = ? AND key = ?"), (filter, key(n - 1).to_vec()))
+        .query_unpaged(
+            format!("SELECT key FROM {KEYSPACE}.keys WHERE filter = ? AND key = ?"),
+            (filter, key(n - 1).to_vec()),
+        )
         .await?;
     if last.into_rows_result()?.rows_num() > 0 {
         return Ok(());
