@@ -241,7 +241,7 @@ async fn one_run(
         Mode::Checkpoint => {
             // A checkpoint of the generation in use, then a few seconds of writes after it.
             let since = bloomgate_origin::clock::now_ms();
-            while !operator.checkpoint(filter).await?.is_some_and(|c| c.taken_at_ms > since) {
+            while operator.checkpoint(filter).await?.is_none_or(|c| c.taken_at_ms <= since) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
