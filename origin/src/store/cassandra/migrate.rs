@@ -76,7 +76,16 @@ pub(super) async fn apply(session: &Session, settings: &CassandraSettings) -> Re
         tracing::info!(keyspace, version = migration.version, "applied schema migration: {}", migration.description);
         applied.push((migration.version, migration.description));
     }
-    let started_cluster_at = start_cluster_version(session, settings, created_keyspace).await?;
+    // Not recorded (a lightweight transaction needs a quorum of the keyspace's replicas, which
+    // a ring still short of nodes cannot give): the keyspace reads as version 1, the safe side,
+    // until `upgrade finish` raises it.
+    let started_cluster_at = match start_cluster_version(session, settings, created_keyspace).await {
+        Ok(started) => started,
+        Err(e) => {
+            tracing::warn!(keyspace, cause = %e, "the cluster version was not recorded: the keyspace reads as version 1 until `bloomgate-origin upgrade finish`");
+            None
+        }
+    };
     // Past this build's version when a newer release applied migrations it lets this one run on.
     let version = recorded.iter().map(|r| r.version).max().unwrap_or(0).max(SCHEMA_VERSION);
     Ok(SchemaApplied { keyspace: keyspace.to_owned(), created_keyspace, applied, version, started_cluster_at })
