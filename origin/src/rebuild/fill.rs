@@ -116,6 +116,9 @@ pub(super) async fn scan(
     };
     bar.set_position(before + count);
     bar.finish_and_clear();
+    // Where the scan ended, whatever its last publication said mid-scan: the upload publishes
+    // this, and the next run's scan counts on from it.
+    published.progress.keys_scanned = before + count;
     Ok(Scanned { bits, count, secs: started.elapsed().as_secs_f64() })
 }
 
@@ -129,7 +132,7 @@ pub(super) async fn upload(
     published: &mut Published<'_>,
 ) -> Result<f64, RebuildError> {
     let uploading = Instant::now();
-    let keys_scanned = published.progress.keys_scanned + scanned.count;
+    let keys_scanned = published.progress.keys_scanned;
     published.progress.phase = BuildPhase::Uploading;
     published.update(keys_scanned).await;
     let mut last_publish = Instant::now();

@@ -97,8 +97,13 @@ pub async fn run(
         }
         for (name, action) in to_start(due, running.len(), max_rebuilds) {
             // Only lost bits are recovered from a checkpoint: a resize or drift needs a scan.
-            let replay = options.replay.filter(|_| action.urgency == Urgency::LostBits);
-            let options = RebuildOptions { capacity: action.capacity, replay, ..options.clone() };
+            let lost = action.urgency == Urgency::LostBits;
+            let replay = options.replay.filter(|_| lost);
+            // A generation whose bits or journal were lost is retired at once after the switch:
+            // no reader can trust it, and one that lost its journal would refuse every write
+            // that still reaches it (an add must append to it) for the whole grace period.
+            let grace = if lost { Duration::ZERO } else { options.grace };
+            let options = RebuildOptions { capacity: action.capacity, replay, grace, ..options.clone() };
             match gate.start_rebuild(&name, options).await {
                 Ok(task) => {
                     tracing::warn!(filter = %name, reason = action.reason, "started an automatic rebuild");

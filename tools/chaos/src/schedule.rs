@@ -81,6 +81,14 @@ pub enum Step {
     /// Cut the edge off its origin while no rebuild runs, until the insert journal no longer
     /// holds what it held when the cut began: the edge's copies must reload.
     EdgeBehindJournal,
+    /// `FLUSHALL` right after a checkpoint round; wait for the recovery.
+    FlushAfterCheckpoint,
+    /// `FLUSHALL` while a checkpoint round saves segments; wait for the recovery.
+    FlushDuringCheckpoint,
+    /// `FLUSHALL`, and again while the recovery fills its generation; wait for the next.
+    FlushDuringReplay,
+    /// `DEL` the active generation's journal; wait for the automatic rebuild.
+    DelJournal,
     /// Let the workload run undisturbed.
     Pause(Duration),
 }
@@ -102,6 +110,10 @@ impl Step {
             Step::Rollback => FaultKind::RedisRollback,
             Step::RedisMasterKill => FaultKind::RedisMasterKill,
             Step::EdgeBehindJournal => FaultKind::EdgeCut,
+            Step::FlushAfterCheckpoint => FaultKind::FlushAfterCheckpoint,
+            Step::FlushDuringCheckpoint => FaultKind::FlushDuringCheckpoint,
+            Step::FlushDuringReplay => FaultKind::FlushDuringReplay,
+            Step::DelJournal => FaultKind::DelJournal,
             Step::Snapshot | Step::Pause(_) => return None,
         })
     }
@@ -148,6 +160,10 @@ pub fn sequential_round(first: bool, redis: RedisKind, edge: bool) -> Vec<Step> 
     };
     let segments_lost =
         vec![Step::DelSegmentBits, Step::KillBuilder(Phase::Scanning), Step::FlushAll, Step::DelSegmentVer];
+    // Recovery from checkpoints (the origins checkpoint every 2 s): the losses timed against the
+    // checkpoint rounds and the recovery itself.
+    let checkpoints_struck =
+        vec![Step::FlushAfterCheckpoint, Step::FlushDuringCheckpoint, Step::FlushDuringReplay, Step::DelJournal];
     let edge_behind = if edge { vec![Step::Pause(Duration::from_secs(3)), Step::EdgeBehindJournal] } else { vec![] };
     let redis_back_in_time = match redis {
         RedisKind::Private => vec![
@@ -164,6 +180,7 @@ pub fn sequential_round(first: bool, redis: RedisKind, edge: bool) -> Vec<Step> 
         vec![Step::Rebuild, Step::Resize],
         builder_killed_settling,
         segments_lost,
+        checkpoints_struck,
         edge_behind,
         redis_back_in_time,
         closing,

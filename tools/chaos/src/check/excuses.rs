@@ -111,7 +111,17 @@ const LOOKUPS: &[OpKind] = &[O::Lookup, O::LookupBatch];
 const EVERY_OP: &[OpKind] = &[O::Write, O::WriteBatch, O::Lookup, O::LookupBatch, O::Delete];
 
 /// Faults after which the filter holds no generation writes can reach until a rebuild names one.
-const BITS_LOST: &[FaultKind] = &[F::RedisRestartEmpty, F::RedisRollback, F::FlushAll, F::DelMeta, F::RedisMasterKill];
+const BITS_LOST: &[FaultKind] = &[
+    F::RedisRestartEmpty,
+    F::RedisRollback,
+    F::FlushAll,
+    F::FlushAfterCheckpoint,
+    F::FlushDuringCheckpoint,
+    F::FlushDuringReplay,
+    F::DelMeta,
+    F::DelJournal,
+    F::RedisMasterKill,
+];
 const REDIS_SLOW: &[FaultKind] = &[F::SlowRedis, F::ObservedRedisStall];
 const CASSANDRA_DOWN: &[FaultKind] = &[F::CassandraPause, F::ObservedCassandraStall];
 const BUILDER_KILLED: &[FaultKind] = &[F::KillBuilderSettling, F::KillBuilderScanning, F::KillBuilderUploading];
@@ -125,7 +135,7 @@ pub const TABLE: &[Excuse] = &[
         error: ErrorKind::Unavailable,
         keys: Keys::Any,
         after: after(1000),
-        because: "Redis flushed, restarted empty or from a snapshot, failed over, or the metadata key missing: \
+        because: "Redis flushed, restarted empty or from a snapshot, failed over, or the metadata key or the journal missing: \
                   a write waits (write_recovery_wait_ms) for the rebuild to name its generation, and is refused \
                   with 503 only if none comes by then; lookups answer from Cassandra",
     },
@@ -267,7 +277,11 @@ pub fn filter_unavailable(kind: FaultKind) -> bool {
         F::RedisRestartEmpty
             | F::RedisRollback
             | F::FlushAll
+            | F::FlushAfterCheckpoint
+            | F::FlushDuringCheckpoint
+            | F::FlushDuringReplay
             | F::DelMeta
+            | F::DelJournal
             | F::DelSegmentBits
             | F::DelSegmentVer
             | F::RedisMasterKill

@@ -8,9 +8,12 @@
 //!   (background) faults.
 //! - [`steps`]: the sequential steps: rebuilds, resizes, Redis lost, keys deleted, rollbacks.
 //! - [`kills`]: `kill -9` of a rebuilding origin in a given phase, and of a Redis master.
+//! - [`checkpoints`]: Redis emptied right after a checkpoint, during one, and during a
+//!   recovery's replay; the journal deleted.
 //! - [`edge_behind`]: the edge cut off until the journal is trimmed past what it holds.
 //! - [`filter_state`]: what the injectors read of the filter: stats, generation, rebuild phase.
 
+mod checkpoints;
 mod edge_behind;
 mod filter_state;
 mod kills;

@@ -28,6 +28,10 @@ impl Faults {
             Step::Snapshot => self.snapshot().await?,
             Step::Rollback => self.rollback().await?,
             Step::EdgeBehindJournal => self.edge_behind_journal().await?,
+            Step::FlushAfterCheckpoint => self.flush_after_checkpoint().await?,
+            Step::FlushDuringCheckpoint => self.flush_during_checkpoint().await?,
+            Step::FlushDuringReplay => self.flush_during_replay().await?,
+            Step::DelJournal => self.delete_journal().await?,
         }
         Ok(())
     }

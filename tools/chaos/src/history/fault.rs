@@ -43,6 +43,18 @@ pub enum FaultKind {
     LookupBurst,
     /// Every Redis connection delayed beyond the origins' Redis timeout.
     SlowRedis,
+    /// `FLUSHALL` right after a checkpoint round recorded the filter's checkpoint: the recovery
+    /// starts from a checkpoint seconds old, and the writes since are all in the log.
+    FlushAfterCheckpoint,
+    /// `FLUSHALL` while a checkpoint round is saving the filter's segments: the round must be
+    /// abandoned, and the recovery start from the checkpoint before it.
+    FlushDuringCheckpoint,
+    /// `FLUSHALL`, then `FLUSHALL` again once the recovery has named its generation, while it
+    /// loads the checkpoint and replays the log: the next recovery starts over.
+    FlushDuringReplay,
+    /// `DEL` of the active generation's insert journal: no write can be acknowledged to it, and
+    /// the recovery check rebuilds it (from a checkpoint).
+    DelJournal,
     /// Redis Cluster: `kill -9` of a master while writes go on; its replica is promoted
     /// (asynchronous replication: it may lack the master's last bits), then the killed node
     /// is restarted and rejoins as a replica.
@@ -57,7 +69,7 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every injected kind, in the order of the report's fault table.
-    pub const INJECTED: [FaultKind; 18] = [
+    pub const INJECTED: [FaultKind; 22] = [
         FaultKind::AutoResize,
         FaultKind::Rebuild,
         FaultKind::Resize,
@@ -76,6 +88,10 @@ impl FaultKind {
         FaultKind::LookupBurst,
         FaultKind::SlowRedis,
         FaultKind::RedisMasterKill,
+        FaultKind::FlushAfterCheckpoint,
+        FaultKind::FlushDuringCheckpoint,
+        FaultKind::FlushDuringReplay,
+        FaultKind::DelJournal,
     ];
 
     /// The kinds the prober records (listed apart in the report; never required).
@@ -102,6 +118,10 @@ impl FaultKind {
             FaultKind::LookupBurst => "lookup_burst",
             FaultKind::SlowRedis => "slow_redis",
             FaultKind::RedisMasterKill => "redis_master_kill",
+            FaultKind::FlushAfterCheckpoint => "flushall_after_checkpoint",
+            FaultKind::FlushDuringCheckpoint => "flushall_during_checkpoint",
+            FaultKind::FlushDuringReplay => "flushall_during_replay",
+            FaultKind::DelJournal => "del_journal",
             FaultKind::ObservedCassandraStall => "observed_cassandra_stall",
             FaultKind::ObservedRedisStall => "observed_redis_stall",
         }
@@ -122,6 +142,10 @@ impl FaultKind {
                 | FaultKind::DelSegmentVer
                 | FaultKind::DelMeta
                 | FaultKind::FlushAll
+                | FaultKind::FlushAfterCheckpoint
+                | FaultKind::FlushDuringCheckpoint
+                | FaultKind::FlushDuringReplay
+                | FaultKind::DelJournal
                 | FaultKind::StaleDeletes
         )
     }
