@@ -191,6 +191,21 @@ impl TestOrigin {
         async move { rebuild::rebuild(gate.filter_store().clone(), gate.database().clone(), &filter, options).await }
     }
 
+    /// Waits until the origin's readiness says it read cluster version `version` (it reads it
+    /// every 5 s); panics after `within`.
+    pub async fn until_cluster_version(&self, version: u32, within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let r = self.http.get(format!("{}/readyz", self.base)).send().await.unwrap();
+            let body: Value = r.json().await.unwrap();
+            if body["cluster"]["version"] == version {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "the origin never read cluster version {version}: {body}");
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// The value of a Prometheus sample line (exact name with labels), 0 if absent.
     pub async fn metric(&self, sample: &str) -> f64 {
         let text = self.http.get(format!("{}/metrics", self.base)).send().await.unwrap().text().await.unwrap();

@@ -38,20 +38,6 @@ async fn run(session: &Session, statement: &str) {
     session.query_unpaged(statement, ()).await.unwrap_or_else(|e| panic!("{statement}: {e}"));
 }
 
-/// Waits until the origin says it read cluster version `version`.
-async fn read_by(origin: &TestOrigin, version: u32) {
-    let deadline = Instant::now() + READ_WITHIN;
-    loop {
-        let body: Value =
-            origin.http.get(format!("{}/readyz", origin.base)).send().await.unwrap().json().await.unwrap();
-        if body["cluster"]["version"] == version {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the origin never read cluster version {version}: {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// Waits until `database` holds a live report from an origin.
 async fn reported(database: &CassandraDatabase) -> Vec<LiveOrigin> {
     let deadline = Instant::now() + READ_WITHIN;
@@ -120,7 +106,7 @@ async fn writes_follow_the_cluster_version_and_a_newer_one_stops_every_change() 
     assert_eq!(operator.cluster_version().await.unwrap().version, 1);
 
     let origin = TestOrigin::start(cfg.clone()).await;
-    read_by(&origin, 1).await;
+    origin.until_cluster_version(1, READ_WITHIN).await;
     let filter = unique_filter("cluster");
     origin.create_filter(&filter, 10_000, 0.01).await;
     let since = bloomgate_origin::clock::now_ms();
@@ -162,7 +148,7 @@ async fn writes_follow_the_cluster_version_and_a_newer_one_stops_every_change() 
     assert_eq!(finish_upgrade(&operator, Some(1)).await.unwrap(), Finish::AlreadyCurrent(CLUSTER_VERSION));
 
     // From the origin's next read on, its writes are logged before they are acknowledged.
-    read_by(&origin, CLUSTER_VERSION).await;
+    origin.until_cluster_version(CLUSTER_VERSION, READ_WITHIN).await;
     assert_eq!(origin.put(&filter, &after).await.status(), StatusCode::CREATED);
     assert_eq!(logged(&session, &keyspace, &filter, since).await, vec![normalized(&after)]);
 
@@ -170,7 +156,7 @@ async fn writes_follow_the_cluster_version_and_a_newer_one_stops_every_change() 
     // nothing, and says what to do; its lookups still answer.
     let newer = CLUSTER_VERSION + 1;
     run(&session, &format!("UPDATE {keyspace}.cluster_version SET version = {newer} WHERE scope = 'cluster'")).await;
-    read_by(&origin, newer).await;
+    origin.until_cluster_version(newer, READ_WITHIN).await;
     let put = origin.put(&filter, &refused).await;
     assert_eq!(put.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(put.headers().contains_key("retry-after"));

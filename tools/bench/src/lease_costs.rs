@@ -3,6 +3,7 @@
 //! for a filter it holds, while lookups come and at rest.
 
 use crate::counters::Samples;
+use crate::stats::quantile;
 use bloomgate_tests::origin::TOKEN;
 use std::time::{Duration, Instant};
 
@@ -51,14 +52,6 @@ pub async fn write_run(
     })
 }
 
-/// The `q` quantile of sorted `v` (nearest rank); NaN for none.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    match v.len() {
-        0 => f64::NAN,
-        n => v[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
-    }
-}
-
 /// Redis calls per second the origin at `base` makes for its local copies (journal reads of
 /// every kind) and direct filter reads over `window`, from its own counters: with no lookups
 /// sent meanwhile, what holding its filters costs Redis at rest.
@@ -72,17 +65,4 @@ pub async fn redis_calls_per_sec(http: &reqwest::Client, base: &str, window: Dur
     tokio::time::sleep(window).await;
     let after = Samples::scrape(http, base).await?;
     Ok((calls(&after) - calls(&before)) / window.as_secs_f64())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantiles_are_nearest_ranks() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.99), quantile(&v, 1.0)), (50.0, 99.0, 100.0));
-        assert_eq!(quantile(&[3.0], 0.99), 3.0);
-        assert!(quantile(&[], 0.5).is_nan());
-    }
 }

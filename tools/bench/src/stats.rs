@@ -20,6 +20,14 @@ pub fn per_second(count: u64, seconds: f64) -> f64 {
     }
 }
 
+/// The `q` quantile of sorted `v` (nearest rank); NaN for none.
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    match v.len() {
+        0 => f64::NAN,
+        n => v[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
+}
+
 /// Quantile `q` of a latency histogram kept in µs, in ms.
 pub fn quantile_ms(latency_us: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
     latency_us.value_at_quantile(q) as f64 / 1000.0
@@ -33,6 +41,14 @@ mod tests {
     fn a_rate_over_no_time_is_zero_not_infinite() {
         assert_eq!(per_second(10, 0.0), 0.0);
         assert_eq!(per_second(10, 4.0), 2.5);
+    }
+
+    #[test]
+    fn quantiles_are_nearest_ranks() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.99), quantile(&v, 1.0)), (50.0, 99.0, 100.0));
+        assert_eq!(quantile(&[3.0], 0.99), 3.0);
+        assert!(quantile(&[], 0.5).is_nan());
     }
 
     #[test]

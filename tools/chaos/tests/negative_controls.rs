@@ -31,6 +31,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
+/// The rollback schedule's run, without deletes (their automatic rebuild would end the
+/// rolled-back generation early).
+const ROLLBACK: &[&str] =
+    &["--schedule", "rollback", "--duration", "8s", "--no-edge", "--recovery-wait", "10s", "--delete-rate", "0"];
+
 /// One control: the bug, the run that must catch it, the violation it must report.
 struct Control {
     bug: &'static str,
@@ -79,43 +84,14 @@ fn a_delete_that_removes_nothing_is_caught() {
 
 #[test]
 fn a_redis_gone_back_in_time_unnoticed_is_caught() {
-    control(Control {
-        bug: "skip-incarnation-check",
-        // No deletes: their automatic rebuild would end the rolled-back generation early.
-        args: &[
-            "--schedule",
-            "rollback",
-            "--duration",
-            "8s",
-            "--no-edge",
-            "--recovery-wait",
-            "10s",
-            "--delete-rate",
-            "0",
-        ],
-        expect: "false_negative_origin",
-    });
+    control(Control { bug: "skip-incarnation-check", args: ROLLBACK, expect: "false_negative_origin" });
 }
 
 #[test]
 fn a_recovery_that_skips_the_replay_is_caught() {
     // The rollback's recovery starts from the newest checkpoint (one every 2 s): the writes
     // acknowledged after it, before and after the snapshot, are only in the log.
-    control(Control {
-        bug: "skip-replay",
-        args: &[
-            "--schedule",
-            "rollback",
-            "--duration",
-            "8s",
-            "--no-edge",
-            "--recovery-wait",
-            "10s",
-            "--delete-rate",
-            "0",
-        ],
-        expect: "false_negative_origin",
-    });
+    control(Control { bug: "skip-replay", args: ROLLBACK, expect: "false_negative_origin" });
 }
 
 #[test]

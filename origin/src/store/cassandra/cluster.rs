@@ -45,7 +45,7 @@ impl CassandraDatabase {
         if from != UNRECORDED as i32 {
             return Ok(false);
         }
-        let insert = (to, now, RECORD_FORMAT);
+        let insert = (to, RECORD_FORMAT, now);
         let result =
             self.session.execute_unpaged(&self.statements.insert_cluster_version, insert).await.map_err(classify)?;
         applied(result)

@@ -2,7 +2,7 @@
 //! consistency, timeout and idempotence (see the module doc of `cassandra` for why one level
 //! serves all of them, and the one exception).
 
-use super::migrations::filter_index;
+use super::migrations::{filter_index, start_cluster_version_statement};
 use super::schema::FILTER_INDEX;
 use super::{definition, CassandraSettings};
 use crate::store::DatabaseError;
@@ -166,11 +166,9 @@ impl Statements {
                     "UPDATE {ks}.cluster_version SET version = ?, raised_at = ?, format = ? WHERE scope = 'cluster' IF version = ?"
                 ))
                 .await?,
-            insert_cluster_version: p
-                .prepare_lwt(format!(
-                    "INSERT INTO {ks}.cluster_version (scope, version, raised_at, format) VALUES ('cluster', ?, ?, ?) IF NOT EXISTS"
-                ))
-                .await?,
+            // The statement `schema apply` starts a keyspace's version with (version, format,
+            // raised at).
+            insert_cluster_version: p.prepare_lwt(start_cluster_version_statement(ks)).await?,
             report_origin: p
                 .prepare(
                     format!("INSERT INTO {ks}.origin_reports (origin, format, release, knows, reported_at) VALUES (?, ?, ?, ?, ?)"),

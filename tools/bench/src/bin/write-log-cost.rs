@@ -11,6 +11,7 @@
 //! (default 1000 writes per origin, 40 writes/s in all). Needs `scripts/services start`; its
 //! keyspaces are made afresh and dropped at the end.
 
+use bloomgate_bench::stats::quantile;
 use bloomgate_origin::lease::ReadConsistency;
 use bloomgate_origin::store::recent_writes::buckets_between;
 use bloomgate_tests::origin::{config, TestOrigin, TOKEN};
@@ -48,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
                 let reset = format!("UPDATE {keyspace}.cluster_version SET version = 1 WHERE scope = 'cluster'");
                 cql.query_unpaged(reset, ()).await?;
             }
-            wait_for_version(&origin, if logged { 2 } else { 1 }).await?;
+            origin.until_cluster_version(if logged { 2 } else { 1 }, Duration::from_secs(60)).await;
             origin.create_filter(FILTER, 1_000_000, 0.01).await;
             let name = format!("{mode}, {}", if logged { "logged" } else { "not logged" });
             sides.push(Side { name, keyspace, origin, latencies_ms: Vec::with_capacity(per_origin) });
@@ -94,19 +95,6 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits until the origin says it read cluster version `version`.
-async fn wait_for_version(origin: &TestOrigin, version: u32) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let body: serde_json::Value = origin.http.get(format!("{}/readyz", origin.base)).send().await?.json().await?;
-        if body["cluster"]["version"] == version {
-            return Ok(());
-        }
-        anyhow::ensure!(Instant::now() < deadline, "the origin never read cluster version {version}: {body}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// Rows written per key: the filter's rows in `keys` and in `recent_writes` since `since_ms`,
 /// over its rows in `keys`.
 async fn rows_per_key(cql: &Session, keyspace: &str, since_ms: u64) -> anyhow::Result<f64> {
@@ -121,9 +109,4 @@ async fn rows_per_key(cql: &Session, keyspace: &str, since_ms: u64) -> anyhow::R
         logged += count(cql.query_unpaged(statement, (FILTER, bucket)).await?)?;
     }
     Ok((keys + logged) as f64 / keys.max(1) as f64)
-}
-
-/// The `q` quantile of sorted `v` (nearest rank).
-fn quantile(v: &[f64], q: f64) -> f64 {
-    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
 }

@@ -41,34 +41,36 @@ impl Faults {
 
     /// `FLUSHALL` right after a checkpoint round recorded a checkpoint.
     pub(super) async fn flush_after_checkpoint(&self) -> anyhow::Result<()> {
-        let limit = self.settings.recovery_wait;
-        let recorded = [("result", "recorded")];
-        let seen = self.until_counter_moves("bloomgate_checkpoint_rounds_total", &recorded, limit).await;
-        let before = self.active_in_redis().await;
-        let start = self.rec.now();
-        self.redis_command(&redis::cmd("FLUSHALL")).await?;
-        let recovered = self.until_active_other_than(before, limit).await;
-        let note = match seen {
-            true => "right after a checkpoint round recorded one".to_owned(),
-            false => format!("no checkpoint recorded within {limit:?}: flushed anyway"),
-        };
-        self.record(FaultKind::FlushAfterCheckpoint, start, None, Some(recovered), note);
-        Ok(())
+        let counter = ("bloomgate_checkpoint_rounds_total", &[("result", "recorded")][..]);
+        self.flush_when_moved(FaultKind::FlushAfterCheckpoint, counter, "a checkpoint round recorded one").await
     }
 
     /// `FLUSHALL` as soon as a checkpoint round saved a segment, while it saves the others.
     pub(super) async fn flush_during_checkpoint(&self) -> anyhow::Result<()> {
+        let counter = ("bloomgate_checkpoint_segments_saved_total", &[][..]);
+        self.flush_when_moved(FaultKind::FlushDuringCheckpoint, counter, "a checkpoint round saved a segment").await
+    }
+
+    /// `FLUSHALL` as soon as the origins' `counter` (name, labels) moves (or the recovery wait
+    /// passes: flushed anyway, and said so), recorded as `kind`; over once a generation other
+    /// than the one active before is.
+    async fn flush_when_moved(
+        &self,
+        kind: FaultKind,
+        counter: (&str, &[(&str, &str)]),
+        moved: &str,
+    ) -> anyhow::Result<()> {
         let limit = self.settings.recovery_wait;
-        let seen = self.until_counter_moves("bloomgate_checkpoint_segments_saved_total", &[], limit).await;
+        let seen = self.until_counter_moves(counter.0, counter.1, limit).await;
         let before = self.active_in_redis().await;
         let start = self.rec.now();
         self.redis_command(&redis::cmd("FLUSHALL")).await?;
         let recovered = self.until_active_other_than(before, limit).await;
         let note = match seen {
-            true => "as soon as a checkpoint round saved a segment".to_owned(),
-            false => format!("no segment saved within {limit:?}: flushed anyway"),
+            true => format!("as soon as {moved}"),
+            false => format!("{counter:?} did not move within {limit:?}: flushed anyway"),
         };
-        self.record(FaultKind::FlushDuringCheckpoint, start, None, Some(recovered), note);
+        self.record(kind, start, None, Some(recovered), note);
         Ok(())
     }
 
