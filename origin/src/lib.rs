@@ -29,6 +29,8 @@
 //!   - `recent_writes`: the log of recent writes recovery replays, its buckets and format.
 //!   - `checkpoint`: a generation's segments saved in the database, and whether a checkpoint
 //!     may seed a recovery.
+//!   - `run_board`: a rebuild's runs of segments posted for any origin to build, and why
+//!     sharing them loses no key.
 //!   - `store/redis/`: the filter in Redis or a Redis Cluster: the single link (`link`), the
 //!     cluster (`cluster`), how every call goes (`conn`), the Lua scripts (`scripts`,
 //!     `scripts/*.lua`), the key names (`keys`), a filter's state (`state`), one file
@@ -50,8 +52,9 @@
 //! - [`status_history`]: the samples the status page plots.
 //! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
 //!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`); a recovery's
-//!   fill from a checkpoint and the log instead of a scan (`replay`); `tests`: a rebuild
-//!   within a memory budget, in process.
+//!   fill from a checkpoint and the log instead of a scan (`replay`); a fill in runs of
+//!   segments claimed from a board (`runs`), and a run built for a rebuild another origin
+//!   started (`help`); `tests`: a rebuild within a memory budget, and one shared, in process.
 //! - [`error`]: the one error type, rendered as problem+json.
 //! - [`def_cache`]: filter definitions, cached with a bound on what unknown names cost.
 //! - [`local_copy`]: the filters' bits held in process, current behind a read barrier: a "no"

@@ -295,3 +295,56 @@ async fn two_origins_racing_to_rebuild_build_once() {
     let second = http.post(url(&b)).bearer_auth(bloomgate_tests::origin::TOKEN).send().await.unwrap();
     assert_eq!(second.status(), StatusCode::CONFLICT);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_in_runs_is_shared_with_another_origin_and_loses_no_key() {
+    services().await;
+    // Runs of two segments of 4 KiB: the filter below spans about 30 segments.
+    let cfg = || {
+        let mut c = fast_rebuilds(config(Some(format!("redis://{}/", redis_addr())), &cassandra_addr()));
+        c.rebuild_memory_bytes = 8 * 1024;
+        c
+    };
+    let (a, b) = (TestOrigin::start(cfg()).await, TestOrigin::start(cfg()).await);
+    let filter = unique_filter("shared");
+    let create = serde_json::json!({ "capacity": 100_000, "fp_rate": 0.01, "segment_bytes": 4096 });
+    let created = reqwest::Client::new()
+        .put(format!("{}/v1/filters/{filter}", a.base))
+        .bearer_auth(bloomgate_tests::origin::TOKEN)
+        .json(&create)
+        .send()
+        .await
+        .unwrap();
+    assert!(created.status().is_success(), "{}", created.text().await.unwrap());
+    let before = random_keys(3_000);
+    a.insert_all(&filter, &before).await;
+
+    let gate = a.state.gate.clone();
+    let options = rebuild::RebuildOptions::from_config(&a.state.config, false);
+    let rebuilding =
+        rebuild::start(gate.filter_store().clone(), gate.database().clone(), filter.clone(), options).await.unwrap();
+    // B helps as its recovery check would, and writes go through B meanwhile, at a bounded rate.
+    let b_options = rebuild::RebuildOptions::from_config(&b.state.config, false);
+    let (mut helped, mut during) = (0u64, Vec::new());
+    while !rebuilding.is_finished() {
+        if b.state.gate.help_rebuild(&filter, &b_options).await.unwrap().is_some() {
+            helped += 1;
+        }
+        let key = random_keys(1).remove(0);
+        assert_eq!(b.put(&filter, &key).await.status(), StatusCode::CREATED);
+        during.push(key);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = rebuilding.await.unwrap().unwrap();
+    assert!(report.scans >= 10, "the rebuild must be built in many runs: {}", report.scans);
+    assert!(helped >= 1, "the other origin built no run of {}", report.scans);
+    assert_eq!(report.scans_elsewhere as u64, helped, "the rebuild counts exactly the runs built elsewhere");
+    assert_eq!(b.metric("bloomgate_rebuild_runs_helped_total").await, helped as f64);
+    assert_eq!(active_generation(&a, &filter).await, Some(report.generation));
+    // Read through the origin that did not switch, and through the one that did.
+    for (origin, keys) in [(&a, &during), (&b, &before), (&a, &before)] {
+        let answers = origin.lookup_all(&filter, keys).await;
+        let missed = answers.iter().filter(|(seen, _)| !seen).count();
+        assert_eq!(missed, 0, "{missed} of {} acknowledged keys not seen after a shared rebuild", keys.len());
+    }
+}

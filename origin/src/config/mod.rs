@@ -228,7 +228,8 @@ pub struct Config {
     pub rebuild_concurrency: usize,
     /// Bytes of new bits a rebuild holds in this process at once. A filter larger than this is
     /// built in runs of segments, scanning the database once per run: memory stays bounded at
-    /// any size, at the cost of more scans. At least one segment is held, whatever the value.
+    /// any size, at the cost of more scans, which other origins share (`rebuild::help`). At
+    /// least one segment is held, whatever the value.
     pub rebuild_memory_bytes: u64,
     /// How long a rebuild's lease lives without renewal, in ms: a rebuild whose origin died is
     /// taken over by another origin's recovery check this long after.

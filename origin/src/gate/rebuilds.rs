@@ -5,7 +5,7 @@
 //! and the command line call it; none of them holds a store.
 
 use super::Gate;
-use crate::rebuild::{self, RebuildError, RebuildOptions, RebuildReport};
+use crate::rebuild::{self, HelpedRun, RebuildError, RebuildOptions, RebuildReport};
 use crate::store::{DatabaseError, FilterDef, FilterUnavailable};
 use std::time::Duration;
 
@@ -24,6 +24,20 @@ impl Gate {
         let task = rebuild::start(self.store.whole.clone(), self.database.clone(), name.to_owned(), options).await?;
         self.metrics.filters.counters(name).mark_build();
         Ok(task)
+    }
+
+    /// Builds one run of a rebuild of filter `name` that another process started and posted
+    /// runs for, if one is left that this origin's rebuild memory (`options`) can hold; the
+    /// run, or None (see `rebuild::help`). An origin behind the cluster does not help.
+    pub async fn help_rebuild(&self, name: &str, options: &RebuildOptions) -> Result<Option<HelpedRun>, RebuildError> {
+        if let crate::cluster_version::Standing::Behind { found, known } = self.cluster.standing() {
+            return Err(RebuildError::ClusterAhead { found, known });
+        }
+        let helped = rebuild::help(self.store.whole.as_ref(), self.database.as_ref(), name, options).await?;
+        if helped.is_some() {
+            self.metrics.rebuilds.runs_helped.inc();
+        }
+        Ok(helped)
     }
 
     /// Retires a `previous` generation whose rebuild died before retiring it, under the

@@ -1,10 +1,12 @@
 //! Rebuilds, per filter: whether one runs anywhere, its phase, keys read and keys expected
-//! (set by every recovery check from the progress the builder publishes).
+//! (set by every recovery check from the progress the builder publishes); and the runs this
+//! origin built for rebuilds that other origins (or the `rebuild` command) started.
 
 use super::filters::FilterLabels;
 use super::{row, Row};
 use crate::build_progress::BuildPhase;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
@@ -32,6 +34,8 @@ pub struct RebuildMetrics {
     phase: Family<PhaseLabels, Gauge>,
     keys_scanned: Family<FilterLabels, Gauge>,
     keys_expected: Family<FilterLabels, Gauge>,
+    /// Runs of segments this origin built for a rebuild started elsewhere.
+    pub runs_helped: Counter,
 }
 
 impl RebuildMetrics {
@@ -44,6 +48,11 @@ impl RebuildMetrics {
                 "rebuild_keys_expected",
                 "Keys the running rebuild expects (from the old generation's fill); 0 when unknown.",
                 &self.keys_expected,
+            ),
+            row(
+                "rebuild_runs_helped",
+                "Runs of segments this origin scanned and merged for a rebuild another process started.",
+                &self.runs_helped,
             ),
         ]
     }

@@ -24,6 +24,9 @@ pub(super) struct Published<'a> {
     store: &'a dyn LifecycleStore,
     filter: &'a str,
     progress: BuildProgress,
+    /// Whether it is published (a helper building one run keeps its progress to itself: the
+    /// rebuild that started it publishes the whole).
+    public: bool,
 }
 
 impl<'a> Published<'a> {
@@ -46,13 +49,34 @@ impl<'a> Published<'a> {
             started_ms: now_ms(),
             updated_ms: now_ms(),
         };
-        let published = Published { store, filter, progress };
+        let published = Published { store, filter, progress, public: true };
         published.publish().await;
         published
     }
 
+    /// The progress of a helper's run of `new`, not published.
+    pub fn unpublished(store: &'a dyn LifecycleStore, filter: &'a str, new: Generation) -> Published<'a> {
+        let progress = BuildProgress {
+            generation: new.generation,
+            phase: BuildPhase::Scanning,
+            keys_scanned: 0,
+            keys_expected: None,
+            started_ms: now_ms(),
+            updated_ms: now_ms(),
+        };
+        Published { store, filter, progress, public: false }
+    }
+
+    /// Counts keys that scans elsewhere read (runs helpers built), for the progress.
+    pub fn add_scanned_elsewhere(&mut self, keys: u64) {
+        self.progress.keys_scanned += keys;
+    }
+
     /// Publishes the progress as it stands; a failure only leaves stats a step behind.
     async fn publish(&self) {
+        if !self.public {
+            return;
+        }
         if let Err(e) = self.store.set_progress(self.filter, self.progress).await {
             tracing::debug!(filter = self.filter, cause = %e, "rebuild progress not published");
         }

@@ -33,6 +33,8 @@
 //!   and lost incarnations left).
 //! - `fill`: phases 2 and 3, the database scanned into new bits, and the bits uploaded; the
 //!   progress published for stats.
+//! - `runs`: a filter larger than the rebuild's memory is filled in runs of segments, one scan
+//!   each, posted on a board so that other origins build some of them (`help`).
 //! - `replay`: a recovery's fill from a checkpoint and the log of recent writes, instead of
 //!   phases 2 and 3's scan, when a usable checkpoint exists.
 //! - `switch`: phase 4, the switch, and the replaced generation retired after the grace
@@ -40,13 +42,16 @@
 //! - Here: the options, the report and errors, and the phases run in turn.
 
 mod fill;
+mod help;
 mod lease;
 mod name;
 mod replay;
+mod runs;
 mod switch;
 #[cfg(test)]
 mod tests;
 
+pub use help::{help, HelpedRun};
 pub use name::leftovers;
 
 use crate::config::Config;
@@ -138,6 +143,8 @@ pub struct RebuildReport {
     pub filter_bytes: u64,
     /// Scans of the database: one per run of segments (`rebuild_memory_bytes`).
     pub scans: usize,
+    /// Of those, the runs other origins built (`help`).
+    pub scans_elsewhere: usize,
     /// Bytes of bits held in this process at once: the largest run (the rebuild's peak memory
     /// beyond the process's own).
     pub held_bytes: u64,
@@ -337,6 +344,7 @@ async fn fill_and_switch(
             upload_secs: replayed.secs,
             filter_bytes: new.params.total_bytes(),
             scans: 0,
+            scans_elsewhere: 0,
             held_bytes: new.params.segment_bytes(),
             source: "checkpoint",
             replayed_keys: replayed.keys,
@@ -347,18 +355,13 @@ async fn fill_and_switch(
     let runs = bloomgate_filter::segment_runs(&new.params, options.memory_bytes);
     let mut published = Published::settling(filters, filters, filter, new, &before, runs.len()).await;
     tokio::time::sleep(options.settle).await;
-    let (mut count, mut scan_secs, mut upload_secs, mut held_bytes) = (0, 0.0, 0.0, 0);
-    // Each run is built from a whole scan that starts after `new` was named: every key
-    // acknowledged before then is read by each, and lands in the run that holds its segment.
-    for (pass, run) in runs.iter().enumerate() {
-        if runs.len() > 1 {
-            tracing::info!(filter, generation = new.generation, pass = pass + 1, of = runs.len(), segments = ?run, "rebuild: scanning for a run of segments");
-        }
-        let scanned = fill::scan(keys, options, new, run.clone(), &mut published).await?;
-        (count, scan_secs, held_bytes) =
-            (count.max(scanned.count), scan_secs + scanned.secs, held_bytes.max(scanned.bits.bytes()));
-        upload_secs += fill::upload(new, scanned, lost, &mut published).await?;
-    }
+    // Each run is built from a whole scan that starts after `new` was named (here, or by an
+    // origin that found the board posted after the naming): every key acknowledged before then
+    // is read by each, and lands in the run that holds its segment.
+    let builder = runs::Builder { store: filters, keys, filter, new, options, owner: runs::new_owner() };
+    let built = builder.build_all(&runs, lost, &mut published).await?;
+    let (count, scan_secs, upload_secs, held_bytes) =
+        (built.keys, built.scan_secs, built.upload_secs, built.held_bytes);
     tracing::info!(filter, generation = new.generation, keys = count, scan_secs, "rebuild: filled; switching");
     switch_and_retire(filters, filter, options, lost, new, named_revision).await?;
     Ok(RebuildReport {
@@ -369,6 +372,7 @@ async fn fill_and_switch(
         upload_secs,
         filter_bytes: new.params.total_bytes(),
         scans: runs.len(),
+        scans_elsewhere: built.runs_elsewhere,
         held_bytes,
         source: "scan",
         replayed_keys: 0,

@@ -41,6 +41,8 @@ pub async fn run(
 ) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     let mut running: HashMap<String, (RebuildTask, Urgency)> = HashMap::new();
+    // At most one run of another origin's rebuild built here at a time.
+    let mut helping: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         // Every interval, or sooner when a lookup or write found the filter lost (a flushed or
         // restarted Redis should not wait out the interval), but not more often than
@@ -70,6 +72,7 @@ pub async fn run(
             }
         };
         let mut due = Vec::new();
+        let mut built_elsewhere = Vec::new();
         for def in defs {
             if running.contains_key(&def.name)
                 || backoff.get(&def.name).is_some_and(|(until, _)| Instant::now() < *until)
@@ -77,6 +80,9 @@ pub async fn run(
                 continue;
             }
             let Ok(h) = health(&gate, &def, options.max_filter_bytes).await else { continue };
+            if h.building {
+                built_elsewhere.push(def.name.clone());
+            }
             let Some(action) = rebuild_reason(&h, &thresholds) else {
                 if !h.meta_missing && !h.segment_missing {
                     backoff.remove(&def.name);
@@ -111,6 +117,28 @@ pub async fn run(
                 }
                 Err(rebuild::RebuildError::Busy) => {} // another origin is on it
                 Err(e) => tracing::warn!(filter = %name, cause = %e, "could not start a rebuild"),
+            }
+        }
+        if helping.as_ref().is_none_or(|task| task.is_finished()) {
+            let filters = built_elsewhere.into_iter().filter(|name| !running.contains_key(name)).collect();
+            helping = Some(tokio::spawn(help_one(gate.clone(), filters, options.clone())));
+        }
+    }
+}
+
+/// Builds one run of the first of `filters` (each rebuilt by another process) whose rebuild
+/// has a run left to claim (see `rebuild::help`).
+async fn help_one(gate: Arc<Gate>, filters: Vec<String>, options: RebuildOptions) {
+    for name in filters {
+        match gate.help_rebuild(&name, &options).await {
+            Ok(Some(run)) => {
+                tracing::info!(filter = %name, generation = run.generation, run = run.index + 1, keys = run.keys, "built a run of another origin's rebuild");
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(filter = %name, cause = %e, "could not help a rebuild");
+                return;
             }
         }
     }

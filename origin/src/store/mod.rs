@@ -24,6 +24,7 @@ pub mod embedded;
 pub mod recent_writes;
 pub mod redis;
 pub mod roles;
+pub mod run_board;
 pub mod state;
 pub mod tls;
 

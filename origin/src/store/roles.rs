@@ -17,6 +17,7 @@
 //! Every method taking a `meta` fails with `Incarnation` if the store process answering is
 //! not the one that holds `meta`'s bits.
 
+use super::run_board::{RunBoard, RunPlan};
 use super::{FilterState, Generation, JournalPage, JournalRead, JournalSize, SegmentBits, StoreResult};
 use crate::build_progress::BuildProgress;
 use crate::lease::boot_clock::{BootClock, Clock};
@@ -164,6 +165,43 @@ pub trait LifecycleStore: StateStore {
     async fn lease(&self, filter: &str, owner: &str, ttl: std::time::Duration) -> StoreResult<bool>;
     /// Releases the lease if `owner` holds it.
     async fn release_lease(&self, filter: &str, owner: &str) -> StoreResult<()>;
+    /// Posts a rebuild's runs of generation `generation` for any origin to build (see
+    /// `run_board`). A store that cannot share a rebuild (one in process) posts nothing: the
+    /// rebuild then builds every run itself.
+    async fn post_runs(&self, _filter: &str, _generation: u64, _plan: &RunPlan) -> StoreResult<()> {
+        Ok(())
+    }
+    /// The runs posted for `generation` and those done; None if none are posted.
+    async fn run_board(&self, _filter: &str, _generation: u64) -> StoreResult<Option<RunBoard>> {
+        Ok(None)
+    }
+    /// Claims run `index` of `generation` for `owner` for `ttl` unless another owner holds it;
+    /// true if claimed (or already held by `owner`, then extended).
+    async fn claim_run(
+        &self,
+        _filter: &str,
+        _generation: u64,
+        _index: u32,
+        _owner: &str,
+        _ttl: std::time::Duration,
+    ) -> StoreResult<bool> {
+        Ok(true)
+    }
+    /// Marks run `index` done, with the keys its scan read, and releases `owner`'s claim.
+    async fn finish_run(
+        &self,
+        _filter: &str,
+        _generation: u64,
+        _index: u32,
+        _owner: &str,
+        _keys: u64,
+    ) -> StoreResult<()> {
+        Ok(())
+    }
+    /// Takes `generation`'s board down (its rebuild switched or gave up).
+    async fn withdraw_runs(&self, _filter: &str, _generation: u64) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 /// The whole filter store, as one object implements it: every role, and whether it answers.

@@ -49,6 +49,9 @@ pub struct OriginTuning {
     /// Checkpoint rounds, ms: short, so the Redis losses of the schedule find a recent
     /// checkpoint to recover from (and writes after it to replay).
     pub checkpoint_interval_ms: u64,
+    /// Bits a rebuild holds at once: small, so the large rebuilds of the schedule are built in
+    /// runs that the other origins help build (and are killed while helping).
+    pub rebuild_memory_bytes: u64,
 }
 
 impl Default for OriginTuning {
@@ -68,6 +71,7 @@ impl Default for OriginTuning {
             journal_max_entries: 200_000,
             read_consistency: ReadConsistency::Lease,
             checkpoint_interval_ms: 2000,
+            rebuild_memory_bytes: 2 << 20,
         }
     }
 }
@@ -120,6 +124,7 @@ auto_rebuild_min_interval_ms = {}
 journal_max_entries = {}
 read_consistency = "{}"
 checkpoint_interval_ms = {}
+rebuild_memory_bytes = {}
 "#,
         t.redis_timeout_ms,
         t.redis_write_timeout_ms,
@@ -134,6 +139,7 @@ checkpoint_interval_ms = {}
         t.journal_max_entries,
         t.read_consistency.as_str(),
         t.checkpoint_interval_ms,
+        t.rebuild_memory_bytes,
     )
 }
 

@@ -2,6 +2,7 @@
 //! Redis, behind the same roles, for one process only (it lives and dies with it).
 
 use crate::build_progress::BuildProgress;
+use crate::store::run_board::{RunBoard, RunPlan};
 use crate::store::{
     CopySource, EdgeFeedStore, FilterState, FilterStore, FilterUnavailable, Generation, JournalPage, JournalRead,
     JournalRetention, JournalSize, LifecycleStore, LookupStore, SegmentBits, StateStore, StatsStore, StoreResult,
@@ -47,6 +48,8 @@ pub struct MemoryFilterStore {
     retired: RwLock<HashSet<(String, u64)>>,
     states: RwLock<HashMap<String, FilterState>>,
     leases: RwLock<HashMap<String, (String, std::time::Instant)>>,
+    /// Rebuilds' boards of runs: shared only within this process (tests of helping builders).
+    boards: RwLock<HashMap<(String, u64), RunBoard>>,
     deletes: RwLock<HashMap<(String, u64), u64>>,
     progress: RwLock<HashMap<String, BuildProgress>>,
     /// While a test holds it for writing, journal reads wait (e.g. a local copy's round in flight).
@@ -96,6 +99,8 @@ pub struct Pauses {
     pub after_create_generation: Pause,
     /// Before the bits of unnamed generations are deleted (`delete_orphans`).
     pub before_orphan_sweep: Pause,
+    /// After a rebuild's runs are posted, before the call returns.
+    pub after_post_runs: Pause,
 }
 
 impl Default for MemoryFilterStore {
@@ -115,6 +120,7 @@ impl MemoryFilterStore {
             retired: RwLock::default(),
             states: RwLock::default(),
             leases: RwLock::default(),
+            boards: RwLock::default(),
             deletes: RwLock::default(),
             progress: RwLock::default(),
             #[cfg(test)]
@@ -448,6 +454,42 @@ impl LifecycleStore for MemoryFilterStore {
         if leases.get(filter).is_some_and(|(holder, _)| holder == owner) {
             leases.remove(filter);
         }
+        Ok(())
+    }
+
+    async fn post_runs(&self, filter: &str, generation: u64, plan: &RunPlan) -> StoreResult<()> {
+        let board = RunBoard { plan: plan.clone(), done: Default::default() };
+        write(&self.boards).insert((filter.to_owned(), generation), board);
+        #[cfg(test)]
+        self.pauses.after_post_runs.point().await;
+        Ok(())
+    }
+
+    async fn run_board(&self, filter: &str, generation: u64) -> StoreResult<Option<RunBoard>> {
+        Ok(read(&self.boards).get(&(filter.to_owned(), generation)).cloned())
+    }
+
+    async fn claim_run(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+        owner: &str,
+        ttl: std::time::Duration,
+    ) -> StoreResult<bool> {
+        // A claim is a lease on a name no filter can have (names hold no '/').
+        self.lease(&format!("{filter}/run/{generation}/{index}"), owner, ttl).await
+    }
+
+    async fn finish_run(&self, filter: &str, generation: u64, index: u32, owner: &str, keys: u64) -> StoreResult<()> {
+        if let Some(board) = write(&self.boards).get_mut(&(filter.to_owned(), generation)) {
+            board.done.insert(index, keys);
+        }
+        self.release_lease(&format!("{filter}/run/{generation}/{index}"), owner).await
+    }
+
+    async fn withdraw_runs(&self, filter: &str, generation: u64) -> StoreResult<()> {
+        write(&self.boards).remove(&(filter.to_owned(), generation));
         Ok(())
     }
 }

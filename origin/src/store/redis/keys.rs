@@ -18,6 +18,16 @@ pub(super) fn deletes_key(filter: &str, generation: u64) -> String {
     format!("bg:{{{filter}}}:deletes:{generation}")
 }
 
+/// A rebuild's board of runs for `generation` (see `store::run_board`).
+pub(super) fn runs_key(filter: &str, generation: u64) -> String {
+    format!("bg:{{{filter}}}:runs:{generation}")
+}
+
+/// A builder's claim on run `index` of `generation`'s rebuild.
+pub(super) fn run_claim_key(filter: &str, generation: u64, index: u32) -> String {
+    format!("bg:{{{filter}}}:run:{generation}:{index}")
+}
+
 pub(super) fn journal_key(filter: &str, generation: u64) -> String {
     format!("bg:{{{filter}}}:jnl:{generation}")
 }
@@ -38,11 +48,12 @@ pub(super) fn segment_keys(filter: &str, generation: u64, index: u32) -> (String
 }
 
 /// The generation a key of `filter` belongs to: segment keys `bg:{f:<gen>:<i>}:…` and delete
-/// counts `bg:{f}:deletes:<gen>`; None for the filter's other keys.
+/// counts `bg:{f}:deletes:<gen>`, journals, a rebuild's run board and claims; None for the
+/// filter's other keys.
 pub(super) fn generation_of_key(filter: &str, key: &str) -> Option<u64> {
-    for kind in ["deletes", "jnl"] {
+    for kind in ["deletes", "jnl", "runs", "run"] {
         if let Some(rest) = key.strip_prefix(&format!("bg:{{{filter}}}:{kind}:")) {
-            return rest.parse().ok();
+            return rest.split(':').next()?.parse().ok();
         }
     }
     let rest = key.strip_prefix(&format!("bg:{{{filter}:"))?;
@@ -73,6 +84,8 @@ mod tests {
         assert_eq!(generation_of_key("f", "bg:{f:17:3}:ver"), Some(17));
         assert_eq!(generation_of_key("f", "bg:{f}:deletes:17"), Some(17));
         assert_eq!(generation_of_key("f", "bg:{f}:meta"), None);
+        assert_eq!(generation_of_key("f", &runs_key("f", 17)), Some(17));
+        assert_eq!(generation_of_key("f", &run_claim_key("f", 17, 4)), Some(17));
         assert_eq!(generation_of_key("f", "bg:{f-2:17:3}:bits"), None, "another filter");
     }
 

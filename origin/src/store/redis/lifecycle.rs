@@ -5,10 +5,12 @@
 
 use super::conn::RedisConn;
 use super::keys::{
-    deletes_key, generation_of_key, journal_key, lease_key, meta_key, progress_key, segment_keys, upload_key,
+    deletes_key, generation_of_key, journal_key, lease_key, meta_key, progress_key, run_claim_key, runs_key,
+    segment_keys, upload_key,
 };
 use super::{Backend, RedisFilterStore};
 use crate::build_progress::BuildProgress;
+use crate::store::run_board::{done_field, RunBoard, RunPlan, PLAN_FIELD};
 use crate::store::{FilterState, FilterUnavailable, Generation, LifecycleStore, StoreResult, STATE_FORMAT};
 use async_trait::async_trait;
 use redis::AsyncCommands;
@@ -21,6 +23,10 @@ const RETIRED_MARKER_MS: u64 = 600_000;
 
 /// A rebuild's published progress outlives its last update by this much, then vanishes.
 const PROGRESS_TTL_MS: u64 = 30_000;
+
+/// A rebuild's board of runs vanishes this long after it was posted if nobody takes it down (a
+/// rebuild that died): longer than any rebuild, and its runs are useless once its lease is gone.
+const RUNS_TTL_MS: u64 = 24 * 3_600_000;
 
 #[async_trait]
 impl LifecycleStore for RedisFilterStore {
@@ -153,6 +159,7 @@ impl LifecycleStore for RedisFilterStore {
         let mut keys = self.scan_keys(&format!("bg:{{{filter}:*")).await?;
         keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
         keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:jnl:*")).await?);
+        keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:run*")).await?);
         let mut deleted = 0u64;
         for key in keys {
             let Some(generation) = generation_of_key(&filter, &key) else { continue };
@@ -202,6 +209,66 @@ impl LifecycleStore for RedisFilterStore {
             })
             .await?;
         Ok(())
+    }
+
+    async fn post_runs(&self, filter: &str, generation: u64, plan: &RunPlan) -> StoreResult<()> {
+        let (key, plan) = (runs_key(filter, generation), plan.encode());
+        self.call(self.write_timeout, None, |mut c| async move {
+            redis::pipe()
+                .atomic()
+                .hset(&key, PLAN_FIELD, plan)
+                .ignore()
+                .pexpire(&key, RUNS_TTL_MS as i64)
+                .ignore()
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    async fn run_board(&self, filter: &str, generation: u64) -> StoreResult<Option<RunBoard>> {
+        let key = runs_key(filter, generation);
+        let fields: Vec<(String, String)> =
+            self.call(self.write_timeout, None, |mut c| async move { c.hgetall(key).await }).await?;
+        RunBoard::from_fields(&fields).map_err(FilterUnavailable::Error)
+    }
+
+    async fn claim_run(
+        &self,
+        filter: &str,
+        generation: u64,
+        index: u32,
+        owner: &str,
+        ttl: Duration,
+    ) -> StoreResult<bool> {
+        let key = run_claim_key(filter, generation, index);
+        let script = &self.scripts.lease;
+        let held: i64 = self
+            .run(self.write_timeout, None, {
+                let mut invocation = script.key(&key);
+                invocation.arg(owner).arg(ttl.as_millis() as u64);
+                invocation
+            })
+            .await?;
+        Ok(held == 1)
+    }
+
+    async fn finish_run(&self, filter: &str, generation: u64, index: u32, owner: &str, keys: u64) -> StoreResult<()> {
+        let (board, claim) = (runs_key(filter, generation), run_claim_key(filter, generation, index));
+        let script = &self.scripts.finish_run;
+        let _: i64 = self
+            .run(self.write_timeout, None, {
+                let mut invocation = script.key(&board);
+                invocation.key(&claim).arg(done_field(index)).arg(keys).arg(owner);
+                invocation
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn withdraw_runs(&self, filter: &str, generation: u64) -> StoreResult<()> {
+        let key = runs_key(filter, generation);
+        self.call(self.write_timeout, None, |mut c| async move { c.del::<_, ()>(key).await }).await
     }
 }
 

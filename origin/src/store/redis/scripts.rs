@@ -44,6 +44,8 @@ pub(super) struct Scripts {
     pub lease: Script,
     /// `release_lease.lua`: the rebuild lease released by its owner.
     pub release_lease: Script,
+    /// `finish_run.lua`: a rebuild's run marked done on its board, the claim released.
+    pub finish_run: Script,
 }
 
 impl Scripts {
@@ -67,6 +69,7 @@ impl Scripts {
             delete_unless_retired: script(include_str!("scripts/delete_unless_retired.lua")),
             lease: script(include_str!("scripts/lease.lua")),
             release_lease: script(include_str!("scripts/release_lease.lua")),
+            finish_run: script(include_str!("scripts/finish_run.lua")),
         }
     }
 }
