@@ -14,6 +14,8 @@ pub mod manifest;
 mod memory;
 pub mod params;
 pub mod path_key;
+pub mod sealed_chunk;
+pub mod sealed_page;
 pub mod segment;
 pub mod segment_run;
 
