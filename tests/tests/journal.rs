@@ -372,3 +372,61 @@ async fn a_journal_chunk_says_when_it_can_stand_for_the_manifest() {
     assert_eq!(readable, Some(m1.generation), "and names the generation a manifest would");
     rebuilding.abort();
 }
+
+/// An add whose journal id runs ahead of Redis's clock (the clock stepped back behind the
+/// journal's last id, here made by appending an entry ten minutes ahead) records the span of
+/// ids given ahead of the clock, which a sealed chunk whose end lies in it must not be taken
+/// for complete; an add on a clock that did not step records nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_given_an_id_ahead_of_redis_clock_records_the_span() {
+    use bloomgate_filter::sealed_chunk::{seal, ChunkClock, Seal, SteppedBack};
+    let origin = TestOrigin::on_services(|_| {}).await;
+    let store = origin.state.gate.filter_store().clone();
+    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let filter = unique_filter("jstep");
+    create(&origin, &filter).await;
+    let meta = store.state(&filter).await.unwrap().readable().unwrap();
+    let (journal, steps) =
+        (format!("bg:{{{filter}}}:jnl:{}", meta.generation), format!("bg:{{{filter}}}:jstep:{}", meta.generation));
+    let redis_now_ms = async |redis: &mut redis::aio::MultiplexedConnection| -> u64 {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(redis).await.unwrap();
+        secs * 1000 + micros / 1000
+    };
+
+    let keys = random_keys(2);
+    assert_eq!(origin.put(&filter, &keys[0]).await.status(), StatusCode::CREATED);
+    let exists: bool = redis::cmd("EXISTS").arg(&steps).query_async(&mut redis).await.unwrap();
+    assert!(!exists, "a clock that did not step records nothing");
+
+    let before = redis_now_ms(&mut redis).await;
+    let ahead = before + 600_000;
+    let _: String = redis::cmd("XADD")
+        .arg(&journal)
+        .arg(format!("{ahead}-0"))
+        .arg("h")
+        .arg("")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(origin.put(&filter, &keys[1]).await.status(), StatusCode::CREATED);
+    let after = redis_now_ms(&mut redis).await;
+    let span: std::collections::HashMap<String, u64> =
+        redis::cmd("HGETALL").arg(&steps).query_async(&mut redis).await.unwrap();
+    let (from, to) = (span["from"], span["to"]);
+    assert!((before..=after).contains(&from), "the clock when the add ran: {from} not in {before}..={after}");
+    assert_eq!(to, ahead, "the id it was given");
+    let ttl: i64 = redis::cmd("PTTL").arg(&steps).query_async(&mut redis).await.unwrap();
+    assert!(ttl > 0, "kept as long as the journal keeps entries, then gone: {ttl}");
+
+    let clock = ChunkClock::new(250).unwrap();
+    let inside = clock.chunk_of(from + 1_000);
+    let stepped = [SteppedBack { from_ms: from, to_ms: to }];
+    assert_eq!(seal(&clock, inside, ahead + 1, ahead + 1, &stepped), Seal::Unsealable);
+    for key in &keys {
+        assert!(origin.lookup_all(&filter, std::slice::from_ref(key)).await[0].0, "an acknowledged key not seen");
+    }
+}

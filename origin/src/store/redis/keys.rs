@@ -28,6 +28,12 @@ pub(super) fn run_claim_key(filter: &str, generation: u64, index: u32) -> String
     format!("bg:{{{filter}}}:run:{generation}:{index}")
 }
 
+/// Where adds record that Redis's clock stepped back behind `generation`'s journal: the span
+/// of ids given ahead of the clock (see `scripts/add.lua`), in the journal's slot.
+pub(super) fn clock_steps_key(filter: &str, generation: u64) -> String {
+    format!("bg:{{{filter}}}:jstep:{generation}")
+}
+
 pub(super) fn journal_key(filter: &str, generation: u64) -> String {
     format!("bg:{{{filter}}}:jnl:{generation}")
 }
@@ -51,7 +57,7 @@ pub(super) fn segment_keys(filter: &str, generation: u64, index: u32) -> (String
 /// counts `bg:{f}:deletes:<gen>`, journals, a rebuild's run board and claims; None for the
 /// filter's other keys.
 pub(super) fn generation_of_key(filter: &str, key: &str) -> Option<u64> {
-    for kind in ["deletes", "jnl", "runs", "run"] {
+    for kind in ["deletes", "jnl", "jstep", "runs", "run"] {
         if let Some(rest) = key.strip_prefix(&format!("bg:{{{filter}}}:{kind}:")) {
             return rest.split(':').next()?.parse().ok();
         }
@@ -85,6 +91,7 @@ mod tests {
         assert_eq!(generation_of_key("f", "bg:{f}:deletes:17"), Some(17));
         assert_eq!(generation_of_key("f", "bg:{f}:meta"), None);
         assert_eq!(generation_of_key("f", &runs_key("f", 17)), Some(17));
+        assert_eq!(generation_of_key("f", &clock_steps_key("f", 17)), Some(17));
         assert_eq!(generation_of_key("f", &run_claim_key("f", 17, 4)), Some(17));
         assert_eq!(generation_of_key("f", "bg:{f-2:17:3}:bits"), None, "another filter");
     }

@@ -160,6 +160,7 @@ impl LifecycleStore for RedisFilterStore {
         keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:deletes:*")).await?);
         keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:jnl:*")).await?);
         keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:run*")).await?);
+        keys.extend(self.scan_keys(&format!("bg:{{{filter}}}:jstep:*")).await?);
         let mut deleted = 0u64;
         for key in keys {
             let Some(generation) = generation_of_key(&filter, &key) else { continue };

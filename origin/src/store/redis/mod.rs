@@ -13,6 +13,11 @@
 //! bg:{<filter>}:jnl:<gen>            stream: the generation's insert journal, one entry per add
 //!                                    (field `h`: the added keys' 16-byte hashes; `init` marks
 //!                                    the entry written when the generation was created)
+//! bg:{<filter>}:jstep:<gen>          hash `from`, `to`: the span of journal ids adds were given
+//!                                    ahead of Redis's clock (it stepped back); expires with the
+//!                                    journal's retention
+//! bg:{<filter>}:runs:<gen>           a rebuild's board: `plan` (JSON, formatted) and `done:<i>`
+//! bg:{<filter>}:run:<gen>:<i>        a builder's claim on run <i> (with expiry)
 //! bg:{<filter>:<gen>:<seg>}:bits     the segment's payload (bit p of the string = Redis bit p)
 //! bg:{<filter>:<gen>:<seg>}:ver      integer, bumped by every add that changed a bit; the
 //!                                    string `retired` (expiring) once the generation is retired,

@@ -3,7 +3,7 @@
 //! `WAIT` for replicas. And the delete counts every origin's deletes add to.
 
 use super::conn::RedisConn;
-use super::keys::{deletes_key, journal_key, segment_keys};
+use super::keys::{clock_steps_key, deletes_key, journal_key, segment_keys};
 use super::{Backend, RedisFilterStore};
 use crate::store::{FilterUnavailable, Generation, StoreResult, WriteStore};
 use async_trait::async_trait;
@@ -101,7 +101,7 @@ impl RedisFilterStore {
             }
         }
         if entry.is_some() {
-            call.key(journal_key(filter, meta.generation));
+            call.key(journal_key(filter, meta.generation)).key(clock_steps_key(filter, meta.generation));
         }
         call
     }

@@ -2,7 +2,8 @@
 -- generation's insert journal (when it has one), so an entry is never seen without its bits
 -- and no bits of an acknowledged add are ever missing from the journal.
 --
--- KEYS: `bits`, `ver` of each touched segment, then the journal (if ARGV[1] is 1).
+-- KEYS: `bits`, `ver` of each touched segment, then the journal and its clock-step record
+--       (if ARGV[1] is 1).
 -- ARGV: [1] journal 0/1, [2] the journal's max entries, [3] its max age, ms, [4] the entry
 --       (the keys' hashes), then per segment a count n and n bit offsets.
 -- Returns {status, replicas, identity}: status 1; 2 when the journal was retired (the
@@ -18,7 +19,7 @@
 -- never restart.
 local journal = ARGV[1] == '1'
 local segments = #KEYS
-if journal then segments = segments - 1 end
+if journal then segments = segments - 2 end
 local at = 5
 for s = 1, segments, 2 do
   local bits, ver = KEYS[s], KEYS[s + 1]
@@ -38,14 +39,26 @@ for s = 1, segments, 2 do
   at = at + n + 1
 end
 if not journal then return {1, guard_replicas, guard_me} end
-local jnl = KEYS[#KEYS]
+local jnl, steps = KEYS[#KEYS - 1], KEYS[#KEYS]
 local kind = redis.call('TYPE', jnl)['ok']
 if kind == 'string' and redis.call('GET', jnl) == 'retired' then return {2, guard_replicas, guard_me} end
 if kind ~= 'stream' then return {0, guard_replicas, guard_me} end
-redis.call('XADD', jnl, 'MAXLEN', '~', ARGV[2], '*', 'h', ARGV[4])
+local id = redis.call('XADD', jnl, 'MAXLEN', '~', ARGV[2], '*', 'h', ARGV[4])
 -- Aged by Redis's own clock, the clock its entry ids come from: an origin whose clock ran
 -- ahead would otherwise trim entries that are not old at all.
 local now = redis.call('TIME')
-local oldest_kept = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - tonumber(ARGV[3])
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local oldest_kept = now_ms - tonumber(ARGV[3])
 if oldest_kept > 0 then redis.call('XTRIM', jnl, 'MINID', '~', oldest_kept) end
+-- An id ahead of the clock (read after it was given): Redis's clock stepped back behind the
+-- journal's last id. The span [clock, id] is recorded, widened over every such add, for as
+-- long as the journal keeps entries: a sealed chunk whose end lies in it could miss this entry
+-- (`bloomgate_filter::sealed_chunk::seal`).
+local id_ms = tonumber(string.match(id, '^(%d+)'))
+if id_ms > now_ms then
+  local from = tonumber(redis.call('HGET', steps, 'from') or now_ms)
+  local to = tonumber(redis.call('HGET', steps, 'to') or id_ms)
+  redis.call('HSET', steps, 'from', math.min(from, now_ms), 'to', math.max(to, id_ms))
+  redis.call('PEXPIRE', steps, tonumber(ARGV[3]) + 60000)
+end
 return {1, guard_replicas, guard_me}
