@@ -17,6 +17,7 @@
 //! - [`headers`]: the `x-bloomgate-*` header names and how `Retry-After` is written.
 //! - [`media`]: the content types.
 //! - [`caching`]: the `Cache-Control` of lookup answers and of the edge's feed, with why.
+//! - [`feed_token`]: the path token that keeps the shared feed private without a header.
 //! - `Client`, `ClientBuilder`, `RetryPolicy` and `Error` (feature `http`, `client.rs` and
 //!   `client/`): one method per API call, over reqwest with rustls.
 //!
@@ -26,6 +27,7 @@
 
 pub mod api;
 pub mod caching;
+pub mod feed_token;
 pub mod headers;
 pub mod media;
 pub mod paths;

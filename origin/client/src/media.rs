@@ -26,6 +26,9 @@ pub fn is_problem(content_type: &str) -> bool {
     essence(content_type).eq_ignore_ascii_case(PROBLEM_JSON)
 }
 
+/// A page of a sealed journal chunk (`bloomgate_filter::sealed_page`).
+pub const SEALED_PAGE: &str = "application/vnd.bloomgate.sealed-page";
+
 #[cfg(test)]
 mod tests {
     use super::*;

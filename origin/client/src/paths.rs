@@ -26,6 +26,10 @@ pub const MANIFEST: &str = "/v1/filters/{filter}/manifest";
 pub const SEGMENT: &str = "/v1/filters/{filter}/segments/{generation}/{index}";
 /// A generation's insert journal after a position (`GET ?after=&after_id=`, edge secret).
 pub const JOURNAL: &str = "/v1/filters/{filter}/journal/{generation}";
+/// A page of a sealed chunk of a generation's insert journal, the chunk `chunk` of `width_ms`
+/// ms of Redis's clock (`GET`; the path token of `crate::feed_token`, no header): immutable,
+/// one URL for every isolate, so shared caches serve it.
+pub const SEALED_PAGE: &str = "/v1/feed/{token}/{filter}/{generation}/chunks/{width_ms}/{chunk}/{page}";
 /// What an edge isolate holds and has done (`GET`, edge secret; the edge only): see
 /// [`crate::api::IsolateReport`]. Outside `/v1/`: it is about one isolate, not the API.
 pub const ISOLATE: &str = "/_bloomgate/isolate";
@@ -147,6 +151,13 @@ pub fn journal(filter: &str, generation: u64, after: &JournalPosition) -> String
     format!("{path}?after={}&after_id={}", after.added, after.stream_id())
 }
 
+/// [`SEALED_PAGE`]: page `page` of chunk `chunk` (chunks of `width_ms`) of `filter`'s
+/// generation `generation`, under its path `token`.
+pub fn sealed_page(token: &str, filter: &str, generation: u64, width_ms: u64, chunk: u64, page: u32) -> String {
+    let numbers = [generation.to_string(), width_ms.to_string(), chunk.to_string(), page.to_string()];
+    fill(SEALED_PAGE, &[token, filter, &numbers[0], &numbers[1], &numbers[2], &numbers[3]])
+}
+
 /// The query of [`JOURNAL`]: where the edge's copies are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +234,13 @@ mod tests {
         assert_eq!(matches(KEY, "/v1/filters/f/keys/"), Some(vec!["f", ""]), "empty values are the caller's to refuse");
         assert_eq!(matches(KEY, "/v1/filters/f/keys/a/b"), None, "a key is one segment");
         assert_eq!(matches(HEALTHZ, "/healthz"), Some(vec![]));
+    }
+
+    #[test]
+    fn a_sealed_page_path_names_every_part() {
+        let path = sealed_page("ab12", "users", 17, 250, 7_060_000, 2);
+        assert_eq!(path, "/v1/feed/ab12/users/17/chunks/250/7060000/2");
+        assert_eq!(matches(SEALED_PAGE, &path), Some(vec!["ab12", "users", "17", "250", "7060000", "2"]));
     }
 
     #[test]

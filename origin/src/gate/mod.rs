@@ -37,7 +37,7 @@ mod stats;
 mod write;
 
 pub use checkpoints::{CheckpointError, CheckpointRound};
-pub use edge_feed::JournalChunk;
+pub use edge_feed::{JournalChunk, SealedPage};
 pub use filters::Created;
 pub use lookup::{after_filter, AfterFilter, Answer, AnsweredBy};
 pub use rebuilds::RebuildTask;

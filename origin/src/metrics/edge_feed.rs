@@ -14,6 +14,8 @@ label_enum!(
         Segment => "segment",
         /// A journal chunk.
         Journal => "journal",
+        /// A page of a sealed journal chunk (the shared feed).
+        SealedPage => "sealed_page",
     }
 );
 

@@ -1,15 +1,18 @@
-//! Endpoints for the edge: the manifest and immutable, versioned segments. Behind the edge
-//! secret: segments reveal which keys are stored, so they are not public.
+//! Endpoints for the edge: the manifest and immutable, versioned segments, the journal, and the
+//! shared feed's sealed chunk pages. Behind the edge secret (a header, or for the shared feed a
+//! path token derived from it): segments reveal which keys are stored, so they are not public.
 
 use super::{ApiPath, AppState};
 use crate::auth::Edge;
 use crate::error::AppError;
+use crate::gate::SealedPage;
 use crate::metrics::EdgeKind;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use bloomgate_client::feed_token::feed_token_matches;
 use bloomgate_client::paths::{self, JournalQuery};
 use bloomgate_client::{caching, headers, media};
 
@@ -19,6 +22,7 @@ pub fn router() -> Router<AppState> {
         .route(paths::MANIFEST, get(manifest))
         .route(paths::SEGMENT, get(segment))
         .route(paths::JOURNAL, get(journal))
+        .route(paths::SEALED_PAGE, get(sealed_page))
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
@@ -91,4 +95,46 @@ async fn journal(
     // The head moves with every write: what a position's chunk holds depends on when it is asked.
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
     Ok(response)
+}
+
+/// A page of a sealed journal chunk, under the path token of the filter's generation (no
+/// header: shared caches key on the URL). A wrong or missing token, or an origin without an
+/// edge secret, is answered like an unknown path; every answer but a page is `no-store`.
+async fn sealed_page(
+    State(s): State<AppState>,
+    ApiPath((token, filter, generation, width_ms, chunk, page)): ApiPath<(String, String, u64, u64, u64, u32)>,
+) -> Result<Response, AppError> {
+    let secret = s.config.edge_secret.as_deref().unwrap_or_default();
+    if secret.is_empty() || !feed_token_matches(secret.as_bytes(), &filter, generation, &token) {
+        return Err(AppError::NotFound("no such feed path".into()));
+    }
+    s.gate.metrics.edge_feed.served(EdgeKind::SealedPage);
+    let not_stored = |status: StatusCode, text: &'static str| {
+        let mut response = (status, text).into_response();
+        response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
+        response
+    };
+    Ok(match s.gate.sealed_page(&filter, generation, width_ms, chunk, page).await? {
+        SealedPage::Page(wire) => {
+            let mut response = wire.into_response();
+            let h = response.headers_mut();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media::SEALED_PAGE));
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::SEALED_PAGE));
+            response
+        }
+        SealedPage::Open { retry_after_ms } => {
+            let mut response =
+                not_stored(StatusCode::TOO_EARLY, "this chunk is not sealed yet: ask again after Retry-After");
+            let secs = retry_after_ms.div_ceil(1000).max(1);
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            response
+        }
+        SealedPage::Unsealable => not_stored(
+            StatusCode::CONFLICT,
+            "Redis's clock stepped back across this chunk's end: keep fresh from the journal instead",
+        ),
+        SealedPage::Gone => {
+            not_stored(StatusCode::GONE, "the journal no longer holds this chunk's entries: fetch the segments whole")
+        }
+    })
 }

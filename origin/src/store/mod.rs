@@ -114,6 +114,27 @@ pub struct JournalPage {
     pub max_entries: u32,
 }
 
+/// What a read of a journal chunk by time found (`EdgeFeedStore::read_sealed_chunk`): the
+/// journal's state, read atomically with the entries, from which
+/// `bloomgate_filter::sealed_chunk::seal` decides whether the chunk may be served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedRead {
+    /// Redis's clock when it read, ms since the Unix epoch.
+    pub redis_now_ms: u64,
+    /// Milliseconds of the journal's last id (after any seal).
+    pub last_id_ms: u64,
+    /// Milliseconds of the newest id ever deleted (`XDEL`): a chunk starting at or before it
+    /// may have lost entries.
+    pub max_deleted_ms: u64,
+    /// Whether no entry at or after the chunk's start was ever trimmed: the journal lost none
+    /// at all, or an entry before the chunk is still kept (trimming takes the oldest first).
+    pub whole_from_start: bool,
+    /// The span of ids adds were given ahead of the clock, if any was recorded.
+    pub stepped_back: Option<bloomgate_filter::sealed_chunk::SteppedBack>,
+    /// The chunk's key hashes, in journal order; empty unless it is sealed.
+    pub hashes: Vec<KeyHash>,
+}
+
 /// What a read of a generation's insert journal found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JournalRead {

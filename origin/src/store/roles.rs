@@ -19,6 +19,7 @@
 
 use super::run_board::{RunBoard, RunPlan};
 use super::{FilterState, Generation, JournalPage, JournalRead, JournalSize, SegmentBits, StoreResult};
+use super::{FilterUnavailable, SealedRead};
 use crate::build_progress::BuildProgress;
 use crate::lease::boot_clock::{BootClock, Clock};
 use async_trait::async_trait;
@@ -88,6 +89,20 @@ pub trait EdgeFeedStore: StateStore + CopySource {
     async fn segment_versions(&self, filter: &str, meta: Generation) -> StoreResult<Vec<u64>>;
     /// The journal entries `page` asks for.
     async fn read_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead>;
+    /// The chunk of `meta`'s journal from `start_ms` to `end_ms` by its ids, sealed first when
+    /// Redis's clock is past its end (see `SealedRead`). A store that keeps no stream ids (one
+    /// in process) has none.
+    async fn read_sealed_chunk(
+        &self,
+        _filter: &str,
+        _meta: Generation,
+        _start_ms: u64,
+        _end_ms: u64,
+    ) -> StoreResult<SealedRead> {
+        Err(FilterUnavailable::Error(
+            "this filter store keeps no sealed journal chunks (a filter in process); the edge uses the journal".into(),
+        ))
+    }
 }
 
 /// What a filter's stats and the recovery check read about its generations: fill, deletes,

@@ -2,13 +2,15 @@
 //! the insert journal (a Redis stream) after a position, with what tells whether the position
 //! is still covered.
 
-use super::keys::{journal_key, parse_stream_id, parse_version, segment_keys};
+use super::keys::{clock_steps_key, journal_key, parse_stream_id, parse_version, segment_keys};
 use super::RedisFilterStore;
 use crate::store::{
-    CopySource, EdgeFeedStore, FilterUnavailable, Generation, JournalPage, JournalRead, SegmentBits, StoreResult,
+    CopySource, EdgeFeedStore, FilterUnavailable, Generation, JournalPage, JournalRead, SealedRead, SegmentBits,
+    StoreResult,
 };
 use async_trait::async_trait;
 use bloomgate_filter::journal::decode_hashes;
+use bloomgate_filter::sealed_chunk::SteppedBack;
 use bloomgate_filter::JournalPosition;
 use std::time::Duration;
 
@@ -65,6 +67,65 @@ impl EdgeFeedStore for RedisFilterStore {
     async fn read_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead> {
         self.read_journal_within(self.write_timeout, filter, meta, page, false).await
     }
+
+    async fn read_sealed_chunk(
+        &self,
+        filter: &str,
+        meta: Generation,
+        start_ms: u64,
+        end_ms: u64,
+    ) -> StoreResult<SealedRead> {
+        let (journal, steps) = (journal_key(filter, meta.generation), clock_steps_key(filter, meta.generation));
+        let script = &self.scripts.read_sealed_chunk;
+        let reply: Vec<redis::Value> = self
+            .run(self.write_timeout, Some(meta.incarnation), {
+                let mut invocation = script.key(&journal);
+                invocation.key(&steps).arg(start_ms).arg(end_ms);
+                invocation
+            })
+            .await?;
+        parse_sealed_read(&reply)
+    }
+}
+
+/// Interprets `scripts/read_sealed_chunk.lua`'s reply.
+fn parse_sealed_read(reply: &[redis::Value]) -> StoreResult<SealedRead> {
+    let bad = |what: &str| FilterUnavailable::Error(format!("unexpected sealed chunk reply: {what}"));
+    let [redis::Value::Int(1), time, last, max_deleted, from, to, entries, redis::Value::Int(whole)] = reply else {
+        return match reply {
+            [redis::Value::Int(0) | redis::Value::Int(2)] => Err(FilterUnavailable::SegmentMissing(0)),
+            _ => Err(bad("shape")),
+        };
+    };
+    let id_ms = |value: &redis::Value, what: &str| -> StoreResult<u64> {
+        let id: String = redis::from_redis_value_ref(value).map_err(|_| bad(what))?;
+        parse_stream_id(&id).map(|(ms, _)| ms).ok_or_else(|| bad(what))
+    };
+    let number = |value: &redis::Value| -> Option<u64> {
+        let text: String = redis::from_redis_value_ref(value).ok()?;
+        text.parse().ok()
+    };
+    let stepped_back = match (number(from), number(to)) {
+        (Some(from_ms), Some(to_ms)) => Some(SteppedBack { from_ms, to_ms }),
+        _ => None,
+    };
+    let entries: Vec<StreamEntry> = redis::from_redis_value_ref(entries).map_err(|_| bad("entries"))?;
+    let mut hashes = Vec::new();
+    for (_, fields) in entries {
+        for (field, value) in fields {
+            if field == "h" {
+                hashes.extend(decode_hashes(&value).ok_or_else(|| bad("entry length"))?);
+            }
+        }
+    }
+    Ok(SealedRead {
+        redis_now_ms: time_us(time).ok_or_else(|| bad("time"))? / 1000,
+        last_id_ms: id_ms(last, "last id")?,
+        max_deleted_ms: id_ms(max_deleted, "max deleted id")?,
+        whole_from_start: *whole > 0,
+        stepped_back,
+        hashes,
+    })
 }
 
 /// A stream entry as XRANGE returns it: its id and its field/value pairs.

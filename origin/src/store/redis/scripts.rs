@@ -46,6 +46,8 @@ pub(super) struct Scripts {
     pub release_lease: Script,
     /// `finish_run.lua`: a rebuild's run marked done on its board, the claim released.
     pub finish_run: Script,
+    /// `read_sealed_chunk.lua`: a chunk of the journal by time, sealed first when it is due.
+    pub read_sealed_chunk: Script,
 }
 
 impl Scripts {
@@ -70,6 +72,7 @@ impl Scripts {
             lease: script(include_str!("scripts/lease.lua")),
             release_lease: script(include_str!("scripts/release_lease.lua")),
             finish_run: script(include_str!("scripts/finish_run.lua")),
+            read_sealed_chunk: script(include_str!("scripts/read_sealed_chunk.lua")),
         }
     }
 }
