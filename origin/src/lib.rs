@@ -66,7 +66,8 @@
 //!   filter first, database on "maybe" or when the filter cannot answer; `lookup_record`: the
 //!   one place a lookup is counted), writes (`write`:
 //!   filter first, then database), the edge's manifests, journal chunks and segments
-//!   (`edge_feed`), a filter's stats (`stats`), filters created, listed and dropped
+//!   (`edge_feed`), the shared feed's sealed chunk pages and segments at an epoch
+//!   (`sealed_feed`), a filter's stats (`stats`), filters created, listed and dropped
 //!   (`filters`, with why a drop never lets an old bit or cache answer "no"), and the one door
 //!   to a rebuild (`rebuilds`); a checkpoint round (`checkpoints`); the cluster version as
 //!   this origin reads it (`cluster`).

@@ -1,9 +1,9 @@
-//! The shared feed's sealed journal chunks at the origin, against real Redis and Cassandra:
-//! every write acknowledged is in the sealed chunks of its time, exactly once, as the journal
-//! has it; a sealed chunk reads the same every time and is served immutable under its path
-//! token, and only under it; a chunk not yet sealed, one across a step back of Redis's clock
-//! and one whose entries were trimmed are each refused with what the edge should do instead,
-//! never stored by a cache.
+//! The shared feed at the origin, against real Redis and Cassandra: every write acknowledged is
+//! in the sealed chunks of its time, exactly once, as the journal has it; a sealed chunk reads
+//! the same every time and is served immutable under its path token, and only under it; a
+//! segment at an epoch holds every write of the chunks up to it; a chunk not yet sealed, one
+//! across a step back of Redis's clock and one whose entries were trimmed are each refused with
+//! what the edge should do instead, never stored by a cache.
 //!
 //! # Running
 //! `scripts/services start`, then `cargo test -p bloomgate-tests --test sealed_chunks`.
@@ -13,7 +13,7 @@ use bloomgate_client::feed_token::feed_token;
 use bloomgate_client::{caching, media, paths};
 use bloomgate_filter::sealed_chunk::ChunkClock;
 use bloomgate_filter::sealed_page::decode_page;
-use bloomgate_filter::KeyHash;
+use bloomgate_filter::{decode_segment, KeyHash};
 use bloomgate_origin::store::{Generation, JournalPage, JournalRead};
 use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
 use bloomgate_tests::{random_keys, redis_addr, unique_filter};
@@ -64,7 +64,7 @@ async fn chunk_hashes(origin: &TestOrigin, filter: &str, meta: Generation, chunk
             continue;
         }
         assert_eq!(response.status(), StatusCode::OK, "chunk {chunk}: {}", response.text().await.unwrap());
-        assert_eq!(response.headers()[header::CACHE_CONTROL], caching::SEALED_PAGE);
+        assert_eq!(response.headers()[header::CACHE_CONTROL], caching::SHARED_FEED);
         assert_eq!(response.headers()[header::CONTENT_TYPE], media::SEALED_PAGE);
         let bytes = response.bytes().await.unwrap();
         let view = decode_page(&bytes).unwrap();
@@ -166,4 +166,49 @@ async fn a_chunk_across_a_clock_step_or_with_entries_trimmed_is_refused() {
     let gone = get(&origin, &page_path(&filter, meta, chunk, 0)).await;
     assert_eq!(gone.status(), StatusCode::GONE);
     assert_eq!(gone.headers()[header::CACHE_CONTROL], caching::EDGE_FEED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_at_an_epoch_holds_every_write_of_the_chunks_up_to_it() {
+    let origin = TestOrigin::on_services(|_| {}).await;
+    let mut redis = redis().await;
+    let (filter, meta) = created(&origin, "sealed-epoch").await;
+    let clock = ChunkClock::new(WIDTH_MS).unwrap();
+    let token = feed_token(EDGE_SECRET.as_bytes(), &filter, meta.generation);
+
+    let before = redis_now_ms(&mut redis).await;
+    for key in random_keys(10) {
+        assert_eq!(origin.put(&filter, &key).await.status(), StatusCode::CREATED);
+        tokio::time::sleep(WRITE_EVERY).await;
+    }
+    let epoch = clock.chunk_of(redis_now_ms(&mut redis).await);
+    let mut written = Vec::new();
+    for chunk in clock.chunk_of(before)..=epoch {
+        written.extend(chunk_hashes(&origin, &filter, meta, chunk).await);
+    }
+    assert_eq!(written.len(), 10);
+
+    let mut segments = Vec::new();
+    for index in 0..meta.params.segment_count {
+        let path = paths::epoch_segment(&token, &filter, meta.generation, WIDTH_MS, epoch, index);
+        let response = get(&origin, &path).await;
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        assert_eq!(response.headers()[header::CACHE_CONTROL], caching::SHARED_FEED);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], media::SEGMENT);
+        segments.push(response.bytes().await.unwrap().to_vec());
+    }
+    for hash in &written {
+        let answers: Vec<bool> =
+            segments.iter().filter_map(|bytes| decode_segment(bytes).unwrap().may_contain_hash(hash).ok()).collect();
+        assert_eq!(answers, vec![true], "a write of a chunk up to the epoch is missing from its segment");
+    }
+
+    let past_the_end =
+        paths::epoch_segment(&token, &filter, meta.generation, WIDTH_MS, epoch, meta.params.segment_count);
+    assert_eq!(get(&origin, &past_the_end).await.status(), StatusCode::NOT_FOUND);
+    let later = clock.chunk_of(redis_now_ms(&mut redis).await + 30_000);
+    let open = get(&origin, &paths::epoch_segment(&token, &filter, meta.generation, WIDTH_MS, later, 0)).await;
+    assert_eq!(open.status(), StatusCode::TOO_EARLY, "an epoch Redis's clock has not reached");
+    let wrong = paths::epoch_segment("00", &filter, meta.generation, WIDTH_MS, epoch, 0);
+    assert_eq!(get(&origin, &wrong).await.status(), StatusCode::NOT_FOUND);
 }

@@ -33,10 +33,12 @@ pub const SEGMENT: &str = "private, max-age=31536000, immutable";
 /// journal's head moves with every write), so nothing on the way may keep them.
 pub const EDGE_FEED: &str = "no-store";
 
-/// `Cache-Control` of a page of a sealed journal chunk: once sealed, no entry can land in the
+/// `Cache-Control` of the shared feed's answers (a page of a sealed journal chunk, a segment at
+/// an epoch). A page of a sealed journal chunk: once sealed, no entry can land in the
 /// chunk again (`bloomgate_filter::sealed_chunk`), so its pages never change, and every isolate
 /// asks for them by the same URL. Public, so that the CDN's shared and tiered caches serve them:
 /// the URL carries the path token (`feed_token`), which only holders of the edge secret can
 /// name. What a chunk may answer for is counted from its end, not from when it was fetched, so
-/// a copy from any cache, however old, is never too fresh.
-pub const SEALED_PAGE: &str = "public, max-age=31536000, immutable";
+/// a copy from any cache, however old, is never too fresh. A segment at an epoch holds every
+/// write up to the epoch's end, whichever copy a cache keeps.
+pub const SHARED_FEED: &str = "public, max-age=31536000, immutable";

@@ -30,6 +30,10 @@ pub const JOURNAL: &str = "/v1/filters/{filter}/journal/{generation}";
 /// ms of Redis's clock (`GET`; the path token of `crate::feed_token`, no header): immutable,
 /// one URL for every isolate, so shared caches serve it.
 pub const SEALED_PAGE: &str = "/v1/feed/{token}/{filter}/{generation}/chunks/{width_ms}/{chunk}/{page}";
+/// Segment `index` of a generation at epoch `epoch`, a sealed chunk of `width_ms` (`GET`; the
+/// path token): bits holding every write up to the chunk's end, the same URL for every isolate;
+/// the edge brings it forward with the chunks after the epoch.
+pub const EPOCH_SEGMENT: &str = "/v1/feed/{token}/{filter}/{generation}/segments/{width_ms}/{epoch}/{index}";
 /// What an edge isolate holds and has done (`GET`, edge secret; the edge only): see
 /// [`crate::api::IsolateReport`]. Outside `/v1/`: it is about one isolate, not the API.
 pub const ISOLATE: &str = "/_bloomgate/isolate";
@@ -158,6 +162,13 @@ pub fn sealed_page(token: &str, filter: &str, generation: u64, width_ms: u64, ch
     fill(SEALED_PAGE, &[token, filter, &numbers[0], &numbers[1], &numbers[2], &numbers[3]])
 }
 
+/// [`EPOCH_SEGMENT`]: segment `index` of `filter`'s generation `generation` at epoch `epoch`
+/// (chunks of `width_ms`), under its path `token`.
+pub fn epoch_segment(token: &str, filter: &str, generation: u64, width_ms: u64, epoch: u64, index: u32) -> String {
+    let numbers = [generation.to_string(), width_ms.to_string(), epoch.to_string(), index.to_string()];
+    fill(EPOCH_SEGMENT, &[token, filter, &numbers[0], &numbers[1], &numbers[2], &numbers[3]])
+}
+
 /// The query of [`JOURNAL`]: where the edge's copies are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -241,6 +252,9 @@ mod tests {
         let path = sealed_page("ab12", "users", 17, 250, 7_060_000, 2);
         assert_eq!(path, "/v1/feed/ab12/users/17/chunks/250/7060000/2");
         assert_eq!(matches(SEALED_PAGE, &path), Some(vec!["ab12", "users", "17", "250", "7060000", "2"]));
+        let path = epoch_segment("ab12", "users", 17, 250, 7_060_000, 3);
+        assert_eq!(path, "/v1/feed/ab12/users/17/segments/250/7060000/3");
+        assert!(matches(SEALED_PAGE, &path).is_none() && matches(EPOCH_SEGMENT, &path).is_some());
     }
 
     #[test]

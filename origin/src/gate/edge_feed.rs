@@ -4,8 +4,6 @@
 use super::Gate;
 use crate::error::AppError;
 use crate::store::{FilterState, FilterUnavailable, Generation, JournalPage, JournalRead};
-use bloomgate_filter::sealed_chunk::{seal, ChunkClock, Seal};
-use bloomgate_filter::sealed_page::{encode_page, pages_for, PageHeader, MAX_PAGE_HASHES};
 use bloomgate_filter::{encode_journal, encode_segment, encode_segment_at, JournalPosition, Manifest};
 
 /// A chunk of a generation's insert journal as the edge receives it.
@@ -23,24 +21,6 @@ pub struct JournalChunk {
     /// The generation a manifest would have named, read after the request arrived and before
     /// the entries; None when no generation is readable.
     pub readable_generation: Option<u64>,
-}
-
-/// What a request for a page of a sealed journal chunk gets (`Gate::sealed_page`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SealedPage {
-    /// The page, encoded (`bloomgate_filter::sealed_page`): immutable.
-    Page(Vec<u8>),
-    /// Not sealed yet (Redis's clock has not reached its end): ask again in this many ms.
-    Open {
-        /// Until its end, by Redis's clock.
-        retry_after_ms: u64,
-    },
-    /// Redis's clock stepped back across the chunk's end: it proves nothing, and the edge
-    /// keeps itself fresh from the journal instead.
-    Unsealable,
-    /// Entries of the chunk were trimmed (past the journal's retention): the edge fetches
-    /// segments.
-    Gone,
 }
 
 impl Gate {
@@ -121,61 +101,6 @@ impl Gate {
                 readable_generation: state.readable().map(|m| m.generation),
             })),
         }
-    }
-
-    /// Page `page` of chunk `chunk` (chunks of `width_ms` ms of Redis's clock) of generation
-    /// `generation`'s journal, sealed first when it is due (docs/design.md, "The edge at many
-    /// isolates"). A chunk is cut into pages of [`MAX_PAGE_HASHES`] hashes, fixed once sealed.
-    pub async fn sealed_page(
-        &self,
-        name: &str,
-        generation: u64,
-        width_ms: u64,
-        chunk: u64,
-        page: u32,
-    ) -> Result<SealedPage, AppError> {
-        self.def(name).await?;
-        let clock = ChunkClock::new(width_ms).map_err(|e| AppError::BadRequest(e.to_string()))?;
-        let state = self.state(name).await?;
-        let Some(meta) = state.generation(generation).filter(|m| m.journal) else {
-            return Err(AppError::NotFound(format!(
-                "filter {name:?} has no generation {generation} with an insert journal (active generation {:?})",
-                state.active.map(|m| m.generation)
-            )));
-        };
-        let (start, end) = (clock.start_ms(chunk), clock.end_ms(chunk));
-        let read =
-            self.store.edge_feed.read_sealed_chunk(name, meta, start, end).await.map_err(AppError::FilterRead)?;
-        let stepped: Vec<_> = read.stepped_back.into_iter().collect();
-        match seal(&clock, chunk, read.redis_now_ms, read.last_id_ms, &stepped) {
-            Seal::Sealed => {}
-            Seal::Unsealable => return Ok(SealedPage::Unsealable),
-            Seal::Open { ready_in_ms } => return Ok(SealedPage::Open { retry_after_ms: ready_in_ms }),
-            // The script seals a chunk whose end the clock passed; one it did not is asked again.
-            Seal::SealNow => return Ok(SealedPage::Open { retry_after_ms: clock.width_ms() }),
-        }
-        // An entry at or after the chunk's start may have been trimmed or deleted: the chunk
-        // may miss some.
-        if !read.whole_from_start || read.max_deleted_ms >= start {
-            return Ok(SealedPage::Gone);
-        }
-        let pages = pages_for(read.hashes.len() as u64);
-        if page >= pages {
-            return Err(AppError::NotFound(format!("chunk {chunk} of generation {generation} has {pages} page(s)")));
-        }
-        let first = page as usize * MAX_PAGE_HASHES as usize;
-        let hashes = &read.hashes[first..read.hashes.len().min(first + MAX_PAGE_HASHES as usize)];
-        let header = PageHeader {
-            generation,
-            seed: meta.params.seed,
-            chunk,
-            width_ms: width_ms as u32,
-            page,
-            pages,
-            read_at_ms: read.redis_now_ms,
-            superseded_by: state.readable().map(|m| m.generation).filter(|g| *g != generation),
-        };
-        Ok(SealedPage::Page(encode_page(&header, hashes)))
     }
 
     /// One encoded segment of the active generation, or of the one being built or just

@@ -10,6 +10,7 @@
 //! - `lookup_record`: what a lookup did, and the one place it is counted.
 //! - `write`: writes and deletes.
 //! - `edge_feed`: the edge's manifest, journal chunks and segments.
+//! - `sealed_feed`: the shared feed: pages of sealed journal chunks, and segments at an epoch.
 //! - `stats`: a filter's stats.
 //! - `filters`: filters created, listed and dropped, and why a drop never lets an old bit or
 //!   cache answer "no".
@@ -33,14 +34,16 @@ mod filters;
 mod lookup;
 mod lookup_record;
 mod rebuilds;
+mod sealed_feed;
 mod stats;
 mod write;
 
 pub use checkpoints::{CheckpointError, CheckpointRound};
-pub use edge_feed::{JournalChunk, SealedPage};
+pub use edge_feed::JournalChunk;
 pub use filters::Created;
 pub use lookup::{after_filter, AfterFilter, Answer, AnsweredBy};
 pub use rebuilds::RebuildTask;
+pub use sealed_feed::Refusal;
 
 use crate::config::Config;
 use crate::def_cache::DefCache;

@@ -16,6 +16,8 @@ label_enum!(
         Journal => "journal",
         /// A page of a sealed journal chunk (the shared feed).
         SealedPage => "sealed_page",
+        /// A segment at an epoch (the shared feed).
+        EpochSegment => "epoch_segment",
     }
 );
 

@@ -5,7 +5,7 @@
 use super::{ApiPath, AppState};
 use crate::auth::Edge;
 use crate::error::AppError;
-use crate::gate::SealedPage;
+use crate::gate::Refusal;
 use crate::metrics::EdgeKind;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -23,6 +23,7 @@ pub fn router() -> Router<AppState> {
         .route(paths::SEGMENT, get(segment))
         .route(paths::JOURNAL, get(journal))
         .route(paths::SEALED_PAGE, get(sealed_page))
+        .route(paths::EPOCH_SEGMENT, get(epoch_segment))
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
@@ -98,43 +99,66 @@ async fn journal(
 }
 
 /// A page of a sealed journal chunk, under the path token of the filter's generation (no
-/// header: shared caches key on the URL). A wrong or missing token, or an origin without an
-/// edge secret, is answered like an unknown path; every answer but a page is `no-store`.
+/// header: shared caches key on the URL).
 async fn sealed_page(
     State(s): State<AppState>,
     ApiPath((token, filter, generation, width_ms, chunk, page)): ApiPath<(String, String, u64, u64, u64, u32)>,
 ) -> Result<Response, AppError> {
-    let secret = s.config.edge_secret.as_deref().unwrap_or_default();
-    if secret.is_empty() || !feed_token_matches(secret.as_bytes(), &filter, generation, &token) {
-        return Err(AppError::NotFound("no such feed path".into()));
-    }
+    authorize_feed(&s, &filter, generation, &token)?;
     s.gate.metrics.edge_feed.served(EdgeKind::SealedPage);
+    let answer = s.gate.sealed_page(&filter, generation, width_ms, chunk, page).await?;
+    Ok(shared_answer(answer, media::SEALED_PAGE))
+}
+
+/// A segment at an epoch (a sealed chunk), under the path token of its generation.
+async fn epoch_segment(
+    State(s): State<AppState>,
+    ApiPath((token, filter, generation, width_ms, epoch, index)): ApiPath<(String, String, u64, u64, u64, u32)>,
+) -> Result<Response, AppError> {
+    authorize_feed(&s, &filter, generation, &token)?;
+    s.gate.metrics.edge_feed.served(EdgeKind::EpochSegment);
+    let answer = s.gate.epoch_segment(&filter, generation, width_ms, epoch, index).await?;
+    Ok(shared_answer(answer, media::SEGMENT))
+}
+
+/// A wrong or missing token, or an origin without an edge secret, is answered like an unknown
+/// path.
+fn authorize_feed(s: &AppState, filter: &str, generation: u64, token: &str) -> Result<(), AppError> {
+    let secret = s.config.edge_secret.as_deref().unwrap_or_default();
+    match !secret.is_empty() && feed_token_matches(secret.as_bytes(), filter, generation, token) {
+        true => Ok(()),
+        false => Err(AppError::NotFound("no such feed path".into())),
+    }
+}
+
+/// The shared feed's answer: what was asked, public and immutable; or why not, never stored.
+fn shared_answer(answer: Result<Vec<u8>, Refusal>, media_type: &'static str) -> Response {
     let not_stored = |status: StatusCode, text: &'static str| {
         let mut response = (status, text).into_response();
         response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::EDGE_FEED));
         response
     };
-    Ok(match s.gate.sealed_page(&filter, generation, width_ms, chunk, page).await? {
-        SealedPage::Page(wire) => {
+    match answer {
+        Ok(wire) => {
             let mut response = wire.into_response();
             let h = response.headers_mut();
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media::SEALED_PAGE));
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::SEALED_PAGE));
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media_type));
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::SHARED_FEED));
             response
         }
-        SealedPage::Open { retry_after_ms } => {
+        Err(Refusal::Open { retry_after_ms }) => {
             let mut response =
                 not_stored(StatusCode::TOO_EARLY, "this chunk is not sealed yet: ask again after Retry-After");
             let secs = retry_after_ms.div_ceil(1000).max(1);
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
             response
         }
-        SealedPage::Unsealable => not_stored(
+        Err(Refusal::Unsealable) => not_stored(
             StatusCode::CONFLICT,
             "Redis's clock stepped back across this chunk's end: keep fresh from the journal instead",
         ),
-        SealedPage::Gone => {
+        Err(Refusal::Gone) => {
             not_stored(StatusCode::GONE, "the journal no longer holds this chunk's entries: fetch the segments whole")
         }
-    })
+    }
 }

@@ -90,14 +90,15 @@ pub trait EdgeFeedStore: StateStore + CopySource {
     /// The journal entries `page` asks for.
     async fn read_journal(&self, filter: &str, meta: Generation, page: JournalPage) -> StoreResult<JournalRead>;
     /// The chunk of `meta`'s journal from `start_ms` to `end_ms` by its ids, sealed first when
-    /// Redis's clock is past its end (see `SealedRead`). A store that keeps no stream ids (one
-    /// in process) has none.
+    /// Redis's clock is past its end (see `SealedRead`); its hashes only `with_entries`. A store
+    /// that keeps no stream ids (one in process) has none.
     async fn read_sealed_chunk(
         &self,
         _filter: &str,
         _meta: Generation,
         _start_ms: u64,
         _end_ms: u64,
+        _with_entries: bool,
     ) -> StoreResult<SealedRead> {
         Err(FilterUnavailable::Error(
             "this filter store keeps no sealed journal chunks (a filter in process); the edge uses the journal".into(),

@@ -74,13 +74,14 @@ impl EdgeFeedStore for RedisFilterStore {
         meta: Generation,
         start_ms: u64,
         end_ms: u64,
+        with_entries: bool,
     ) -> StoreResult<SealedRead> {
         let (journal, steps) = (journal_key(filter, meta.generation), clock_steps_key(filter, meta.generation));
         let script = &self.scripts.read_sealed_chunk;
         let reply: Vec<redis::Value> = self
             .run(self.write_timeout, Some(meta.incarnation), {
                 let mut invocation = script.key(&journal);
-                invocation.key(&steps).arg(start_ms).arg(end_ms);
+                invocation.key(&steps).arg(start_ms).arg(end_ms).arg(u8::from(with_entries));
                 invocation
             })
             .await?;

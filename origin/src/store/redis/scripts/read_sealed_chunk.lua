@@ -5,7 +5,7 @@
 -- `add.lua` and `bloomgate_filter::sealed_chunk::seal`, which decides the same from the reply).
 --
 -- KEYS: [1] the journal, [2] its clock-step record.
--- ARGV: [1] the chunk's start, ms, [2] its end, ms.
+-- ARGV: [1] the chunk's start, ms, [2] its end, ms, [3] 1 to read its entries, 0 to seal only.
 -- Returns {1, time, last-generated-id, max-deleted-entry-id, step from, step to, entries,
 -- whole} (step fields '' when none is recorded; entries only once sealed; whole: 1 when no
 -- entry at or after the chunk's start was ever trimmed: the journal lost none at all, or an
@@ -30,7 +30,7 @@ if not stepped and last_ms < end_ms and now_ms >= end_ms then
   last_ms = tonumber(string.match(last, '^(%d+)'))
 end
 local entries = {}
-if not stepped and last_ms >= end_ms then
+if ARGV[3] == '1' and not stepped and last_ms >= end_ms then
   entries = redis.call('XRANGE', KEYS[1], start_ms .. '-0', (end_ms - 1) .. '-18446744073709551615')
 end
 local whole = 0

@@ -1,0 +1,143 @@
+//! The shared feed (docs/design.md, "The edge at many isolates"): pages of sealed journal
+//! chunks, and segments at an epoch (a sealed chunk), each the same for every isolate, so
+//! shared caches serve them. A chunk is sealed here, by Redis's clock, when first asked for
+//! after its end (`EdgeFeedStore::read_sealed_chunk`); until then, and when Redis's clock
+//! stepped back across its end, the edge is told what to do instead.
+
+use super::Gate;
+use crate::error::AppError;
+use crate::store::{FilterState, FilterUnavailable, Generation, SealedRead};
+use bloomgate_filter::encode_segment;
+use bloomgate_filter::sealed_chunk::{seal, ChunkClock, Seal};
+use bloomgate_filter::sealed_page::{encode_page, pages_for, PageHeader, MAX_PAGE_HASHES};
+
+/// Why the shared feed does not answer with what was asked, and what the edge does instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The chunk is not sealed yet (Redis's clock has not reached its end): ask again in this
+    /// many ms.
+    Open {
+        /// Until its end, by Redis's clock.
+        retry_after_ms: u64,
+    },
+    /// Redis's clock stepped back across the chunk's end: it proves nothing, and the edge keeps
+    /// itself fresh from the journal instead.
+    Unsealable,
+    /// Entries of the chunk were trimmed (past the journal's retention): the edge fetches
+    /// segments.
+    Gone,
+}
+
+/// A chunk found sealed: the filter's state, the generation, and the read.
+struct Found {
+    state: FilterState,
+    meta: Generation,
+    read: SealedRead,
+}
+
+impl Gate {
+    /// Page `page` of chunk `chunk` (chunks of `width_ms` ms of Redis's clock) of generation
+    /// `generation`'s journal, sealed first when it is due. A chunk is cut into pages of
+    /// [`MAX_PAGE_HASHES`] hashes, fixed once sealed.
+    pub async fn sealed_page(
+        &self,
+        name: &str,
+        generation: u64,
+        width_ms: u64,
+        chunk: u64,
+        page: u32,
+    ) -> Result<Result<Vec<u8>, Refusal>, AppError> {
+        let Found { state, meta, read } = match self.sealed_chunk(name, generation, width_ms, chunk, true).await? {
+            Ok(found) => found,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let start = ChunkClock::new(width_ms).map(|c| c.start_ms(chunk)).unwrap_or(0);
+        // An entry at or after the chunk's start may have been trimmed or deleted: the chunk
+        // may miss some.
+        if !read.whole_from_start || read.max_deleted_ms >= start {
+            return Ok(Err(Refusal::Gone));
+        }
+        let pages = pages_for(read.hashes.len() as u64);
+        if page >= pages {
+            return Err(AppError::NotFound(format!("chunk {chunk} of generation {generation} has {pages} page(s)")));
+        }
+        let first = page as usize * MAX_PAGE_HASHES as usize;
+        let hashes = &read.hashes[first..read.hashes.len().min(first + MAX_PAGE_HASHES as usize)];
+        let header = PageHeader {
+            generation,
+            seed: meta.params.seed,
+            chunk,
+            width_ms: width_ms as u32,
+            page,
+            pages,
+            read_at_ms: read.redis_now_ms,
+            superseded_by: state.readable().map(|m| m.generation).filter(|g| *g != generation),
+        };
+        Ok(Ok(encode_page(&header, hashes)))
+    }
+
+    /// Segment `index` of generation `generation` at epoch `epoch` (a chunk of `width_ms`),
+    /// encoded: its bits read once the chunk is sealed, so they hold every write of every chunk
+    /// up to it (an add sets its bits before it appends its entry, in one script). They may
+    /// hold later writes too, which changes nothing: bits only get set within a generation, so
+    /// any copy read after the seal is a right answer for the URL, and caches may keep any one.
+    pub async fn epoch_segment(
+        &self,
+        name: &str,
+        generation: u64,
+        width_ms: u64,
+        epoch: u64,
+        index: u32,
+    ) -> Result<Result<Vec<u8>, Refusal>, AppError> {
+        let Found { meta, .. } = match self.sealed_chunk(name, generation, width_ms, epoch, false).await? {
+            Ok(found) => found,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        if index >= meta.params.segment_count {
+            return Err(AppError::NotFound(format!(
+                "generation {generation} of filter {name:?} has {} segments",
+                meta.params.segment_count
+            )));
+        }
+        let bits = self.store.edge_feed.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
+        let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
+            .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
+        Ok(Ok(wire))
+    }
+
+    /// Chunk `chunk` of `generation`'s journal, sealed first when it is due; its hashes only
+    /// `with_entries`.
+    async fn sealed_chunk(
+        &self,
+        name: &str,
+        generation: u64,
+        width_ms: u64,
+        chunk: u64,
+        with_entries: bool,
+    ) -> Result<Result<Found, Refusal>, AppError> {
+        self.def(name).await?;
+        let clock = ChunkClock::new(width_ms).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let state = self.store.edge_feed.state(name).await.map_err(AppError::FilterRead)?;
+        let Some(meta) = state.generation(generation).filter(|m| m.journal) else {
+            return Err(AppError::NotFound(format!(
+                "filter {name:?} has no generation {generation} with an insert journal (active generation {:?})",
+                state.active.map(|m| m.generation)
+            )));
+        };
+        let (start, end) = (clock.start_ms(chunk), clock.end_ms(chunk));
+        let read = self
+            .store
+            .edge_feed
+            .read_sealed_chunk(name, meta, start, end, with_entries)
+            .await
+            .map_err(AppError::FilterRead)?;
+        let stepped: Vec<_> = read.stepped_back.into_iter().collect();
+        Ok(match seal(&clock, chunk, read.redis_now_ms, read.last_id_ms, &stepped) {
+            Seal::Sealed => Ok(Found { state, meta, read }),
+            Seal::Unsealable => Err(Refusal::Unsealable),
+            Seal::Open { ready_in_ms } => Err(Refusal::Open { retry_after_ms: ready_in_ms }),
+            // The script seals a chunk whose end the clock passed; one it did not is asked again.
+            Seal::SealNow => Err(Refusal::Open { retry_after_ms: clock.width_ms() }),
+        })
+    }
+}
