@@ -5,6 +5,7 @@ extern crate alloc;
 
 mod advance;
 pub mod block;
+pub mod feed_current;
 pub mod filter;
 pub mod hash;
 pub mod journal;

@@ -9,8 +9,9 @@
 //! `scripts/services start`, then `cargo test -p bloomgate-tests --test sealed_chunks`.
 
 use bloomgate_client::api::CreateFilter;
-use bloomgate_client::feed_token::feed_token;
+use bloomgate_client::feed_token::{feed_token, CURRENT_GENERATION};
 use bloomgate_client::{caching, media, paths};
+use bloomgate_filter::feed_current::{slot_of, FeedCurrent};
 use bloomgate_filter::sealed_chunk::ChunkClock;
 use bloomgate_filter::sealed_page::decode_page;
 use bloomgate_filter::{decode_segment, KeyHash};
@@ -210,5 +211,37 @@ async fn a_segment_at_an_epoch_holds_every_write_of_the_chunks_up_to_it() {
     let open = get(&origin, &paths::epoch_segment(&token, &filter, meta.generation, WIDTH_MS, later, 0)).await;
     assert_eq!(open.status(), StatusCode::TOO_EARLY, "an epoch Redis's clock has not reached");
     let wrong = paths::epoch_segment("00", &filter, meta.generation, WIDTH_MS, epoch, 0);
+    assert_eq!(get(&origin, &wrong).await.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_current_document_names_the_readable_generation_and_a_sealed_epoch() {
+    let origin = TestOrigin::on_services(|_| {}).await;
+    let mut redis = redis().await;
+    let (filter, meta) = created(&origin, "sealed-current").await;
+    let clock = ChunkClock::new(WIDTH_MS).unwrap();
+    let token = feed_token(EDGE_SECRET.as_bytes(), &filter, CURRENT_GENERATION);
+    assert_eq!(origin.put(&filter, &random_keys(1)[0]).await.status(), StatusCode::CREATED);
+    let written_at = redis_now_ms(&mut redis).await;
+    tokio::time::sleep(Duration::from_millis(4 * WIDTH_MS)).await;
+
+    let now = redis_now_ms(&mut redis).await;
+    let response = get(&origin, &paths::feed_current(&token, &filter, WIDTH_MS, slot_of(now))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[header::CACHE_CONTROL], caching::FEED_CURRENT);
+    let current: FeedCurrent = response.json().await.unwrap();
+    current.check_format().unwrap();
+    assert_eq!((current.generation, current.params, current.width_ms), (meta.generation, meta.params, WIDTH_MS));
+    assert!(current.epoch >= clock.chunk_of(written_at), "an epoch after the write: {current:?}");
+    assert!(clock.end_ms(current.epoch) <= current.read_at_ms, "the epoch is sealed: {current:?}");
+    let generation_token = feed_token(EDGE_SECRET.as_bytes(), &filter, meta.generation);
+    let at_epoch = paths::epoch_segment(&generation_token, &filter, meta.generation, WIDTH_MS, current.epoch, 0);
+    assert_eq!(get(&origin, &at_epoch).await.status(), StatusCode::OK);
+
+    // A slot still to come would be kept by a cache past its purpose; a generation's token is
+    // not the filter's.
+    let early = get(&origin, &paths::feed_current(&token, &filter, WIDTH_MS, slot_of(now) + 5)).await;
+    assert_eq!(early.status(), StatusCode::BAD_REQUEST);
+    let wrong = paths::feed_current(&generation_token, &filter, WIDTH_MS, slot_of(now));
     assert_eq!(get(&origin, &wrong).await.status(), StatusCode::NOT_FOUND);
 }

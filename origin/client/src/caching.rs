@@ -42,3 +42,8 @@ pub const EDGE_FEED: &str = "no-store";
 /// a copy from any cache, however old, is never too fresh. A segment at an epoch holds every
 /// write up to the epoch's end, whichever copy a cache keeps.
 pub const SHARED_FEED: &str = "public, max-age=31536000, immutable";
+
+/// `Cache-Control` of the shared feed's current document: shared caches may keep it for the
+/// slot its URL names (`bloomgate_filter::feed_current::CURRENT_SLOT_MS`), and no longer. A
+/// stale one is never wrong, only slower: freshness counts from chunks.
+pub const FEED_CURRENT: &str = "public, max-age=10";

@@ -3,7 +3,12 @@
 //! a token per (filter, generation) that the URL carries: an HMAC-SHA256 of both under the
 //! secret, its first 16 bytes in hex. Whoever can read the URL can read the chunk, exactly as
 //! whoever holds the secret can; no one else can name one. The origin checks it in constant
-//! time and answers a wrong or missing token like an unknown path (404).
+//! time and answers a wrong or missing token like an unknown path (404). The filter's current
+//! document, asked for before the generation is known, is under generation 0's token
+//! ([`CURRENT_GENERATION`]: no generation is numbered 0).
+
+/// The generation whose token the filter's current document is under.
+pub const CURRENT_GENERATION: u64 = 0;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;

@@ -34,6 +34,9 @@ pub const SEALED_PAGE: &str = "/v1/feed/{token}/{filter}/{generation}/chunks/{wi
 /// path token): bits holding every write up to the chunk's end, the same URL for every isolate;
 /// the edge brings it forward with the chunks after the epoch.
 pub const EPOCH_SEGMENT: &str = "/v1/feed/{token}/{filter}/{generation}/segments/{width_ms}/{epoch}/{index}";
+/// The filter's current document for its feed in chunks of `width_ms`, slot `slot` (`GET`;
+/// the path token of generation 0): what an isolate needs at a cold start.
+pub const FEED_CURRENT: &str = "/v1/feed/{token}/{filter}/current/{width_ms}/{slot}";
 /// What an edge isolate holds and has done (`GET`, edge secret; the edge only): see
 /// [`crate::api::IsolateReport`]. Outside `/v1/`: it is about one isolate, not the API.
 pub const ISOLATE: &str = "/_bloomgate/isolate";
@@ -169,6 +172,11 @@ pub fn epoch_segment(token: &str, filter: &str, generation: u64, width_ms: u64, 
     fill(EPOCH_SEGMENT, &[token, filter, &numbers[0], &numbers[1], &numbers[2], &numbers[3]])
 }
 
+/// [`FEED_CURRENT`] of `filter` for slot `slot`, under the filter's path `token`.
+pub fn feed_current(token: &str, filter: &str, width_ms: u64, slot: u64) -> String {
+    fill(FEED_CURRENT, &[token, filter, &width_ms.to_string(), &slot.to_string()])
+}
+
 /// The query of [`JOURNAL`]: where the edge's copies are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -255,6 +263,9 @@ mod tests {
         let path = epoch_segment("ab12", "users", 17, 250, 7_060_000, 3);
         assert_eq!(path, "/v1/feed/ab12/users/17/segments/250/7060000/3");
         assert!(matches(SEALED_PAGE, &path).is_none() && matches(EPOCH_SEGMENT, &path).is_some());
+        let path = feed_current("ab12", "users", 250, 176_500_000);
+        assert_eq!(path, "/v1/feed/ab12/users/current/250/176500000");
+        assert_eq!(matches(FEED_CURRENT, &path), Some(vec!["ab12", "users", "250", "176500000"]));
     }
 
     #[test]

@@ -5,9 +5,11 @@
 //! stepped back across its end, the edge is told what to do instead.
 
 use super::Gate;
+use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::store::{FilterState, FilterUnavailable, Generation, SealedRead};
 use bloomgate_filter::encode_segment;
+use bloomgate_filter::feed_current::{slot_of, slot_standing, FeedCurrent, SlotStanding, FEED_CURRENT_FORMAT};
 use bloomgate_filter::sealed_chunk::{seal, ChunkClock, Seal};
 use bloomgate_filter::sealed_page::{encode_page, pages_for, PageHeader, MAX_PAGE_HASHES};
 
@@ -103,6 +105,57 @@ impl Gate {
         let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
             .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
         Ok(Ok(wire))
+    }
+
+    /// The current document of the filter's feed in chunks of `width_ms`, for slot `slot`
+    /// (`bloomgate_filter::feed_current`): the readable generation, and as its epoch a chunk
+    /// sealed now. A slot away from this origin's clock is refused, so no cache keeps the
+    /// document under a slot still to come.
+    pub async fn feed_current(
+        &self,
+        name: &str,
+        width_ms: u64,
+        slot: u64,
+    ) -> Result<Result<FeedCurrent, Refusal>, AppError> {
+        let def = self.def(name).await?;
+        let clock = ChunkClock::new(width_ms).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let now = now_ms();
+        if slot_standing(slot, now) != SlotStanding::Current {
+            return Err(AppError::BadRequest(format!(
+                "slot {slot} is not the current one ({}): ask for the slot of now",
+                slot_of(now)
+            )));
+        }
+        let meta = match self.store.edge_feed.state(name).await.map_err(AppError::FilterRead)?.readable_or_why() {
+            Ok(meta) if meta.journal => meta,
+            Ok(_) => {
+                return Err(AppError::NotFound(format!("filter {name:?} keeps no insert journal: no shared feed")))
+            }
+            Err(FilterUnavailable::Dropped) => return Err(AppError::UnknownFilter(name.into())),
+            Err(why) => return Err(AppError::FilterRead(why)),
+        };
+        // A chunk whose end Redis's clock has passed, by this origin's clock less two widths;
+        // earlier ones when Redis's clock is behind this origin's, or stepped back.
+        let newest = clock.chunk_of(now.saturating_sub(2 * width_ms));
+        let mut refusal = Refusal::Unsealable;
+        for epoch in (newest.saturating_sub(3)..=newest).rev() {
+            match self.sealed_chunk(name, meta.generation, width_ms, epoch, false).await? {
+                Ok(Found { read, .. }) => {
+                    return Ok(Ok(FeedCurrent {
+                        format: FEED_CURRENT_FORMAT,
+                        filter: name.into(),
+                        key_format: def.key_format,
+                        generation: meta.generation,
+                        params: meta.params,
+                        width_ms,
+                        epoch,
+                        read_at_ms: read.redis_now_ms,
+                    }))
+                }
+                Err(why) => refusal = why,
+            }
+        }
+        Ok(Err(refusal))
     }
 
     /// Chunk `chunk` of `generation`'s journal, sealed first when it is due; its hashes only

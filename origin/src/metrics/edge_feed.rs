@@ -18,6 +18,8 @@ label_enum!(
         SealedPage => "sealed_page",
         /// A segment at an epoch (the shared feed).
         EpochSegment => "epoch_segment",
+        /// The filter's current document (the shared feed).
+        FeedCurrent => "feed_current",
     }
 );
 

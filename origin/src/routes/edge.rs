@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use bloomgate_client::feed_token::feed_token_matches;
+use bloomgate_client::feed_token::{feed_token_matches, CURRENT_GENERATION};
 use bloomgate_client::paths::{self, JournalQuery};
 use bloomgate_client::{caching, headers, media};
 
@@ -24,6 +24,7 @@ pub fn router() -> Router<AppState> {
         .route(paths::JOURNAL, get(journal))
         .route(paths::SEALED_PAGE, get(sealed_page))
         .route(paths::EPOCH_SEGMENT, get(epoch_segment))
+        .route(paths::FEED_CURRENT, get(feed_current))
 }
 
 async fn manifest(_: Edge, State(s): State<AppState>, ApiPath(filter): ApiPath<String>) -> Result<Response, AppError> {
@@ -119,6 +120,24 @@ async fn epoch_segment(
     s.gate.metrics.edge_feed.served(EdgeKind::EpochSegment);
     let answer = s.gate.epoch_segment(&filter, generation, width_ms, epoch, index).await?;
     Ok(shared_answer(answer, media::SEGMENT))
+}
+
+/// The filter's current document, under the filter's path token.
+async fn feed_current(
+    State(s): State<AppState>,
+    ApiPath((token, filter, width_ms, slot)): ApiPath<(String, String, u64, u64)>,
+) -> Result<Response, AppError> {
+    authorize_feed(&s, &filter, CURRENT_GENERATION, &token)?;
+    s.gate.metrics.edge_feed.served(EdgeKind::FeedCurrent);
+    let answer = s.gate.feed_current(&filter, width_ms, slot).await?;
+    Ok(match answer {
+        Ok(current) => {
+            let mut response = Json(current).into_response();
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::FEED_CURRENT));
+            response
+        }
+        Err(refusal) => shared_answer(Err(refusal), media::JSON),
+    })
 }
 
 /// A wrong or missing token, or an origin without an edge secret, is answered like an unknown
