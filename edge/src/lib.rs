@@ -28,6 +28,8 @@
 //!   are relayed, the origin URL a lookup goes to.
 //! - [`report`]: the isolate's report on itself; the log lines when wasm memory grows and when
 //!   a Cache API entry is refused.
+//! - [`feed_follow`]: following the shared feed (current document, segments at an epoch,
+//!   sealed chunks) without I/O, and until when its "no" stands; not wired to the worker yet.
 //! - [`flight`]: one fetch at a time per missing manifest, segment or catch-up, without sharing
 //!   promises.
 //! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
@@ -54,6 +56,7 @@ pub mod catch_up;
 pub mod config;
 pub mod copy;
 pub mod decide;
+pub mod feed_follow;
 pub mod flight;
 pub mod lru;
 pub mod manifest;
