@@ -18,7 +18,7 @@
 use bloomgate_filter::feed_current::{slot_of, FeedCurrent};
 use bloomgate_filter::sealed_chunk::{answer_no_until_ms, within_clock_bound, ChunkClock};
 use bloomgate_filter::sealed_page::decode_page;
-use bloomgate_filter::{decode_segment, BloomFilter, KeyHash, Params};
+use bloomgate_filter::{decode_segment, BloomFilter, KeyFormat, KeyHash, Params};
 use std::collections::BTreeSet;
 
 /// What the follower needs next.
@@ -87,8 +87,22 @@ pub enum Verdict {
 
 enum Phase {
     Cold,
-    Loading { current: FeedCurrent, bits: BloomFilter, missing: BTreeSet<u32> },
-    Following { generation: u64, params: Params, bits: BloomFilter, through: u64, next_page: u32 },
+    Loading {
+        current: FeedCurrent,
+        bits: BloomFilter,
+        missing: BTreeSet<u32>,
+    },
+    Following {
+        generation: u64,
+        params: Params,
+        key_format: KeyFormat,
+        bits: BloomFilter,
+        through: u64,
+        next_page: u32,
+        /// When the last answer applied was received (the isolate's clock): only for the
+        /// planted bug that counts freshness from it.
+        received_at_ms: u64,
+    },
     Fallback,
 }
 
@@ -140,8 +154,8 @@ impl Follower {
         Ok(())
     }
 
-    /// Takes segment `index` at the epoch (its wire bytes).
-    pub fn on_segment(&mut self, index: u32, bytes: &[u8]) -> Result<(), Rejected> {
+    /// Takes segment `index` at the epoch (its wire bytes), received at `received_at_ms`.
+    pub fn on_segment(&mut self, index: u32, bytes: &[u8], received_at_ms: u64) -> Result<(), Rejected> {
         let Phase::Loading { current, bits, missing } = &mut self.phase else {
             return Err(Rejected::Unexpected("a segment while not loading".into()));
         };
@@ -161,9 +175,11 @@ impl Follower {
             self.phase = Phase::Following {
                 generation: current.generation,
                 params: current.params,
+                key_format: current.key_format,
                 bits,
                 through: current.epoch,
                 next_page: 0,
+                received_at_ms,
             };
         }
         Ok(())
@@ -171,7 +187,9 @@ impl Follower {
 
     /// Takes a page of the next chunk, received at `received_at_ms` (the isolate's clock).
     pub fn on_page(&mut self, bytes: &[u8], received_at_ms: u64) -> Result<(), Rejected> {
-        let Phase::Following { generation, params, bits, through, next_page } = &mut self.phase else {
+        let Phase::Following { generation, params, bits, through, next_page, received_at_ms: received, .. } =
+            &mut self.phase
+        else {
             return Err(Rejected::Unexpected("a page while not following".into()));
         };
         let view = decode_page(bytes).map_err(|e| Rejected::Unexpected(e.to_string()))?;
@@ -190,6 +208,7 @@ impl Follower {
         for hash in view.hashes() {
             bits.insert_hash(&hash);
         }
+        *received = received_at_ms;
         if h.page + 1 < h.pages {
             *next_page += 1;
         } else {
@@ -214,7 +233,10 @@ impl Follower {
     /// followed.
     pub fn answers_until_ms(&self) -> Option<u64> {
         match &self.phase {
-            Phase::Following { through, .. } => {
+            Phase::Following { through, received_at_ms, .. } => {
+                if crate::planted::active(crate::planted::Bug::FeedFreshnessFromReceipt) {
+                    return Some((received_at_ms + self.freshness_ms).saturating_sub(self.epsilon_ms));
+                }
                 Some(answer_no_until_ms(&self.clock, *through, self.freshness_ms, self.epsilon_ms))
             }
             _ => None,
@@ -231,11 +253,11 @@ impl Follower {
         }
     }
 
-    /// The params of the generation followed, if any.
-    pub fn params(&self) -> Option<Params> {
+    /// The params and key format of the generation followed, if any: what a key's hash is
+    /// taken under.
+    pub fn keys(&self) -> Option<(Params, KeyFormat)> {
         match &self.phase {
-            Phase::Following { params, .. } => Some(*params),
-            Phase::Loading { current, .. } => Some(current.params),
+            Phase::Following { params, key_format, .. } => Some((*params, *key_format)),
             _ => None,
         }
     }
@@ -300,7 +322,7 @@ mod tests {
         }
         while let Next::Segment { index, .. } = f.next(0) {
             let bytes = encode_segment(&params(), GENERATION, index, 1, &whole.segment_payload(index)).unwrap();
-            f.on_segment(index, &bytes).unwrap();
+            f.on_segment(index, &bytes, 0).unwrap();
         }
         f
     }
@@ -366,7 +388,7 @@ mod tests {
         assert!(f.on_page(&page(EPOCH + 1, 1, 2, &["a"], None), end).is_err(), "a page skipped");
         assert!(f.on_page(b"garbage", end).is_err());
         assert_eq!(f.verdict(&hash("a"), end), Verdict::NotSeen, "nothing was applied");
-        assert!(f.on_segment(0, b"garbage").is_err(), "a segment while following");
+        assert!(f.on_segment(0, b"garbage", end).is_err(), "a segment while following");
         let mut cold = Follower::new(ChunkClock::new(WIDTH).unwrap(), S, EPSILON);
         let newer = FeedCurrent { format: FEED_CURRENT_FORMAT + 1, ..current() };
         assert!(matches!(cold.on_current(newer), Err(Rejected::Format(_))));

@@ -18,6 +18,10 @@ pub enum Bug {
     /// A manifest is used however long ago it was asked for: the edge answers "no" from
     /// segments older than the freshness bound S.
     IgnoreFreshness = 1,
+    /// The shared feed's "no" counted from when the follower received its last answer, not
+    /// from the end of the chunk it applied last: a copy loaded from a stale cache, or caught
+    /// up late, answers "no" for keys written after what it holds.
+    FeedFreshnessFromReceipt = 2,
 }
 
 impl Bug {
@@ -25,12 +29,13 @@ impl Bug {
     pub fn name(self) -> &'static str {
         match self {
             Bug::IgnoreFreshness => "ignore-freshness",
+            Bug::FeedFreshnessFromReceipt => "feed-freshness-from-receipt",
         }
     }
 
     /// The bug named `name`, if any.
     pub fn named(name: &str) -> Option<Bug> {
-        [Bug::IgnoreFreshness].into_iter().find(|b| b.name() == name.trim())
+        [Bug::IgnoreFreshness, Bug::FeedFreshnessFromReceipt].into_iter().find(|b| b.name() == name.trim())
     }
 }
 

@@ -1,0 +1,199 @@
+//! One native isolate: its follower of the filter's shared feed, fed by fetches through the
+//! CDN from its data centre, and its lookups, answered from what the follower holds.
+
+use crate::{is_no, key_hash, now_ms, Counters, FleetOptions};
+use bloomgate_cdn_sim::Cdn;
+use bloomgate_client::feed_token::{feed_token, CURRENT_GENERATION};
+use bloomgate_client::paths;
+use bloomgate_edge::feed_follow::{Follower, Next, Refused, Verdict};
+use bloomgate_filter::feed_current::FeedCurrent;
+use bloomgate_filter::sealed_chunk::ChunkClock;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The longest an isolate sleeps between steps: its lookups go on meanwhile.
+const STEP: Duration = Duration::from_millis(20);
+
+/// Violations kept as examples, at most.
+const MAX_EXAMPLES: usize = 10;
+
+/// One isolate.
+pub(crate) struct Isolate {
+    pop: usize,
+    filter: String,
+    secret: String,
+    clock: ChunkClock,
+    follower: Mutex<Follower>,
+    cdn: Arc<Cdn>,
+    counters: Arc<Counters>,
+    options: FleetOptions,
+}
+
+impl Isolate {
+    pub(crate) fn new(
+        index: usize,
+        filter: &str,
+        secret: &str,
+        options: &FleetOptions,
+        cdn: Arc<Cdn>,
+        counters: Arc<Counters>,
+    ) -> Isolate {
+        let clock = ChunkClock::new(options.width_ms).unwrap_or_else(|e| panic!("{e}"));
+        Isolate {
+            pop: index % cdn.pops(),
+            filter: filter.to_owned(),
+            secret: secret.to_owned(),
+            clock,
+            follower: Mutex::new(Follower::new(clock, options.freshness_ms, options.epsilon_ms)),
+            cdn,
+            counters,
+            options: options.clone(),
+        }
+    }
+
+    fn follower(&self) -> std::sync::MutexGuard<'_, Follower> {
+        self.follower.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Follows the feed and looks up by `look_up` every `lookup_every`, until `deadline`,
+    /// starting cold again about every `restart_every`.
+    pub(crate) async fn live(
+        &self,
+        deadline: tokio::time::Instant,
+        options: &FleetOptions,
+        look_up: impl Fn(&Isolate),
+    ) {
+        self.counters.cold_starts.fetch_add(1, Ordering::Relaxed);
+        let mut next_lookup = tokio::time::Instant::now();
+        let mut restart_at = self.restart_after(options);
+        while tokio::time::Instant::now() < deadline {
+            let now = tokio::time::Instant::now();
+            if now >= next_lookup {
+                look_up(self);
+                next_lookup = now + options.lookup_every;
+            }
+            if restart_at.is_some_and(|at| now >= at) {
+                *self.follower() = Follower::new(self.clock, options.freshness_ms, options.epsilon_ms);
+                self.counters.cold_starts.fetch_add(1, Ordering::Relaxed);
+                restart_at = self.restart_after(options);
+            }
+            self.step(next_lookup).await;
+        }
+    }
+
+    fn restart_after(&self, options: &FleetOptions) -> Option<tokio::time::Instant> {
+        (!options.restart_every.is_zero())
+            .then(|| tokio::time::Instant::now() + options.restart_every.mul_f64(0.5 + rand::random::<f64>()))
+    }
+
+    /// One step of the follower: what it asks for, fetched and fed back; or a wait, at most
+    /// until the next lookup.
+    async fn step(&self, next_lookup: tokio::time::Instant) {
+        let now = now_ms();
+        let next = self.follower().next(now);
+        let pause = |ms: u64| {
+            let until = tokio::time::Instant::now() + Duration::from_millis(ms).min(STEP);
+            tokio::time::sleep_until(until.min(next_lookup.max(tokio::time::Instant::now())))
+        };
+        match next {
+            Next::Wait { until_ms } => pause(until_ms.saturating_sub(now).max(1)).await,
+            Next::Fallback => {
+                // A real isolate keeps itself fresh from its own journal path meanwhile; here it
+                // starts cold again.
+                self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                *self.follower() = Follower::new(self.clock, self.options.freshness_ms, self.options.epsilon_ms);
+                pause(100).await;
+            }
+            Next::Current { slot } => {
+                let token = feed_token(self.secret.as_bytes(), &self.filter, CURRENT_GENERATION);
+                let fetched = self.fetch(&paths::feed_current(&token, &self.filter, self.clock.width_ms(), slot)).await;
+                let taken = match fetched.status {
+                    200 => serde_json::from_slice::<FeedCurrent>(&fetched.body)
+                        .ok()
+                        .is_some_and(|current| self.follower().on_current(current).is_ok()),
+                    _ => false,
+                };
+                if !taken {
+                    pause(50).await;
+                }
+            }
+            Next::Segment { generation, epoch, index } => {
+                let token = feed_token(self.secret.as_bytes(), &self.filter, generation);
+                let path = paths::epoch_segment(&token, &self.filter, generation, self.clock.width_ms(), epoch, index);
+                let fetched = self.fetch(&path).await;
+                let taken =
+                    fetched.status == 200 && self.take(|f| f.on_segment(index, &fetched.body, now_ms()).is_ok());
+                if !taken {
+                    self.refused(fetched.status);
+                    pause(50).await;
+                }
+            }
+            Next::Page { generation, chunk, page } => {
+                let token = feed_token(self.secret.as_bytes(), &self.filter, generation);
+                let path = paths::sealed_page(&token, &self.filter, generation, self.clock.width_ms(), chunk, page);
+                let fetched = self.fetch(&path).await;
+                let taken = fetched.status == 200 && self.take(|f| f.on_page(&fetched.body, now_ms()).is_ok());
+                if !taken {
+                    self.refused(fetched.status);
+                    pause(25).await;
+                }
+            }
+        }
+    }
+
+    /// `path` through this isolate's data centre, after the latency to it.
+    async fn fetch(&self, path: &str) -> Arc<bloomgate_cdn_sim::Fetched> {
+        tokio::time::sleep(self.options.pop_latency).await;
+        self.cdn.get(self.pop, path).await
+    }
+
+    /// Feeds an answer to the follower; false (counted) if it was not what was asked for.
+    fn take(&self, feed: impl FnOnce(&mut Follower) -> bool) -> bool {
+        let taken = feed(&mut self.follower());
+        if !taken {
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// A refusal, by status, fed to the follower.
+    fn refused(&self, status: u16) {
+        let refused = match status {
+            425 => Refused::NotYet,
+            409 => Refused::Unsealable,
+            410 | 404 => Refused::Gone,
+            _ => return,
+        };
+        self.follower().on_refused(refused);
+    }
+
+    /// The follower's answer for `key` at `now_ms`; None while it follows nothing.
+    pub(crate) fn verdict(&self, key: &str, now_ms: u64) -> Option<Verdict> {
+        let follower = self.follower();
+        let (params, format) = follower.keys()?;
+        let hash = key_hash(key, &params, format)?;
+        Some(follower.verdict(&hash, now_ms))
+    }
+
+    /// Counts a lookup's verdict; `written`: the key, when it was acknowledged and when the
+    /// lookup started, for a key acknowledged S or more before.
+    pub(crate) fn counted(&self, verdict: Verdict, written: Option<(String, u64, u64)>) {
+        self.counters.lookups.fetch_add(1, Ordering::Relaxed);
+        if !is_no(verdict) {
+            return;
+        }
+        self.counters.not_seen.fetch_add(1, Ordering::Relaxed);
+        if let Some((key, acknowledged_at, started)) = written {
+            self.counters.violations.fetch_add(1, Ordering::Relaxed);
+            let mut examples = self.counters.examples.lock().unwrap_or_else(|p| p.into_inner());
+            if examples.len() < MAX_EXAMPLES {
+                examples.push(format!(
+                    "isolate in data centre {}: key {key} acknowledged at {acknowledged_at} answered not seen by a lookup started {} ms later",
+                    self.pop,
+                    started - acknowledged_at
+                ));
+            }
+        }
+    }
+}
