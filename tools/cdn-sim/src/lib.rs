@@ -58,6 +58,8 @@ pub struct CdnCounts {
     pub upper: TierCounts,
     /// Requests that reached the upstream.
     pub upstream: u64,
+    /// Bytes of the bodies the upstream answered with.
+    pub upstream_bytes: u64,
 }
 
 /// The caches: `P` lower tiers, an optional upper one, in front of an upstream.
@@ -73,7 +75,7 @@ impl Cdn {
     pub fn new(pops: usize, upper: bool, upstream: Arc<dyn Upstream>, policy: Policy) -> Cdn {
         let lower = (0..pops.max(1)).map(|_| Tier::new(policy.clone())).collect();
         let upper = upper.then(|| Tier::new(policy.clone()));
-        Cdn { lower, upper, upstream: Counted { upstream, count: Default::default() } }
+        Cdn { lower, upper, upstream: Counted { upstream, count: Default::default(), bytes: Default::default() } }
     }
 
     /// The number of lower tiers.
@@ -104,6 +106,7 @@ impl Cdn {
             lower,
             upper: self.upper.as_ref().map(Tier::counts).unwrap_or_default(),
             upstream: self.upstream.count.load(std::sync::atomic::Ordering::Relaxed),
+            upstream_bytes: self.upstream.bytes.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -112,12 +115,15 @@ impl Cdn {
 struct Counted {
     upstream: Arc<dyn Upstream>,
     count: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Counted {
     async fn fetch(&self, path: &str) -> Arc<Fetched> {
         self.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.upstream.fetch(path).await
+        let fetched = self.upstream.fetch(path).await;
+        self.bytes.fetch_add(fetched.body.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        fetched
     }
 }
 

@@ -47,6 +47,7 @@ async fn immutable_answers_are_kept_no_store_ones_never() {
     assert_eq!(origin.fetches.load(Ordering::SeqCst), 1 + 3);
     let c = cdn.counts();
     assert_eq!((c.lower.requests, c.lower.hits, c.lower.stored, c.upstream), (6, 2, 1, 4));
+    assert_eq!(c.upstream_bytes, "/immutable/a".len() as u64 + 3 * "/fresh/b".len() as u64);
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,0 +1,99 @@
+//! `edge-fleet`: a fleet run for the record (BENCHMARKS.md): an origin started on the running
+//! services (Redis and Cassandra, as the tests find them), a filter of its own, N native
+//! isolates in P data centres following its shared feed through the stand-in CDN, writes and
+//! lookups at fixed rates; prints what reached the origin, per second and per write, and
+//! whether any acknowledged key was answered "not seen".
+//!
+//! `cargo run --release -p bloomgate-edge-fleet -- --isolates 1000 --pops 10 --upper-tier --seconds 60`
+
+use bloomgate_cdn_sim::Hostile;
+use bloomgate_client::api::CreateFilter;
+use bloomgate_edge_fleet::{run, FleetOptions, OriginUpstream};
+use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
+use clap::Parser;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A fleet run.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Isolates.
+    #[arg(long, default_value_t = 100)]
+    isolates: usize,
+    /// Data centres (lower cache tiers).
+    #[arg(long, default_value_t = 10)]
+    pops: usize,
+    /// With an upper cache tier.
+    #[arg(long)]
+    upper_tier: bool,
+    /// Seconds of writes and lookups.
+    #[arg(long, default_value_t = 30)]
+    seconds: u64,
+    /// Writes per second to the origin.
+    #[arg(long, default_value_t = 25.0)]
+    write_rate: f64,
+    /// Milliseconds between two lookups of one isolate.
+    #[arg(long, default_value_t = 200)]
+    lookup_every_ms: u64,
+    /// Chunk width Δ, ms.
+    #[arg(long, default_value_t = 250)]
+    width_ms: u64,
+    /// The freshness bound S, ms.
+    #[arg(long, default_value_t = 2_000)]
+    freshness_ms: u64,
+    /// ε, ms.
+    #[arg(long, default_value_t = 100)]
+    epsilon_ms: u64,
+    /// Seconds between an isolate's cold starts, about (0: never again).
+    #[arg(long, default_value_t = 30)]
+    restart_every_secs: u64,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let origin = TestOrigin::on_services(|_| {}).await;
+    let filter = bloomgate_tests::unique_filter("fleet-bench");
+    let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(100_000, 0.01) };
+    origin.client.create_filter(&filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
+    let options = FleetOptions {
+        isolates: args.isolates,
+        pops: args.pops,
+        upper_tier: args.upper_tier,
+        hostile: Hostile::None,
+        duration: Duration::from_secs(args.seconds),
+        width_ms: args.width_ms,
+        freshness_ms: args.freshness_ms,
+        epsilon_ms: args.epsilon_ms,
+        write_every: Duration::from_secs_f64(1.0 / args.write_rate.max(0.01)),
+        lookup_every: Duration::from_millis(args.lookup_every_ms),
+        link_latency: Duration::from_millis(30),
+        pop_latency: Duration::from_millis(5),
+        restart_every: Duration::from_secs(args.restart_every_secs),
+    };
+    let upstream = Arc::new(OriginUpstream::new(&origin.base, options.link_latency));
+    let r = run(upstream, origin.client.clone(), &filter, EDGE_SECRET, options).await;
+    let secs = args.seconds as f64;
+    let report = serde_json::json!({
+        "isolates": args.isolates,
+        "pops": args.pops,
+        "upper_tier": args.upper_tier,
+        "seconds": args.seconds,
+        "writes": r.writes,
+        "lookups": r.lookups,
+        "not_seen": r.not_seen,
+        "violations": r.violations,
+        "examples": r.examples,
+        "cold_starts": r.cold_starts,
+        "fallbacks": r.fallbacks,
+        "origin_feed_requests": r.cdn.upstream,
+        "origin_feed_requests_per_sec": r.cdn.upstream as f64 / secs,
+        "origin_bytes_per_write": r.cdn.upstream_bytes as f64 / (r.writes.max(1) as f64),
+        "lower_tier": { "requests": r.cdn.lower.requests, "hits": r.cdn.lower.hits, "misses": r.cdn.lower.misses, "collapsed": r.cdn.lower.collapsed },
+        "upper_tier_counts": { "requests": r.cdn.upper.requests, "hits": r.cdn.upper.hits, "misses": r.cdn.upper.misses, "collapsed": r.cdn.upper.collapsed },
+    });
+    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+    if r.violations > 0 {
+        std::process::exit(1);
+    }
+}
