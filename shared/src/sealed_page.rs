@@ -244,6 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn no_flipped_bit_is_ever_taken_for_another_page() {
+        let hashes: Vec<KeyHash> = (0..3u32).map(|i| hash_key(&i.to_le_bytes(), 42)).collect();
+        let good = encode_page(&header(), &hashes);
+        for at in 0..good.len() {
+            for bit in 0..8 {
+                let mut damaged = good.clone();
+                damaged[at] ^= 1 << bit;
+                assert!(decode_page(&damaged).is_err(), "a page with byte {at} bit {bit} flipped was accepted");
+            }
+        }
+        for len in 0..good.len() {
+            assert!(decode_page(&good[..len]).is_err(), "cut at {len}");
+        }
+    }
+
+    #[test]
     fn a_chunk_has_one_page_at_least_and_pages_are_full_but_the_last() {
         assert_eq!(pages_for(0), 1);
         assert_eq!(pages_for(u64::from(MAX_PAGE_HASHES)), 1);
