@@ -1,7 +1,7 @@
 //! One native isolate: its follower of the filter's shared feed, fed by fetches through the
 //! CDN from its data centre, and its lookups, answered from what the follower holds.
 
-use crate::{is_no, key_hash, now_ms, Counters, FleetOptions};
+use crate::{is_no, key_hash, now_ms, Counters, FleetOptions, Protocol};
 use bloomgate_cdn_sim::Cdn;
 use bloomgate_client::feed_token::{feed_token, CURRENT_GENERATION};
 use bloomgate_client::paths;
@@ -28,6 +28,9 @@ pub(crate) struct Isolate {
     cdn: Arc<Cdn>,
     counters: Arc<Counters>,
     options: FleetOptions,
+    /// Today's protocol: when this isolate last asked the origin itself (ms), and how.
+    polled_at_ms: std::sync::atomic::AtomicU64,
+    http: reqwest::Client,
 }
 
 impl Isolate {
@@ -49,6 +52,8 @@ impl Isolate {
             cdn,
             counters,
             options: options.clone(),
+            polled_at_ms: Default::default(),
+            http: reqwest::Client::new(),
         }
     }
 
@@ -70,8 +75,13 @@ impl Isolate {
         while tokio::time::Instant::now() < deadline {
             let now = tokio::time::Instant::now();
             if now >= next_lookup {
-                look_up(self);
                 next_lookup = now + options.lookup_every;
+                if options.protocol == Protocol::PerIsolate {
+                    self.poll_if_stale().await;
+                    tokio::time::sleep_until(next_lookup).await;
+                    continue;
+                }
+                look_up(self);
             }
             if restart_at.is_some_and(|at| now >= at) {
                 *self.follower() = Follower::new(self.clock, options.freshness_ms, options.epsilon_ms);
@@ -80,6 +90,23 @@ impl Isolate {
             }
             self.step(next_lookup).await;
         }
+    }
+
+    /// Today's protocol: a lookup that finds this isolate's copy older than S/2 asks the
+    /// origin for the manifest itself (one request per refresh, as the edge's refresh is).
+    async fn poll_if_stale(&self) {
+        let now = now_ms();
+        if now.saturating_sub(self.polled_at_ms.load(Ordering::Relaxed)) < self.options.freshness_ms / 2 {
+            return;
+        }
+        self.polled_at_ms.store(now, Ordering::Relaxed);
+        self.counters.polls.fetch_add(1, Ordering::Relaxed);
+        let url = format!("{}{}", self.origin_base(), paths::manifest(&self.filter));
+        let _ = self.http.get(url).header(bloomgate_client::headers::EDGE_SECRET, &self.secret).send().await;
+    }
+
+    fn origin_base(&self) -> &str {
+        &self.options.origin_base
     }
 
     fn restart_after(&self, options: &FleetOptions) -> Option<tokio::time::Instant> {

@@ -29,9 +29,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// How the isolates keep fresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// The shared feed, through the CDN (`bloomgate_edge::feed_follow`).
+    Shared,
+    /// Today's protocol, for the baseline: each isolate asks the origin itself (the edge
+    /// secret in a header, `no-store`, so no cache can help) whenever a lookup finds its copy
+    /// older than S/2, at most once per S/2. Only the requests are counted; lookups are not
+    /// answered from a copy.
+    PerIsolate,
+}
+
 /// How a fleet run goes.
 #[derive(Clone, Debug)]
 pub struct FleetOptions {
+    /// How the isolates keep fresh.
+    pub protocol: Protocol,
     /// Isolates.
     pub isolates: usize,
     /// Data centres: lower cache tiers; isolate i is in data centre i mod `pops`.
@@ -58,6 +72,8 @@ pub struct FleetOptions {
     pub pop_latency: Duration,
     /// Each isolate starts cold again about this often (0: never).
     pub restart_every: Duration,
+    /// The origin's `http://host:port`, for today's protocol's own requests.
+    pub origin_base: String,
 }
 
 /// What a fleet run did.
@@ -81,6 +97,8 @@ pub struct FleetReport {
     pub rejected: u64,
     /// What the caches did, and the requests that reached the origin.
     pub cdn: CdnCounts,
+    /// Today's protocol: the isolates' own requests to the origin.
+    pub per_isolate_polls: u64,
 }
 
 /// Counters every isolate adds to.
@@ -92,6 +110,7 @@ struct Counters {
     cold_starts: AtomicU64,
     fallbacks: AtomicU64,
     rejected: AtomicU64,
+    polls: AtomicU64,
     examples: Mutex<Vec<String>>,
 }
 
@@ -147,6 +166,7 @@ pub async fn run(
         fallbacks: counters.fallbacks.load(Ordering::Relaxed),
         rejected: counters.rejected.load(Ordering::Relaxed),
         cdn: cdn.counts(),
+        per_isolate_polls: counters.polls.load(Ordering::Relaxed),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use bloomgate_cdn_sim::Hostile;
 use bloomgate_client::api::CreateFilter;
-use bloomgate_edge_fleet::{run, FleetOptions, OriginUpstream};
+use bloomgate_edge_fleet::{run, FleetOptions, OriginUpstream, Protocol};
 use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
 use clap::Parser;
 use std::sync::Arc;
@@ -47,6 +47,9 @@ struct Args {
     /// Seconds between an isolate's cold starts, about (0: never again).
     #[arg(long, default_value_t = 30)]
     restart_every_secs: u64,
+    /// Today's protocol instead (each isolate asks the origin itself), for the baseline.
+    #[arg(long)]
+    per_isolate: bool,
 }
 
 #[tokio::main]
@@ -57,6 +60,7 @@ async fn main() {
     let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(100_000, 0.01) };
     origin.client.create_filter(&filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
     let options = FleetOptions {
+        protocol: if args.per_isolate { Protocol::PerIsolate } else { Protocol::Shared },
         isolates: args.isolates,
         pops: args.pops,
         upper_tier: args.upper_tier,
@@ -70,6 +74,7 @@ async fn main() {
         link_latency: Duration::from_millis(30),
         pop_latency: Duration::from_millis(5),
         restart_every: Duration::from_secs(args.restart_every_secs),
+        origin_base: origin.base.clone(),
     };
     let upstream = Arc::new(OriginUpstream::new(&origin.base, options.link_latency));
     let r = run(upstream, origin.client.clone(), &filter, EDGE_SECRET, options).await;
@@ -86,8 +91,9 @@ async fn main() {
         "examples": r.examples,
         "cold_starts": r.cold_starts,
         "fallbacks": r.fallbacks,
-        "origin_feed_requests": r.cdn.upstream,
-        "origin_feed_requests_per_sec": r.cdn.upstream as f64 / secs,
+        "protocol": if args.per_isolate { "per-isolate" } else { "shared" },
+        "origin_feed_requests": r.cdn.upstream + r.per_isolate_polls,
+        "origin_feed_requests_per_sec": (r.cdn.upstream + r.per_isolate_polls) as f64 / secs,
         "origin_bytes_per_write": r.cdn.upstream_bytes as f64 / (r.writes.max(1) as f64),
         "lower_tier": { "requests": r.cdn.lower.requests, "hits": r.cdn.lower.hits, "misses": r.cdn.lower.misses, "collapsed": r.cdn.lower.collapsed },
         "upper_tier_counts": { "requests": r.cdn.upper.requests, "hits": r.cdn.upper.hits, "misses": r.cdn.upper.misses, "collapsed": r.cdn.upper.collapsed },

@@ -10,15 +10,16 @@
 
 use bloomgate_cdn_sim::Hostile;
 use bloomgate_client::api::CreateFilter;
-use bloomgate_edge_fleet::{run, FleetOptions, FleetReport, OriginUpstream};
+use bloomgate_edge_fleet::{run, FleetOptions, FleetReport, OriginUpstream, Protocol};
 use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
 use bloomgate_tests::unique_filter;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// A small fleet at bounded rates: the same on a quiet machine and a busy one.
-pub fn small_fleet(hostile: Hostile) -> FleetOptions {
+pub fn small_fleet(hostile: Hostile, origin_base: &str) -> FleetOptions {
     FleetOptions {
+        protocol: Protocol::Shared,
         isolates: 20,
         pops: 4,
         upper_tier: true,
@@ -32,6 +33,7 @@ pub fn small_fleet(hostile: Hostile) -> FleetOptions {
         link_latency: Duration::from_millis(30),
         pop_latency: Duration::from_millis(5),
         restart_every: Duration::from_secs(3),
+        origin_base: origin_base.to_owned(),
     }
 }
 
@@ -42,7 +44,7 @@ pub async fn fleet_run(hostile: Hostile) -> FleetReport {
     let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(50_000, 0.01) };
     origin.client.create_filter(&filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
     let upstream = Arc::new(OriginUpstream::new(&origin.base, Duration::from_millis(30)));
-    let report = run(upstream, origin.client.clone(), &filter, EDGE_SECRET, small_fleet(hostile)).await;
+    let report = run(upstream, origin.client.clone(), &filter, EDGE_SECRET, small_fleet(hostile, &origin.base)).await;
     eprintln!("{hostile:?}: {report:?}");
     report
 }
