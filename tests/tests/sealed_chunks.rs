@@ -11,7 +11,7 @@
 use bloomgate_client::api::CreateFilter;
 use bloomgate_client::feed_token::{feed_token, CURRENT_GENERATION};
 use bloomgate_client::{caching, media, paths};
-use bloomgate_filter::feed_current::{slot_of, FeedCurrent};
+use bloomgate_filter::feed_current::{slot_of, FeedCurrent, CURRENT_SLOT_MS};
 use bloomgate_filter::sealed_chunk::ChunkClock;
 use bloomgate_filter::sealed_page::decode_page;
 use bloomgate_filter::{decode_segment, KeyHash};
@@ -222,18 +222,26 @@ async fn the_current_document_names_the_readable_generation_and_a_sealed_epoch()
     let clock = ChunkClock::new(WIDTH_MS).unwrap();
     let token = feed_token(EDGE_SECRET.as_bytes(), &filter, CURRENT_GENERATION);
     assert_eq!(origin.put(&filter, &random_keys(1)[0]).await.status(), StatusCode::CREATED);
-    let written_at = redis_now_ms(&mut redis).await;
     tokio::time::sleep(Duration::from_millis(4 * WIDTH_MS)).await;
 
-    let now = redis_now_ms(&mut redis).await;
+    // Not at a slot's very start, where the epoch is bounded by the clock rather than the slot.
+    let mut now = redis_now_ms(&mut redis).await;
+    if now % CURRENT_SLOT_MS < 4 * WIDTH_MS {
+        tokio::time::sleep(Duration::from_millis(4 * WIDTH_MS)).await;
+        now = redis_now_ms(&mut redis).await;
+    }
     let response = get(&origin, &paths::feed_current(&token, &filter, WIDTH_MS, slot_of(now))).await;
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()[header::CACHE_CONTROL], caching::FEED_CURRENT);
     let current: FeedCurrent = response.json().await.unwrap();
     current.check_format().unwrap();
     assert_eq!((current.generation, current.params, current.width_ms), (meta.generation, meta.params, WIDTH_MS));
-    assert!(current.epoch >= clock.chunk_of(written_at), "an epoch after the write: {current:?}");
+    let slot_start = slot_of(now) * CURRENT_SLOT_MS;
+    assert!(current.epoch < clock.chunk_of(slot_start), "the epoch ends by the slot's start: {current:?}");
     assert!(clock.end_ms(current.epoch) <= current.read_at_ms, "the epoch is sealed: {current:?}");
+    let again: FeedCurrent =
+        get(&origin, &paths::feed_current(&token, &filter, WIDTH_MS, slot_of(now))).await.json().await.unwrap();
+    assert_eq!(again.epoch, current.epoch, "one epoch for every document of a slot");
     let generation_token = feed_token(EDGE_SECRET.as_bytes(), &filter, meta.generation);
     let at_epoch = paths::epoch_segment(&generation_token, &filter, meta.generation, WIDTH_MS, current.epoch, 0);
     assert_eq!(get(&origin, &at_epoch).await.status(), StatusCode::OK);

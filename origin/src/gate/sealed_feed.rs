@@ -9,7 +9,9 @@ use crate::clock::now_ms;
 use crate::error::AppError;
 use crate::store::{FilterState, FilterUnavailable, Generation, SealedRead};
 use bloomgate_filter::encode_segment;
-use bloomgate_filter::feed_current::{slot_of, slot_standing, FeedCurrent, SlotStanding, FEED_CURRENT_FORMAT};
+use bloomgate_filter::feed_current::{
+    slot_of, slot_standing, FeedCurrent, SlotStanding, CURRENT_SLOT_MS, FEED_CURRENT_FORMAT,
+};
 use bloomgate_filter::sealed_chunk::{seal, ChunkClock, Seal};
 use bloomgate_filter::sealed_page::{encode_page, pages_for, PageHeader, MAX_PAGE_HASHES};
 
@@ -108,8 +110,8 @@ impl Gate {
     }
 
     /// The current document of the filter's feed in chunks of `width_ms`, for slot `slot`
-    /// (`bloomgate_filter::feed_current`): the readable generation, and as its epoch a chunk
-    /// sealed now. A slot away from this origin's clock is refused, so no cache keeps the
+    /// (`bloomgate_filter::feed_current`): the readable generation, and as its epoch the last
+    /// chunk before the slot began, sealed. A slot away from this origin's clock is refused, so no cache keeps the
     /// document under a slot still to come.
     pub async fn feed_current(
         &self,
@@ -134,9 +136,13 @@ impl Gate {
             Err(FilterUnavailable::Dropped) => return Err(AppError::UnknownFilter(name.into())),
             Err(why) => return Err(AppError::FilterRead(why)),
         };
-        // A chunk whose end Redis's clock has passed, by this origin's clock less two widths;
-        // earlier ones when Redis's clock is behind this origin's, or stepped back.
-        let newest = clock.chunk_of(now.saturating_sub(2 * width_ms));
+        // The epoch is quantised to the slot: the last chunk before the slot began, so every
+        // document of a slot names one epoch and every isolate starting cold in it asks for the
+        // same segment URLs (the price: up to a slot of chunks to follow from it). Never a chunk
+        // Redis's clock may not have passed (this origin's clock less two widths); earlier ones
+        // when Redis's clock is behind this origin's, or stepped back.
+        let slot_start = slot.saturating_mul(CURRENT_SLOT_MS);
+        let newest = clock.chunk_of(slot_start.min(now.saturating_sub(2 * width_ms))).saturating_sub(1);
         let mut refusal = Refusal::Unsealable;
         for epoch in (newest.saturating_sub(3)..=newest).rev() {
             match self.sealed_chunk(name, meta.generation, width_ms, epoch, false).await? {
