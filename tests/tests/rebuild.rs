@@ -338,7 +338,13 @@ async fn a_rebuild_in_runs_is_shared_with_another_origin_and_loses_no_key() {
     let report = rebuilding.await.unwrap().unwrap();
     assert!(report.scans >= 10, "the rebuild must be built in many runs: {}", report.scans);
     assert!(helped >= 1, "the other origin built no run of {}", report.scans);
-    assert_eq!(report.scans_elsewhere as u64, helped, "the rebuild counts exactly the runs built elsewhere");
+    // A run a slow helper still built after its claim expired may be built again here, and is
+    // then counted here: never more runs elsewhere than were helped.
+    assert!(
+        (1..=helped).contains(&(report.scans_elsewhere as u64)),
+        "the rebuild counts the runs built elsewhere: {} of {helped} helped",
+        report.scans_elsewhere
+    );
     assert_eq!(b.metric("bloomgate_rebuild_runs_helped_total").await, helped as f64);
     assert_eq!(active_generation(&a, &filter).await, Some(report.generation));
     // Read through the origin that did not switch, and through the one that did.

@@ -115,6 +115,12 @@ impl Builder<'_> {
                 tokio::time::sleep(WAIT_FOR_HELPERS).await;
                 continue;
             };
+            // A helper may have finished the run (and let its claim go) between the board read
+            // above and the claim: read it again rather than build the run twice. The claim is
+            // left to expire: nobody claims a run marked done.
+            if self.done_on_board(index).await {
+                continue;
+            }
             let run = runs[index as usize].clone();
             if runs.len() > 1 {
                 tracing::info!(filter, generation, run = index + 1, of = runs.len(), segments = ?run, "rebuild: scanning for a run of segments");
@@ -130,6 +136,14 @@ impl Builder<'_> {
             built.upload_secs += one.upload_secs;
             built.held_bytes = built.held_bytes.max(one.held_bytes);
         }
+    }
+
+    /// Whether run `index` is marked done on the board (false when the board cannot be read).
+    async fn done_on_board(&self, index: u32) -> bool {
+        matches!(
+            self.store.run_board(self.filter, self.new.generation).await,
+            Ok(Some(board)) if board.done.contains_key(&index)
+        )
     }
 
     /// Run `index` (segments `run`), claimed by this builder: scanned and merged while the claim
