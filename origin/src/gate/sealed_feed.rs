@@ -32,13 +32,6 @@ pub enum Refusal {
     Gone,
 }
 
-/// A chunk found sealed: the filter's state, the generation, and the read.
-struct Found {
-    state: FilterState,
-    meta: Generation,
-    read: SealedRead,
-}
-
 impl Gate {
     /// Page `page` of chunk `chunk` (chunks of `width_ms` ms of Redis's clock) of generation
     /// `generation`'s journal, sealed first when it is due. A chunk is cut into pages of
@@ -51,14 +44,15 @@ impl Gate {
         chunk: u64,
         page: u32,
     ) -> Result<Result<Vec<u8>, Refusal>, AppError> {
-        let Found { state, meta, read } = match self.sealed_chunk(name, generation, width_ms, chunk, true).await? {
-            Ok(found) => found,
+        let clock = chunk_clock(width_ms)?;
+        let (state, meta) = self.journaled_generation(name, generation).await?;
+        let read = match self.sealed_chunk(name, meta, &clock, chunk, true).await? {
+            Ok(read) => read,
             Err(refusal) => return Ok(Err(refusal)),
         };
-        let start = ChunkClock::new(width_ms).map(|c| c.start_ms(chunk)).unwrap_or(0);
         // An entry at or after the chunk's start may have been trimmed or deleted: the chunk
         // may miss some.
-        if !read.whole_from_start || read.max_deleted_ms >= start {
+        if !read.whole_from_start || read.max_deleted_ms >= clock.start_ms(chunk) {
             return Ok(Err(Refusal::Gone));
         }
         let pages = pages_for(read.hashes.len() as u64);
@@ -93,10 +87,11 @@ impl Gate {
         epoch: u64,
         index: u32,
     ) -> Result<Result<Vec<u8>, Refusal>, AppError> {
-        let Found { meta, .. } = match self.sealed_chunk(name, generation, width_ms, epoch, false).await? {
-            Ok(found) => found,
-            Err(refusal) => return Ok(Err(refusal)),
-        };
+        let clock = chunk_clock(width_ms)?;
+        let (_, meta) = self.journaled_generation(name, generation).await?;
+        if let Err(refusal) = self.sealed_chunk(name, meta, &clock, epoch, false).await? {
+            return Ok(Err(refusal));
+        }
         if index >= meta.params.segment_count {
             return Err(AppError::NotFound(format!(
                 "generation {generation} of filter {name:?} has {} segments",
@@ -120,7 +115,7 @@ impl Gate {
         slot: u64,
     ) -> Result<Result<FeedCurrent, Refusal>, AppError> {
         let def = self.def(name).await?;
-        let clock = ChunkClock::new(width_ms).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        let clock = chunk_clock(width_ms)?;
         let now = now_ms();
         if slot_standing(slot, now) != SlotStanding::Current {
             return Err(AppError::BadRequest(format!(
@@ -145,8 +140,8 @@ impl Gate {
         let newest = clock.chunk_of(slot_start.min(now.saturating_sub(2 * width_ms))).saturating_sub(1);
         let mut refusal = Refusal::Unsealable;
         for epoch in (newest.saturating_sub(3)..=newest).rev() {
-            match self.sealed_chunk(name, meta.generation, width_ms, epoch, false).await? {
-                Ok(Found { read, .. }) => {
+            match self.sealed_chunk(name, meta, &clock, epoch, false).await? {
+                Ok(read) => {
                     return Ok(Ok(FeedCurrent {
                         format: FEED_CURRENT_FORMAT,
                         filter: name.into(),
@@ -164,25 +159,29 @@ impl Gate {
         Ok(Err(refusal))
     }
 
-    /// Chunk `chunk` of `generation`'s journal, sealed first when it is due; its hashes only
+    /// The filter's state and its generation `generation`, which must keep an insert journal.
+    async fn journaled_generation(&self, name: &str, generation: u64) -> Result<(FilterState, Generation), AppError> {
+        self.def(name).await?;
+        let state = self.store.edge_feed.state(name).await.map_err(AppError::FilterRead)?;
+        match state.generation(generation).filter(|m| m.journal) {
+            Some(meta) => Ok((state, meta)),
+            None => Err(AppError::NotFound(format!(
+                "filter {name:?} has no generation {generation} with an insert journal (active generation {:?})",
+                state.active.map(|m| m.generation)
+            ))),
+        }
+    }
+
+    /// Chunk `chunk` of `meta`'s journal, sealed first when it is due; its hashes only
     /// `with_entries`.
     async fn sealed_chunk(
         &self,
         name: &str,
-        generation: u64,
-        width_ms: u64,
+        meta: Generation,
+        clock: &ChunkClock,
         chunk: u64,
         with_entries: bool,
-    ) -> Result<Result<Found, Refusal>, AppError> {
-        self.def(name).await?;
-        let clock = ChunkClock::new(width_ms).map_err(|e| AppError::BadRequest(e.to_string()))?;
-        let state = self.store.edge_feed.state(name).await.map_err(AppError::FilterRead)?;
-        let Some(meta) = state.generation(generation).filter(|m| m.journal) else {
-            return Err(AppError::NotFound(format!(
-                "filter {name:?} has no generation {generation} with an insert journal (active generation {:?})",
-                state.active.map(|m| m.generation)
-            )));
-        };
+    ) -> Result<Result<SealedRead, Refusal>, AppError> {
         let (start, end) = (clock.start_ms(chunk), clock.end_ms(chunk));
         let read = self
             .store
@@ -191,12 +190,17 @@ impl Gate {
             .await
             .map_err(AppError::FilterRead)?;
         let stepped: Vec<_> = read.stepped_back.into_iter().collect();
-        Ok(match seal(&clock, chunk, read.redis_now_ms, read.last_id_ms, &stepped) {
-            Seal::Sealed => Ok(Found { state, meta, read }),
+        Ok(match seal(clock, chunk, read.redis_now_ms, read.last_id_ms, &stepped) {
+            Seal::Sealed => Ok(read),
             Seal::Unsealable => Err(Refusal::Unsealable),
             Seal::Open { ready_in_ms } => Err(Refusal::Open { retry_after_ms: ready_in_ms }),
             // The script seals a chunk whose end the clock passed; one it did not is asked again.
             Seal::SealNow => Err(Refusal::Open { retry_after_ms: clock.width_ms() }),
         })
     }
+}
+
+/// Chunks of `width_ms`, or why that width is refused.
+fn chunk_clock(width_ms: u64) -> Result<ChunkClock, AppError> {
+    ChunkClock::new(width_ms).map_err(|e| AppError::BadRequest(e.to_string()))
 }

@@ -36,25 +36,11 @@ pub(super) fn keep(
     ttl: Duration,
     lost: &Arc<AtomicBool>,
 ) -> AbortOnDrop {
-    let (filter, owner) = (filter.to_owned(), owner.to_owned());
-    keep_renewing(ttl, lost, move || {
-        let (filters, filter, owner) = (filters.clone(), filter.clone(), owner.clone());
-        async move { matches!(filters.lease(&filter, &owner, ttl).await, Ok(true)) }
-    })
-}
-
-/// Calls `renew` every third of `ttl` in the background until dropped; sets `lost` the first
-/// time it answers false. For every claim with expiry: the rebuild lease, a run's claim.
-pub(super) fn keep_renewing<F, Fut>(ttl: Duration, lost: &Arc<AtomicBool>, renew: F) -> AbortOnDrop
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = bool> + Send,
-{
-    let lost = lost.clone();
+    let (filter, owner, lost) = (filter.to_owned(), owner.to_owned(), lost.clone());
     AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::time::sleep(ttl / 3).await;
-            if !renew().await {
+            if !matches!(filters.lease(&filter, &owner, ttl).await, Ok(true)) {
                 lost.store(true, Ordering::SeqCst);
                 return;
             }

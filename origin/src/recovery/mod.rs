@@ -119,9 +119,9 @@ pub async fn run(
                 Err(e) => tracing::warn!(filter = %name, cause = %e, "could not start a rebuild"),
             }
         }
-        if helping.as_ref().is_none_or(|task| task.is_finished()) {
-            let filters = built_elsewhere.into_iter().filter(|name| !running.contains_key(name)).collect();
-            helping = Some(tokio::spawn(help_one(gate.clone(), filters, options.clone())));
+        let helpable: Vec<String> = built_elsewhere.into_iter().filter(|name| !running.contains_key(name)).collect();
+        if !helpable.is_empty() && helping.as_ref().is_none_or(|task| task.is_finished()) {
+            helping = Some(tokio::spawn(help_one(gate.clone(), helpable, options.clone())));
         }
     }
 }
