@@ -72,6 +72,18 @@ pub fn redis_addr() -> String {
     std::env::var("BG_TEST_REDIS").unwrap_or_else(|_| "127.0.0.1:6399".into())
 }
 
+/// A connection to the shared Redis, for what a test does to it behind the origins' backs.
+pub async fn redis_connection() -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://{}/", redis_addr())).expect("the test Redis's URL");
+    client.get_multiplexed_async_connection().await.expect("the test Redis answers")
+}
+
+/// The shared Redis's clock (`TIME`), ms since the Unix epoch.
+pub async fn redis_now_ms(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(redis).await.expect("Redis's TIME");
+    secs * 1000 + micros / 1000
+}
+
 /// The Cassandra started by `scripts/services`.
 pub fn cassandra_addr() -> String {
     std::env::var("BG_TEST_CASSANDRA").unwrap_or_else(|_| "127.0.0.1:9042".into())

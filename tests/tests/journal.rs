@@ -11,7 +11,7 @@ use bloomgate_client::api::CreateFilter;
 use bloomgate_filter::{decode_journal, decode_segment, hash_key, JournalPosition, Manifest};
 use bloomgate_origin::store::{Generation, JournalPage, JournalRead};
 use bloomgate_tests::origin::TestOrigin;
-use bloomgate_tests::{random_keys, redis_addr, unique_filter};
+use bloomgate_tests::{random_keys, redis_connection, redis_now_ms, unique_filter};
 use reqwest::StatusCode;
 
 async fn manifest(origin: &TestOrigin, filter: &str) -> Manifest {
@@ -227,11 +227,7 @@ fn caught_up_at(read: &JournalRead, at: JournalPosition) -> bool {
 async fn the_read_barrier_never_takes_a_journal_gone_or_emptied_for_caught_up() {
     let origin = TestOrigin::on_services(|_| {}).await;
     let store = origin.state.gate.filter_store().clone();
-    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = redis_connection().await;
 
     // A copy at the journal's head, then an add it has not read.
     let behind_by_one_add = async |name: &str| -> (String, Generation, JournalPosition) {
@@ -382,20 +378,12 @@ async fn an_add_given_an_id_ahead_of_redis_clock_records_the_span() {
     use bloomgate_filter::sealed_chunk::{seal, ChunkClock, Seal, SteppedBack};
     let origin = TestOrigin::on_services(|_| {}).await;
     let store = origin.state.gate.filter_store().clone();
-    let mut redis = redis::Client::open(format!("redis://{}/", redis_addr()))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut redis = redis_connection().await;
     let filter = unique_filter("jstep");
     create(&origin, &filter).await;
     let meta = store.state(&filter).await.unwrap().readable().unwrap();
     let (journal, steps) =
         (format!("bg:{{{filter}}}:jnl:{}", meta.generation), format!("bg:{{{filter}}}:jstep:{}", meta.generation));
-    let redis_now_ms = async |redis: &mut redis::aio::MultiplexedConnection| -> u64 {
-        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(redis).await.unwrap();
-        secs * 1000 + micros / 1000
-    };
 
     let keys = random_keys(2);
     assert_eq!(origin.put(&filter, &keys[0]).await.status(), StatusCode::CREATED);

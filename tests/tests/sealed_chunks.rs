@@ -17,7 +17,7 @@ use bloomgate_filter::sealed_page::decode_page;
 use bloomgate_filter::{decode_segment, KeyHash};
 use bloomgate_origin::store::{Generation, JournalPage, JournalRead};
 use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
-use bloomgate_tests::{random_keys, redis_addr, unique_filter};
+use bloomgate_tests::{random_keys, redis_connection, redis_now_ms, unique_filter};
 use reqwest::{header, Response, StatusCode};
 use std::time::{Duration, Instant};
 
@@ -25,15 +25,6 @@ const WIDTH_MS: u64 = 250;
 
 /// Writes are paced: the test sends the same on a fast machine and a slow one.
 const WRITE_EVERY: Duration = Duration::from_millis(30);
-
-async fn redis() -> redis::aio::MultiplexedConnection {
-    redis::Client::open(format!("redis://{}/", redis_addr())).unwrap().get_multiplexed_async_connection().await.unwrap()
-}
-
-async fn redis_now_ms(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(redis).await.unwrap();
-    secs * 1000 + micros / 1000
-}
 
 async fn created(origin: &TestOrigin, name: &str) -> (String, Generation) {
     let filter = unique_filter(name);
@@ -81,7 +72,7 @@ async fn chunk_hashes(origin: &TestOrigin, filter: &str, meta: Generation, chunk
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_write_is_in_the_sealed_chunks_of_its_time_exactly_once() {
     let origin = TestOrigin::on_services(|_| {}).await;
-    let mut redis = redis().await;
+    let mut redis = redis_connection().await;
     let (filter, meta) = created(&origin, "sealed").await;
     let store = origin.state.gate.filter_store().clone();
     let at_creation = store.journal_head(&filter, meta).await.unwrap();
@@ -135,7 +126,7 @@ async fn every_acknowledged_write_is_in_the_sealed_chunks_of_its_time_exactly_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chunk_across_a_clock_step_or_with_entries_trimmed_is_refused() {
     let origin = TestOrigin::on_services(|_| {}).await;
-    let mut redis = redis().await;
+    let mut redis = redis_connection().await;
     let clock = ChunkClock::new(WIDTH_MS).unwrap();
 
     // Redis's clock "steps back" ten minutes behind the journal: an add after it is given an
@@ -172,7 +163,7 @@ async fn a_chunk_across_a_clock_step_or_with_entries_trimmed_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_segment_at_an_epoch_holds_every_write_of_the_chunks_up_to_it() {
     let origin = TestOrigin::on_services(|_| {}).await;
-    let mut redis = redis().await;
+    let mut redis = redis_connection().await;
     let (filter, meta) = created(&origin, "sealed-epoch").await;
     let clock = ChunkClock::new(WIDTH_MS).unwrap();
     let token = feed_token(EDGE_SECRET.as_bytes(), &filter, meta.generation);
@@ -217,7 +208,7 @@ async fn a_segment_at_an_epoch_holds_every_write_of_the_chunks_up_to_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_current_document_names_the_readable_generation_and_a_sealed_epoch() {
     let origin = TestOrigin::on_services(|_| {}).await;
-    let mut redis = redis().await;
+    let mut redis = redis_connection().await;
     let (filter, meta) = created(&origin, "sealed-current").await;
     let clock = ChunkClock::new(WIDTH_MS).unwrap();
     let token = feed_token(EDGE_SECRET.as_bytes(), &filter, CURRENT_GENERATION);

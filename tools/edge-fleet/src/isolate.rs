@@ -48,7 +48,7 @@ impl Isolate {
             filter: filter.to_owned(),
             secret: secret.to_owned(),
             clock,
-            follower: Mutex::new(Follower::new(clock, options.freshness_ms, options.epsilon_ms)),
+            follower: Mutex::new(cold(clock, options)),
             cdn,
             counters,
             options: options.clone(),
@@ -57,21 +57,22 @@ impl Isolate {
         }
     }
 
+    /// Drops what the follower holds: the next step reads the current document again.
+    fn start_cold(&self) {
+        *self.follower() = cold(self.clock, &self.options);
+    }
+
     fn follower(&self) -> std::sync::MutexGuard<'_, Follower> {
         self.follower.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Follows the feed and looks up by `look_up` every `lookup_every`, until `deadline`,
     /// starting cold again about every `restart_every`.
-    pub(crate) async fn live(
-        &self,
-        deadline: tokio::time::Instant,
-        options: &FleetOptions,
-        look_up: impl Fn(&Isolate),
-    ) {
+    pub(crate) async fn live(&self, deadline: tokio::time::Instant, look_up: impl Fn(&Isolate)) {
+        let options = &self.options;
         self.counters.cold_starts.fetch_add(1, Ordering::Relaxed);
         let mut next_lookup = tokio::time::Instant::now();
-        let mut restart_at = self.restart_after(options);
+        let mut restart_at = self.restart_after();
         while tokio::time::Instant::now() < deadline {
             let now = tokio::time::Instant::now();
             if now >= next_lookup {
@@ -84,9 +85,9 @@ impl Isolate {
                 look_up(self);
             }
             if restart_at.is_some_and(|at| now >= at) {
-                *self.follower() = Follower::new(self.clock, options.freshness_ms, options.epsilon_ms);
+                self.start_cold();
                 self.counters.cold_starts.fetch_add(1, Ordering::Relaxed);
-                restart_at = self.restart_after(options);
+                restart_at = self.restart_after();
             }
             self.step(next_lookup).await;
         }
@@ -109,9 +110,9 @@ impl Isolate {
         &self.options.origin_base
     }
 
-    fn restart_after(&self, options: &FleetOptions) -> Option<tokio::time::Instant> {
-        (!options.restart_every.is_zero())
-            .then(|| tokio::time::Instant::now() + options.restart_every.mul_f64(0.5 + rand::random::<f64>()))
+    fn restart_after(&self) -> Option<tokio::time::Instant> {
+        let every = self.options.restart_every;
+        (!every.is_zero()).then(|| tokio::time::Instant::now() + every.mul_f64(0.5 + rand::random::<f64>()))
     }
 
     /// One step of the follower: what it asks for, fetched and fed back; or a wait, at most
@@ -129,7 +130,7 @@ impl Isolate {
                 // A real isolate keeps itself fresh from its own journal path meanwhile; here it
                 // starts cold again.
                 self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-                *self.follower() = Follower::new(self.clock, self.options.freshness_ms, self.options.epsilon_ms);
+                self.start_cold();
                 pause(100).await;
             }
             Next::Current { slot } => {
@@ -223,4 +224,9 @@ impl Isolate {
             }
         }
     }
+}
+
+/// A follower at a cold start.
+fn cold(clock: ChunkClock, options: &FleetOptions) -> Follower {
+    Follower::new(clock, options.freshness_ms, options.epsilon_ms)
 }

@@ -148,7 +148,7 @@ pub async fn run(
         isolates.push(tokio::spawn(async move {
             // Staggered: isolates do not all start cold at the same moment.
             tokio::time::sleep(options.lookup_every.mul_f64(rand::random::<f64>() * 10.0)).await;
-            isolate.live(deadline, &options, |isolate| look_up(isolate, &acknowledged, &options)).await;
+            isolate.live(deadline, |isolate| look_up(isolate, &acknowledged, &options)).await;
         }));
     }
     let writes = writes.await.unwrap_or(0);
@@ -183,7 +183,7 @@ async fn write(
     let mut written = 0;
     while tokio::time::Instant::now() < deadline {
         ticks.tick().await;
-        let key: String = (0..4).map(|_| format!("{:016x}", rand::random::<u64>())).collect();
+        let key = bloomgate_tests::random_keys(1).remove(0);
         if writer.insert(&filter, &key, b"").await.is_ok() {
             let at = now_ms();
             acknowledged.keys.lock().unwrap_or_else(|p| p.into_inner()).push((key, at));
@@ -206,7 +206,7 @@ fn look_up(isolate: &Isolate, acknowledged: &Acknowledged, options: &FleetOption
     };
     let (key, acknowledged_at) = match written {
         Some((key, at)) => (key, Some(at)),
-        None => ((0..4).map(|_| format!("{:016x}", rand::random::<u64>())).collect(), None),
+        None => (bloomgate_tests::random_keys(1).remove(0), None),
     };
     let Some(verdict) = isolate.verdict(&key, started) else { return };
     isolate.counted(verdict, acknowledged_at.map(|at| (key, at, started)));
