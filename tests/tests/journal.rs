@@ -405,6 +405,7 @@ async fn an_add_given_an_id_ahead_of_redis_clock_records_the_span() {
     let span: std::collections::HashMap<String, u64> =
         redis::cmd("HGETALL").arg(&steps).query_async(&mut redis).await.unwrap();
     let (from, to) = (span["from"], span["to"]);
+    assert_eq!(span["format"], 1, "the record carries its format");
     assert!((before..=after).contains(&from), "the clock when the add ran: {from} not in {before}..={after}");
     assert_eq!(to, ahead, "the id it was given");
     let ttl: i64 = redis::cmd("PTTL").arg(&steps).query_async(&mut redis).await.unwrap();

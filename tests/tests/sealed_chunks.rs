@@ -147,6 +147,25 @@ async fn a_chunk_across_a_clock_step_or_with_entries_trimmed_is_refused() {
     assert_eq!(across.status(), StatusCode::CONFLICT);
     assert_eq!(across.headers()[header::CACHE_CONTROL], caching::EDGE_FEED);
 
+    // A step record of a format this release does not know is never guessed at: no chunk is
+    // sealed under it.
+    let (filter, meta) = created(&origin, "sealed-step-format").await;
+    let steps = format!("bg:{{{filter}}}:jstep:{}", meta.generation);
+    let () = redis::cmd("HSET")
+        .arg(&steps)
+        .arg("format")
+        .arg(2)
+        .arg("spans")
+        .arg("[]")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let written_at = redis_now_ms(&mut redis).await;
+    assert_eq!(origin.put(&filter, &random_keys(1)[0]).await.status(), StatusCode::CREATED);
+    tokio::time::sleep(Duration::from_millis(2 * WIDTH_MS)).await;
+    let unknown = get(&origin, &page_path(&filter, meta, clock.chunk_of(written_at), 0)).await;
+    assert_eq!(unknown.status(), StatusCode::CONFLICT, "a chunk sealed under a step record it cannot read");
+
     // A chunk whose entries the journal trimmed is gone, not served short.
     let (filter, meta) = created(&origin, "sealed-trim").await;
     let written_at = redis_now_ms(&mut redis).await;

@@ -13,7 +13,7 @@
 //! bg:{<filter>}:jnl:<gen>            stream: the generation's insert journal, one entry per add
 //!                                    (field `h`: the added keys' 16-byte hashes; `init` marks
 //!                                    the entry written when the generation was created)
-//! bg:{<filter>}:jstep:<gen>          hash `from`, `to`: the span of journal ids adds were given
+//! bg:{<filter>}:jstep:<gen>          hash `format` (1), `from`, `to`: the span of journal ids adds were given
 //!                                    ahead of Redis's clock (it stepped back); expires with the
 //!                                    journal's retention
 //! bg:{<filter>}:runs:<gen>           a rebuild's board: `plan` (JSON, formatted) and `done:<i>`

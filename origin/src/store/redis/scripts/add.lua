@@ -51,14 +51,18 @@ local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local oldest_kept = now_ms - tonumber(ARGV[3])
 if oldest_kept > 0 then redis.call('XTRIM', jnl, 'MINID', '~', oldest_kept) end
 -- An id ahead of the clock (read after it was given): Redis's clock stepped back behind the
--- journal's last id. The span [clock, id] is recorded, widened over every such add, for as
--- long as the journal keeps entries: a sealed chunk whose end lies in it could miss this entry
--- (`bloomgate_filter::sealed_chunk::seal`).
+-- journal's last id. The span [clock, id] is recorded (format 1; absent reads as 1), widened
+-- over every such add, for as long as the journal keeps entries: a sealed chunk whose end lies
+-- in it could miss this entry (`bloomgate_filter::sealed_chunk::seal`). A record of a format
+-- this release does not know is left as it is (`read_sealed_chunk.lua` seals nothing then).
 local id_ms = tonumber(string.match(id, '^(%d+)'))
 if id_ms > now_ms then
-  local from = tonumber(redis.call('HGET', steps, 'from') or now_ms)
-  local to = tonumber(redis.call('HGET', steps, 'to') or id_ms)
-  redis.call('HSET', steps, 'from', math.min(from, now_ms), 'to', math.max(to, id_ms))
-  redis.call('PEXPIRE', steps, tonumber(ARGV[3]) + 60000)
+  local format = redis.call('HGET', steps, 'format')
+  if format == false or format == '1' then
+    local from = tonumber(redis.call('HGET', steps, 'from') or now_ms)
+    local to = tonumber(redis.call('HGET', steps, 'to') or id_ms)
+    redis.call('HSET', steps, 'format', '1', 'from', math.min(from, now_ms), 'to', math.max(to, id_ms))
+    redis.call('PEXPIRE', steps, tonumber(ARGV[3]) + 60000)
+  end
 end
 return {1, guard_replicas, guard_me}
