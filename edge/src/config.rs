@@ -43,6 +43,12 @@ pub const MAX_BATCH_LIMIT: usize = 100_000;
 /// Name of the optional variable that turns on one log line per request (`true` or `false`).
 pub const LOG_REQUESTS: &str = "LOG_REQUESTS";
 
+/// Name of the optional variable: seconds between an isolate's data points for the fleet
+/// (`crate::fleet_counts`), 1 to 3600.
+pub const FLEET_POINT_SECS: &str = "FLEET_POINT_SECS";
+/// The range `FLEET_POINT_SECS` accepts: an hour at most, so no isolate goes unseen for long.
+pub const FLEET_POINT_SECS_RANGE: core::ops::RangeInclusive<u32> = 1..=3600;
+
 /// Typed configuration of the edge worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
@@ -64,6 +70,8 @@ pub struct EdgeConfig {
     /// every console message is kept until a DevTools client attaches (its inspector proxy
     /// buffers them), so a line per request grows workerd's heap without bound.
     pub log_requests: bool,
+    /// Seconds between the isolate's data points for the fleet (when the dataset is bound).
+    pub fleet_point_secs: u32,
 }
 
 /// A setting that is missing or malformed.
@@ -126,7 +134,25 @@ impl EdgeConfig {
         };
         let log_requests = switch(&lookup, LOG_REQUESTS, false)?;
         let cache_api = switch(&lookup, CACHE_API, true)?;
-        Ok(Self { origin_url, edge_secret, freshness_secs, max_held_bytes, cache_api, max_batch, log_requests })
+        let fleet_point_secs = match lookup(FLEET_POINT_SECS) {
+            None => crate::fleet_counts::DEFAULT_POINT_SECS,
+            Some(v) => {
+                v.trim().parse().ok().filter(|s| FLEET_POINT_SECS_RANGE.contains(s)).ok_or(ConfigError::Invalid {
+                    name: FLEET_POINT_SECS,
+                    reason: "must be a whole number of seconds from 1 to 3600",
+                })?
+            }
+        };
+        Ok(Self {
+            origin_url,
+            edge_secret,
+            freshness_secs,
+            max_held_bytes,
+            cache_api,
+            max_batch,
+            log_requests,
+            fleet_point_secs,
+        })
     }
 }
 
@@ -239,6 +265,18 @@ mod tests {
             let err = with(bad).unwrap_err();
             assert!(matches!(err, ConfigError::Invalid { name: MAX_BATCH, .. }), "{bad}: {err}");
             assert!(err.to_string().starts_with("MAX_BATCH is invalid: must be a whole number of keys"), "{err}");
+        }
+    }
+
+    #[test]
+    fn fleet_points_come_a_minute_apart_unless_set() {
+        let with = |v: &str| parse(&[DEV[0], DEV[1], DEV[2], (FLEET_POINT_SECS, v)]);
+        assert_eq!(parse(DEV).unwrap().fleet_point_secs, crate::fleet_counts::DEFAULT_POINT_SECS);
+        assert_eq!(with(" 1 ").unwrap().fleet_point_secs, 1);
+        assert_eq!(with("3600").unwrap().fleet_point_secs, 3600);
+        for bad in ["0", "3601", "-1", "1.5", "", "often"] {
+            let err = with(bad).unwrap_err();
+            assert!(matches!(err, ConfigError::Invalid { name: FLEET_POINT_SECS, .. }), "{bad}: {err}");
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::body::{json, problem};
 use crate::config::{self, EdgeConfig};
+use crate::fleet_counts::{self, Sample};
 use crate::isolate::{now_ms, with_isolate, Isolate};
 use crate::route::{self, Route};
 use crate::{answer, lookup, report};
@@ -12,7 +13,10 @@ use bloomgate_client::api::{IsolateReport, Problem};
 use bloomgate_client::headers;
 use std::cell::RefCell;
 use std::rc::Rc;
-use worker::{console_error, console_log, console_warn, event, Context, Env, Method, Request, Response, Result};
+use worker::{
+    console_error, console_log, console_warn, event, AnalyticsEngineDataPointBuilder, Context, Env, Method, Request,
+    Response, Result,
+};
 
 #[event(start)]
 fn start() {
@@ -52,13 +56,14 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let method = req.method();
     let head = method == Method::Head;
     let (method, path) = (method.to_string(), req.path());
+    let colo = colo(&req);
     let config = config(&env);
     #[cfg(feature = "planted-bugs")] // negative controls (test builds only)
     crate::planted::select(setting(&env, crate::planted::VAR).as_deref());
     let response = match &config {
         Ok(config) => {
-            let response = route(config, &ctx, req, &method, &path).await?;
-            after_request(config);
+            let response = route(config, &env, &ctx, req, &method, &path).await?;
+            after_request(config, &env, &colo);
             response
         }
         Err(err) => {
@@ -80,12 +85,19 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
 }
 
 /// The answer to a request, by its route.
-async fn route(config: &EdgeConfig, ctx: &Context, req: Request, method: &str, path: &str) -> Result<Response> {
+async fn route(
+    config: &EdgeConfig,
+    env: &Env,
+    ctx: &Context,
+    req: Request,
+    method: &str,
+    path: &str,
+) -> Result<Response> {
     match route::classify(method, path) {
         Route::Health => json(&answer::health(), 200, answer::JSON),
         Route::Lookup { filter, key } => lookup::handle_lookup(config, ctx, &req, filter, key).await,
         Route::BatchLookup { filter } => lookup::handle_batch(config, ctx, req, filter).await,
-        Route::Isolate => handle_isolate(config, &req),
+        Route::Isolate => handle_isolate(config, env, &req),
         Route::WriteNotAllowed => {
             let r = problem(&answer::write_not_allowed(method, path))?;
             r.headers().set("allow", "GET, HEAD")?;
@@ -95,13 +107,34 @@ async fn route(config: &EdgeConfig, ctx: &Context, req: Request, method: &str, p
     }
 }
 
-/// Counts the request, and logs a line when wasm memory passed a threshold since the last.
-fn after_request(config: &EdgeConfig) {
+/// The data centre that took the request (`cf.colo`), or `local` where the runtime gives none.
+/// Read through the object itself: the `worker` crate's getter panics when the field is absent.
+fn colo(req: &Request) -> String {
+    let field = |of: &wasm_bindgen::JsValue, name: &str| js_sys::Reflect::get(of, &name.into()).ok();
+    field(req.inner(), "cf").and_then(|cf| field(&cf, "colo")).and_then(|c| c.as_string()).unwrap_or("local".into())
+}
+
+/// Counts the request, writes the isolate's data point for the fleet when one is due, and logs
+/// a line when wasm memory passed a threshold since the last.
+fn after_request(config: &EdgeConfig, env: &Env, colo: &str) {
     let wasm = report::wasm_bytes();
-    let passed = with_isolate(config, |iso| {
+    let (passed, point) = with_isolate(config, |iso| {
         iso.counts.requests += 1;
-        iso.growth.passed(wasm).map(|at| (at, isolate_report(iso, config)))
+        let now = now_ms() as u64;
+        let point = iso.fleet.due(now).then(|| {
+            let r = isolate_report(iso, config, false);
+            iso.fleet.point(&Sample {
+                counts: r.counts,
+                wasm_bytes: r.wasm_bytes,
+                held_bytes: r.held.total,
+                at_ms: now,
+            })
+        });
+        (iso.growth.passed(wasm).map(|at| (at, isolate_report(iso, config, false))), point)
     });
+    if let Some(point) = point {
+        write_point(config, env, colo, &point);
+    }
     if let Some((at, r)) = passed {
         console_warn!(
             "isolate wasm memory passed {} MiB: {} MiB now; held {} of a {} MiB budget ({} segments, {} spare, {} in \
@@ -117,19 +150,40 @@ fn after_request(config: &EdgeConfig) {
     }
 }
 
+/// Writes a data point to the fleet's dataset: index the data centre (Analytics Engine samples
+/// by it), blobs the layout, the data centre and the isolate. Unbound, nothing is written and
+/// the point is taken back (the report says unbound); a write the binding refuses is logged
+/// and its counts go into the next point.
+fn write_point(config: &EdgeConfig, env: &Env, colo: &str, point: &fleet_counts::Point) {
+    let Ok(dataset) = env.analytics_engine(fleet_counts::BINDING) else {
+        return with_isolate(config, |iso| iso.fleet.unbound(point));
+    };
+    let isolate = with_isolate(config, |iso| iso.id.clone());
+    let data = AnalyticsEngineDataPointBuilder::new()
+        .indexes([colo])
+        .blobs([fleet_counts::POINT_FORMAT, colo, &isolate])
+        .doubles(point.iter().copied())
+        .build();
+    if let Err(err) = dataset.write_data_point(&data) {
+        console_error!("fleet counts: the {} binding refused a data point: {err}", fleet_counts::BINDING);
+        with_isolate(config, |iso| iso.fleet.refused(point));
+    }
+}
+
 /// `GET /_bloomgate/isolate` with the edge secret: [`IsolateReport`].
-fn handle_isolate(config: &EdgeConfig, req: &Request) -> Result<Response> {
+fn handle_isolate(config: &EdgeConfig, env: &Env, req: &Request) -> Result<Response> {
     let sent = req.headers().get(headers::EDGE_SECRET)?.unwrap_or_default();
     if !report::secret_matches(&sent, &config.edge_secret) {
         let refused = Problem::new(401, "the isolate's report needs the edge secret")
             .with_hint("Send it in x-bloomgate-edge-secret, as the edge sends it to the origin.");
         return problem(&refused);
     }
-    let body = with_isolate(config, |iso| isolate_report(iso, config));
+    let bound = env.analytics_engine(fleet_counts::BINDING).is_ok();
+    let body = with_isolate(config, |iso| isolate_report(iso, config, bound));
     json(&body, 200, answer::JSON)
 }
 
-fn isolate_report(iso: &Isolate, config: &EdgeConfig) -> IsolateReport {
+fn isolate_report(iso: &Isolate, config: &EdgeConfig, bound: bool) -> IsolateReport {
     let holdings = iso.store.holdings();
     let mut counts = iso.counts;
     counts.dropped_by_switch = holdings.dropped_by_switch;
@@ -143,5 +197,6 @@ fn isolate_report(iso: &Isolate, config: &EdgeConfig) -> IsolateReport {
         cpu: iso.cpu,
         cache_api: config.cache_api,
         uptime_ms: (now_ms() - iso.started_ms).max(0.0) as u64,
+        fleet: iso.fleet.report(bound),
     }
 }

@@ -12,6 +12,7 @@ use crate::cache_entry::EntryKey;
 use crate::config::EdgeConfig;
 use crate::copy::SegmentCopy;
 use crate::decide::Wanted;
+use crate::fleet_counts::FleetCounts;
 use crate::flight::{Check, Flights, Role};
 use crate::manifest::ManifestFetch;
 use crate::report::{GrowthLog, RefusalLog};
@@ -44,9 +45,12 @@ pub(crate) struct Isolate {
     pub cpu: CpuSpent,
     pub write_backs: WriteBacks,
     pub growth: GrowthLog,
+    pub fleet: FleetCounts,
     pub refusals: RefusalLog,
     pub entry_key: EntryKey,
     pub started_ms: f64,
+    /// A name for the isolate in its data points (random: isolates have no name of their own).
+    pub id: String,
 }
 
 thread_local! {
@@ -66,9 +70,11 @@ pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) 
             cpu: CpuSpent::default(),
             write_backs: WriteBacks::default(),
             growth: GrowthLog::default(),
+            fleet: FleetCounts::new(config.fleet_point_secs, now_ms() as u64),
             refusals: RefusalLog::default(),
             entry_key: EntryKey::derive(&config.edge_secret),
             started_ms: now_ms(),
+            id: format!("{:08x}", (js_sys::Math::random() * f64::from(u32::MAX)) as u32),
         });
         f(isolate)
     })

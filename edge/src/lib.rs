@@ -30,6 +30,8 @@
 //!   a Cache API entry is refused.
 //! - [`feed_follow`]: following the shared feed (current document, segments at an epoch,
 //!   sealed chunks) without I/O, and until when its "no" stands; not wired to the worker yet.
+//! - [`fleet_counts`]: the isolate's counts as Analytics Engine data points: when one is due,
+//!   what it carries (deltas since the last), what those written add up to.
 //! - [`flight`]: one fetch at a time per missing manifest, segment or catch-up, without sharing
 //!   promises.
 //! - [`planted`]: known bugs for the history checker's negative controls (test builds only).
@@ -57,6 +59,7 @@ pub mod config;
 pub mod copy;
 pub mod decide;
 pub mod feed_follow;
+pub mod fleet_counts;
 pub mod flight;
 pub mod lru;
 pub mod manifest;

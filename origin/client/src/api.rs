@@ -15,6 +15,6 @@ pub use filters::{
     CreateFilter, DropKeys, DropQuery, FilterDropped, FilterList, FilterSummary, ReadConsistency, Rebuild,
     RebuildStarted,
 };
-pub use isolate::{CpuFigure, CpuSpent, HeldBytes, IsolateCounts, IsolateReport};
+pub use isolate::{CpuFigure, CpuSpent, FleetPoints, HeldBytes, IsolateCounts, IsolateReport};
 pub use problem::{reason_phrase, Problem, ABOUT_BLANK};
 pub use stats::{FilterStats, RebuildProgress};

@@ -2,6 +2,7 @@
 //! memory, what it holds against its budget, what it did and the CPU that took.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One isolate's memory, holdings, counts and CPU, since it started.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -21,6 +22,28 @@ pub struct IsolateReport {
     pub cache_api: bool,
     /// Milliseconds since the isolate's first request.
     pub uptime_ms: u64,
+    /// The points it wrote to the fleet's Analytics Engine dataset. Read as unbound from older
+    /// edges, which do not send it.
+    #[serde(default)]
+    pub fleet: FleetPoints,
+}
+
+/// An isolate's data points for the fleet (docs/operations.md, "The edge fleet's counts").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetPoints {
+    /// Whether the worker has the dataset bound (`EDGE_COUNTS`); unbound, nothing is written.
+    pub bound: bool,
+    /// The points' layout (their `blob1`).
+    pub format: String,
+    /// Seconds between the isolate's points (`FLEET_POINT_SECS`).
+    pub every_secs: u64,
+    /// Points written.
+    pub points: u64,
+    /// Writes the binding refused (their counts went into the next point).
+    pub refused: u64,
+    /// What the written points' counting columns add up to, by column name: the isolate's
+    /// counts as of its last point.
+    pub sent: BTreeMap<String, u64>,
 }
 
 /// What an isolate holds between requests, in bytes and counts.

@@ -1,0 +1,248 @@
+//! The isolate's counts for the fleet: what it did since its last data point, written to a
+//! Workers Analytics Engine dataset, so an operator sees every isolate at once (one SQL query;
+//! docs/operations.md) where the isolate report shows one. Without I/O: when a point is due,
+//! what it carries, what the points written add up to (the report shows that too, so the two
+//! can be compared).
+//!
+//! A point carries deltas, not totals: Analytics Engine samples points and weighs each kept one
+//! by `_sample_interval`, so `SUM(_sample_interval * doubleN)` estimates a fleet's total only if
+//! every point counts something once. Two columns are gauges (wasm memory, held bytes), read
+//! with a weighted quantile or a maximum. Every point names its layout in `blob1`
+//! ([`POINT_FORMAT`]): a later layout gets a new name, and the queries select by it, so points
+//! of two versions mid-deploy are never summed together as one.
+
+use bloomgate_client::api::{FleetPoints, IsolateCounts};
+
+/// The binding the worker writes through (`[[analytics_engine_datasets]]` in wrangler.toml).
+/// Unbound, the worker writes nothing and its report says so.
+pub const BINDING: &str = "EDGE_COUNTS";
+/// The layout of a point, in its `blob1`.
+pub const POINT_FORMAT: &str = "bloomgate-edge-counts/1";
+/// Default seconds between an isolate's points (`FLEET_POINT_SECS`).
+pub const DEFAULT_POINT_SECS: u32 = 60;
+
+/// Whether a column counts (a delta since the isolate's last point) or reads a level now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Summed across points: `SUM(_sample_interval * doubleN)`.
+    Delta,
+    /// A level at the point's time: a weighted quantile or a maximum, never a sum.
+    Gauge,
+}
+
+/// The point's doubles, in order: `double1` is the first. The names are the isolate report's.
+pub const COLUMNS: [(&str, Kind); 20] = [
+    ("requests", Kind::Delta),
+    ("edge_no", Kind::Delta),
+    ("forwarded", Kind::Delta),
+    ("batches", Kind::Delta),
+    ("batch_keys", Kind::Delta),
+    ("batch_keys_forwarded", Kind::Delta),
+    ("cache_reads", Kind::Delta),
+    ("cache_hits", Kind::Delta),
+    ("cache_refused", Kind::Delta),
+    ("cache_puts", Kind::Delta),
+    ("cache_write_backs", Kind::Delta),
+    ("origin_manifests", Kind::Delta),
+    ("origin_segments", Kind::Delta),
+    ("origin_journal", Kind::Delta),
+    ("origin_bytes", Kind::Delta),
+    ("local_catch_ups", Kind::Delta),
+    ("dropped_by_switch", Kind::Delta),
+    ("span_ms", Kind::Delta),
+    ("wasm_bytes", Kind::Gauge),
+    ("held_bytes", Kind::Gauge),
+];
+
+/// What the isolate reads of itself when a point is due.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sample {
+    /// Its counts since it started.
+    pub counts: IsolateCounts,
+    /// Its wasm linear memory now.
+    pub wasm_bytes: u64,
+    /// What it holds now against its budget.
+    pub held_bytes: u64,
+    /// Now, ms on the isolate's clock.
+    pub at_ms: u64,
+}
+
+/// A data point: its doubles in [`COLUMNS`] order (its blobs and index are the glue's: the
+/// format, the isolate, the data centre).
+pub type Point = [f64; COLUMNS.len()];
+
+/// The totals of a sample, in [`COLUMNS`] order; deltas are running totals here.
+fn levels(s: &Sample, started_ms: u64) -> Point {
+    let c = &s.counts;
+    let counted = [
+        c.requests,
+        c.edge_no,
+        c.forwarded,
+        c.batches,
+        c.batch_keys,
+        c.batch_keys_forwarded,
+        c.cache_reads,
+        c.cache_hits,
+        c.cache_refused,
+        c.cache_puts,
+        c.cache_write_backs,
+        c.origin_manifests,
+        c.origin_segments,
+        c.origin_journal,
+        c.origin_bytes,
+        c.local_catch_ups,
+        c.dropped_by_switch,
+        s.at_ms.saturating_sub(started_ms),
+        s.wasm_bytes,
+        s.held_bytes,
+    ];
+    counted.map(|v| v as f64)
+}
+
+/// One isolate's points: when the next is due, and what those written add up to.
+#[derive(Debug)]
+pub struct FleetCounts {
+    every_ms: u64,
+    started_ms: u64,
+    /// Running totals as of the last point written (zero before any).
+    last: Point,
+    last_at_ms: Option<u64>,
+    points: u64,
+    refused: u64,
+}
+
+impl FleetCounts {
+    /// An isolate started at `started_ms` that writes a point at most every `every_secs`.
+    pub fn new(every_secs: u32, started_ms: u64) -> FleetCounts {
+        let every_ms = u64::from(every_secs) * 1000;
+        FleetCounts { every_ms, started_ms, last: [0.0; COLUMNS.len()], last_at_ms: None, points: 0, refused: 0 }
+    }
+
+    /// Whether a point is due at `now_ms`: the first request's, then one per interval.
+    pub fn due(&self, now_ms: u64) -> bool {
+        self.last_at_ms.is_none_or(|last| now_ms >= last + self.every_ms)
+    }
+
+    /// The point for `sample` (what changed since the last; gauges as they are now). Taken as
+    /// written: call [`refused`](Self::refused) if the write then fails, and those deltas go
+    /// into the next point.
+    pub fn point(&mut self, sample: &Sample) -> Point {
+        let now = levels(sample, self.started_ms);
+        let mut point = now;
+        for (i, (_, kind)) in COLUMNS.iter().enumerate() {
+            if *kind == Kind::Delta {
+                point[i] = now[i] - self.last[i];
+            }
+        }
+        self.last = now;
+        self.last_at_ms = Some(sample.at_ms);
+        self.points += 1;
+        point
+    }
+
+    /// The last point's write failed: its deltas go into the next one, due an interval later
+    /// (a binding that keeps refusing costs one try per interval, not one per request).
+    pub fn refused(&mut self, point: &Point) {
+        self.take_back(point);
+        self.refused += 1;
+    }
+
+    /// The last point had nowhere to go (no dataset bound): as if not taken.
+    pub fn unbound(&mut self, point: &Point) {
+        self.take_back(point);
+    }
+
+    fn take_back(&mut self, point: &Point) {
+        for (i, (_, kind)) in COLUMNS.iter().enumerate() {
+            if *kind == Kind::Delta {
+                self.last[i] -= point[i];
+            }
+        }
+        self.points -= 1;
+    }
+
+    /// What the isolate report says of the points: how many, refusals, and what their delta
+    /// columns add up to (equal to the counts as of the last point).
+    pub fn report(&self, bound: bool) -> FleetPoints {
+        let sent = COLUMNS
+            .iter()
+            .zip(self.last)
+            .filter(|((_, kind), _)| *kind == Kind::Delta)
+            .map(|((name, _), total)| ((*name).to_owned(), total as u64))
+            .collect();
+        FleetPoints {
+            bound,
+            format: POINT_FORMAT.to_owned(),
+            every_secs: self.every_ms / 1000,
+            points: self.points,
+            refused: self.refused,
+            sent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(requests: u64, edge_no: u64, wasm_bytes: u64, at_ms: u64) -> Sample {
+        let counts = IsolateCounts { requests, edge_no, ..IsolateCounts::default() };
+        Sample { counts, wasm_bytes, held_bytes: 7, at_ms }
+    }
+
+    fn column(name: &str) -> usize {
+        COLUMNS.iter().position(|(n, _)| *n == name).unwrap()
+    }
+
+    #[test]
+    fn points_carry_what_changed_and_add_up_to_the_counts() {
+        let mut fleet = FleetCounts::new(60, 1_000);
+        assert!(fleet.due(1_000), "the first request writes one");
+        let first = fleet.point(&sample(3, 2, 1 << 20, 1_500));
+        assert_eq!((first[column("requests")], first[column("edge_no")]), (3.0, 2.0));
+        assert_eq!(first[column("span_ms")], 500.0);
+        assert!(!fleet.due(60_000) && fleet.due(61_500), "then one a minute");
+        let second = fleet.point(&sample(10, 2, 2 << 20, 61_500));
+        assert_eq!((second[column("requests")], second[column("edge_no")]), (7.0, 0.0), "deltas");
+        assert_eq!(second[column("wasm_bytes")], f64::from(2 << 20), "a gauge is the level now");
+        assert_eq!(second[column("held_bytes")], 7.0);
+        assert_eq!(first[column("span_ms")] + second[column("span_ms")], 60_500.0);
+        let report = fleet.report(true);
+        assert_eq!((report.points, report.sent["requests"], report.sent["edge_no"]), (2, 10, 2));
+        assert!(!report.sent.contains_key("wasm_bytes"), "gauges are not summed");
+    }
+
+    #[test]
+    fn a_refused_write_carries_its_deltas_into_the_next_point() {
+        let mut fleet = FleetCounts::new(1, 0);
+        let lost = fleet.point(&sample(4, 1, 0, 10));
+        fleet.refused(&lost);
+        assert!(!fleet.due(500) && fleet.due(1_010), "tried again an interval later");
+        let next = fleet.point(&sample(5, 1, 0, 1_100));
+        assert_eq!((next[column("requests")], next[column("edge_no")]), (5.0, 1.0));
+        let report = fleet.report(true);
+        assert_eq!((report.points, report.refused, report.sent["requests"]), (1, 1, 5));
+        let unbound = fleet.point(&sample(9, 1, 0, 2_200));
+        fleet.unbound(&unbound);
+        let report = fleet.report(false);
+        assert_eq!(
+            (report.points, report.refused, report.sent["requests"]),
+            (1, 1, 5),
+            "nothing sent, nothing refused"
+        );
+    }
+
+    #[test]
+    fn the_operations_guide_names_every_column_where_it_is() {
+        let guide = include_str!("../../docs/operations.md");
+        for (i, (name, kind)) in COLUMNS.iter().enumerate() {
+            let kind = match kind {
+                Kind::Delta => "count",
+                Kind::Gauge => "level",
+            };
+            let row = format!("| `double{}` | `{name}` | {kind} |", i + 1);
+            assert!(guide.contains(&row), "docs/operations.md lacks the row {row}");
+        }
+        assert!(guide.contains(POINT_FORMAT) && guide.contains(BINDING));
+    }
+}
