@@ -253,6 +253,13 @@ impl Follower {
         }
     }
 
+    /// Whether the copy followed has a key's hash (under the followed generation's seed),
+    /// however fresh: a measure of how soon writes arrive, never an answer (see
+    /// [`verdict`](Self::verdict)).
+    pub fn holds(&self, hash: &KeyHash) -> bool {
+        matches!(&self.phase, Phase::Following { bits, .. } if bits.may_contain_hash(hash))
+    }
+
     /// The params and key format of the generation followed, if any: what a key's hash is
     /// taken under.
     pub fn keys(&self) -> Option<(Params, KeyFormat)> {
@@ -339,7 +346,9 @@ mod tests {
         assert_eq!(f.next(end), Next::Wait { until_ms: end + WIDTH });
         for key in ["old", "a", "b"] {
             assert_eq!(f.verdict(&hash(key), end), Verdict::Forward, "{key} was written");
+            assert!(f.holds(&hash(key)), "{key}");
         }
+        assert!(!f.holds(&hash("never written")));
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! One native isolate: its follower of the filter's shared feed, fed by fetches through the
-//! CDN from its data centre, and its lookups, answered from what the follower holds.
+//! One native isolate's part for one filter: its follower of the filter's shared feed, fed by
+//! fetches through the CDN from its data centre, its lookups, answered from what the follower
+//! holds, and, for a sample of isolates, how soon each write reached it.
 
-use crate::{is_no, key_hash, now_ms, Counters, FleetOptions, Protocol};
+use crate::{is_no, key_hash, now_ms, Acknowledged, Counters, FleetOptions, Protocol};
 use bloomgate_cdn_sim::Cdn;
 use bloomgate_client::feed_token::{feed_token, CURRENT_GENERATION};
 use bloomgate_client::paths;
@@ -31,6 +32,19 @@ pub(crate) struct Isolate {
     /// Today's protocol: when this isolate last asked the origin itself (ms), and how.
     polled_at_ms: std::sync::atomic::AtomicU64,
     http: reqwest::Client,
+    /// For an isolate whose lag is measured: the filter's writes, and how far it has taken them.
+    lag: Option<(Arc<Acknowledged>, Mutex<LagCursor>)>,
+}
+
+/// Where a sampled isolate is in its filter's acknowledged writes.
+#[derive(Default)]
+struct LagCursor {
+    /// Since when (ms) its follower has followed a copy; None while it follows none. Writes
+    /// acknowledged before then came with the segments it loaded: their lag is the cold
+    /// start's, not the feed's, and is not counted.
+    following_since: Option<u64>,
+    /// The first write not yet seen in its copy.
+    next: usize,
 }
 
 impl Isolate {
@@ -54,12 +68,51 @@ impl Isolate {
             options: options.clone(),
             polled_at_ms: Default::default(),
             http: reqwest::Client::new(),
+            lag: None,
         }
+    }
+
+    /// Measures this isolate's lag on `acknowledged`, its filter's writes (None: not sampled).
+    pub(crate) fn with_lag(mut self, acknowledged: Option<Arc<Acknowledged>>) -> Isolate {
+        self.lag = acknowledged.map(|a| (a, Mutex::default()));
+        self
     }
 
     /// Drops what the follower holds: the next step reads the current document again.
     fn start_cold(&self) {
         *self.follower() = cold(self.clock, &self.options);
+        if let Some((_, cursor)) = &self.lag {
+            cursor.lock().unwrap_or_else(|p| p.into_inner()).following_since = None;
+        }
+    }
+
+    /// After an answer was taken: the lag of every write the copy now holds that it did not
+    /// before, in the order they were acknowledged (a write's chunk comes no earlier than the
+    /// previous write's, from one writer).
+    fn measure_lag(&self) {
+        let Some((acknowledged, cursor)) = &self.lag else { return };
+        let now = now_ms();
+        let follower = self.follower();
+        let mut cursor = cursor.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((params, format)) = follower.keys() else {
+            cursor.following_since = None;
+            return;
+        };
+        let keys = acknowledged.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if cursor.following_since.is_none() {
+            cursor.following_since = Some(now);
+            cursor.next = keys.partition_point(|(_, at)| *at < now);
+        }
+        let mut lags = Vec::new();
+        while let Some((key, at)) = keys.get(cursor.next) {
+            match key_hash(key, &params, format) {
+                Some(hash) if follower.holds(&hash) => lags.push(now.saturating_sub(*at)),
+                _ => break,
+            }
+            cursor.next += 1;
+        }
+        drop((keys, cursor, follower));
+        self.counters.lags_ms.lock().unwrap_or_else(|p| p.into_inner()).extend(lags);
     }
 
     fn follower(&self) -> std::sync::MutexGuard<'_, Follower> {
@@ -179,7 +232,9 @@ impl Isolate {
     /// Feeds an answer to the follower; false (counted) if it was not what was asked for.
     fn take(&self, feed: impl FnOnce(&mut Follower) -> bool) -> bool {
         let taken = feed(&mut self.follower());
-        if !taken {
+        if taken {
+            self.measure_lag();
+        } else {
             self.counters.rejected.fetch_add(1, Ordering::Relaxed);
         }
         taken

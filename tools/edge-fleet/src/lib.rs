@@ -1,9 +1,11 @@
-//! A fleet of native edge isolates, each following one filter's shared feed with the edge's own
-//! follower (`bloomgate_edge::feed_follow`), all through one stand-in CDN (`bloomgate_cdn_sim`)
-//! in front of a live origin, while writes go to the origin at a fixed rate and every isolate
-//! answers lookups at a fixed rate. What it shows: how many feed requests reach the origin as
-//! isolates and data centres grow, and whether any isolate ever answered "not seen" for a key
-//! acknowledged S or more before the lookup started (a violation).
+//! A fleet of native edge isolates, each following the shared feed of every filter with the
+//! edge's own follower (`bloomgate_edge::feed_follow`), all through one stand-in CDN
+//! (`bloomgate_cdn_sim`) in front of a live origin, while writes go to the origin at a fixed
+//! rate (spread over the filters) and every isolate answers lookups at a fixed rate. What it
+//! shows: how many feed requests reach the origin as isolates, data centres and filters grow,
+//! whether any isolate ever answered "not seen" for a key acknowledged S or more before the
+//! lookup started (a violation), and how soon a write reaches the isolates (the lag, measured
+//! on a sample of them).
 //!
 //! Isolates start cold at staggered moments and start cold again now and then (an isolate is
 //! evicted, a new one takes its place): each such start reads the current document, which a
@@ -13,7 +15,8 @@
 //!
 //! # Layout
 //! - `upstream`: the origin as the CDN's upstream, over HTTP, with a link latency.
-//! - `isolate`: one isolate's loop: what its follower asks for, fetched through the CDN.
+//! - `isolate`: one isolate's loop for one filter: what its follower asks for, fetched through
+//!   the CDN, and the lag of each write it takes.
 //! - Here: the options, the run (writers, isolates, lookups) and its report.
 
 mod isolate;
@@ -99,7 +102,21 @@ pub struct FleetReport {
     pub cdn: CdnCounts,
     /// Today's protocol: the isolates' own requests to the origin.
     pub per_isolate_polls: u64,
+    /// Freshness lag, ms: from a write's acknowledgement to the moment a sampled isolate's copy
+    /// held it, for writes acknowledged while that isolate followed its filter; sorted.
+    pub lags_ms: Vec<u64>,
 }
+
+impl FleetReport {
+    /// The `q` quantile of the lags (0 to 1); None without any.
+    pub fn lag_quantile_ms(&self, q: f64) -> Option<u64> {
+        let n = self.lags_ms.len();
+        (n > 0).then(|| self.lags_ms[((n as f64 * q).ceil() as usize).clamp(1, n) - 1])
+    }
+}
+
+/// Isolates whose lag is measured: about this many, evenly spread.
+const LAG_SAMPLED_ISOLATES: usize = 50;
 
 /// Counters every isolate adds to.
 #[derive(Default)]
@@ -112,11 +129,12 @@ struct Counters {
     rejected: AtomicU64,
     polls: AtomicU64,
     examples: Mutex<Vec<String>>,
+    lags_ms: Mutex<Vec<u64>>,
 }
 
-/// The keys acknowledged so far, with when (the local clock, ms).
+/// The keys acknowledged so far in one filter, with when (the local clock, ms), in order.
 #[derive(Default)]
-struct Acknowledged {
+pub(crate) struct Acknowledged {
     keys: Mutex<Vec<(String, u64)>>,
 }
 
@@ -125,37 +143,47 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Runs a fleet against `filter` at the origin `upstream` reaches, writing through `writer`.
-/// The filter must exist and keep an insert journal.
+/// Runs a fleet against `filters` at the origin `upstream` reaches, writing through `writer`.
+/// The filters must exist and keep an insert journal. Each isolate follows every filter (one
+/// follower each) and looks up in each in turn, so its lookups per filter are `lookup_every`
+/// times the number of filters apart.
 pub async fn run(
     upstream: Arc<OriginUpstream>,
     writer: bloomgate_client::Client,
-    filter: &str,
+    filters: &[String],
     edge_secret: &str,
     options: FleetOptions,
 ) -> FleetReport {
     let policy = Policy { hostile: options.hostile, ..Policy::default() };
     let cdn = Arc::new(Cdn::new(options.pops, options.upper_tier, upstream, policy));
     let counters = Arc::new(Counters::default());
-    let acknowledged = Arc::new(Acknowledged::default());
+    let acknowledged: Vec<Arc<Acknowledged>> = filters.iter().map(|_| Arc::default()).collect();
     let deadline = tokio::time::Instant::now() + options.duration;
 
-    let writes = tokio::spawn(write(writer, filter.to_owned(), options.write_every, deadline, acknowledged.clone()));
+    let writes = tokio::spawn(write(writer, filters.to_vec(), options.write_every, deadline, acknowledged.clone()));
+    let per_filter = FleetOptions { lookup_every: options.lookup_every * filters.len() as u32, ..options.clone() };
+    let lag_every = (options.isolates / LAG_SAMPLED_ISOLATES).max(1);
     let mut isolates = Vec::new();
     for index in 0..options.isolates {
-        let isolate = Isolate::new(index, filter, edge_secret, &options, cdn.clone(), counters.clone());
-        let (acknowledged, options) = (acknowledged.clone(), options.clone());
-        isolates.push(tokio::spawn(async move {
-            // Staggered: isolates do not all start cold at the same moment.
-            tokio::time::sleep(options.lookup_every.mul_f64(rand::random::<f64>() * 10.0)).await;
-            isolate.live(deadline, |isolate| look_up(isolate, &acknowledged, &options)).await;
-        }));
+        for (filter, acknowledged) in filters.iter().zip(&acknowledged) {
+            let sampled = index % lag_every == 0;
+            let isolate = Isolate::new(index, filter, edge_secret, &per_filter, cdn.clone(), counters.clone())
+                .with_lag(sampled.then(|| acknowledged.clone()));
+            let (acknowledged, options) = (acknowledged.clone(), per_filter.clone());
+            isolates.push(tokio::spawn(async move {
+                // Staggered: isolates do not all start cold at the same moment.
+                tokio::time::sleep(options.lookup_every.mul_f64(rand::random::<f64>() * 10.0)).await;
+                isolate.live(deadline, |isolate| look_up(isolate, &acknowledged, &options)).await;
+            }));
+        }
     }
     let writes = writes.await.unwrap_or(0);
     for isolate in isolates {
         let _ = isolate.await;
     }
     let examples = counters.examples.lock().map(|e| e.clone()).unwrap_or_default();
+    let mut lags_ms = counters.lags_ms.lock().map(|l| l.clone()).unwrap_or_default();
+    lags_ms.sort_unstable();
     FleetReport {
         writes,
         lookups: counters.lookups.load(Ordering::Relaxed),
@@ -167,24 +195,29 @@ pub async fn run(
         rejected: counters.rejected.load(Ordering::Relaxed),
         cdn: cdn.counts(),
         per_isolate_polls: counters.polls.load(Ordering::Relaxed),
+        lags_ms,
     }
 }
 
-/// Writes a new key every `every` until `deadline`, recording each acknowledged one; the count.
+/// Writes a new key every `every` until `deadline`, to each filter in turn, recording each
+/// acknowledged one; the count.
 async fn write(
     writer: bloomgate_client::Client,
-    filter: String,
+    filters: Vec<String>,
     every: Duration,
     deadline: tokio::time::Instant,
-    acknowledged: Arc<Acknowledged>,
+    acknowledged: Vec<Arc<Acknowledged>>,
 ) -> u64 {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut written = 0;
-    while tokio::time::Instant::now() < deadline {
+    for (filter, acknowledged) in filters.iter().zip(&acknowledged).cycle() {
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
         ticks.tick().await;
         let key = bloomgate_tests::random_keys(1).remove(0);
-        if writer.insert(&filter, &key, b"").await.is_ok() {
+        if writer.insert(filter, &key, b"").await.is_ok() {
             let at = now_ms();
             acknowledged.keys.lock().unwrap_or_else(|p| p.into_inner()).push((key, at));
             written += 1;

@@ -1,13 +1,13 @@
 //! `edge-fleet`: a fleet run for the record (BENCHMARKS.md): an origin started on the running
-//! services (Redis and Cassandra, as the tests find them), a filter of its own, N native
-//! isolates in P data centres following its shared feed through the stand-in CDN, writes and
-//! lookups at fixed rates; prints what reached the origin, per second and per write, and
-//! whether any acknowledged key was answered "not seen".
+//! services (Redis and Cassandra, as the tests find them), F filters of its own, N native
+//! isolates in P data centres following their shared feeds through the stand-in CDN, writes and
+//! lookups at fixed rates; prints what reached the origin, per second and per write, the
+//! freshness lag's percentiles, and whether any acknowledged key was answered "not seen".
 //!
-//! `cargo run --release -p bloomgate-edge-fleet -- --isolates 1000 --pops 10 --upper-tier --seconds 60`
+//! `cargo run --release -p bloomgate-edge-fleet -- --isolates 1000 --pops 10 --filters 10 --upper-tier --seconds 60`
 
 use bloomgate_cdn_sim::Hostile;
-use bloomgate_client::api::CreateFilter;
+use bloomgate_client::api::{CreateFilter, DropKeys};
 use bloomgate_edge_fleet::{run, FleetOptions, OriginUpstream, Protocol};
 use bloomgate_tests::origin::{TestOrigin, EDGE_SECRET};
 use clap::Parser;
@@ -23,6 +23,9 @@ struct Args {
     /// Data centres (lower cache tiers).
     #[arg(long, default_value_t = 10)]
     pops: usize,
+    /// Filters, each followed by every isolate; writes go to each in turn.
+    #[arg(long, default_value_t = 1)]
+    filters: usize,
     /// With an upper cache tier.
     #[arg(long)]
     upper_tier: bool,
@@ -56,9 +59,12 @@ struct Args {
 async fn main() {
     let args = Args::parse();
     let origin = TestOrigin::on_services(|_| {}).await;
-    let filter = bloomgate_tests::unique_filter("fleet-bench");
+    let filters: Vec<String> =
+        (0..args.filters.max(1)).map(|_| bloomgate_tests::unique_filter("fleet-bench")).collect();
     let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(100_000, 0.01) };
-    origin.client.create_filter(&filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
+    for filter in &filters {
+        origin.client.create_filter(filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
+    }
     let options = FleetOptions {
         protocol: if args.per_isolate { Protocol::PerIsolate } else { Protocol::Shared },
         isolates: args.isolates,
@@ -77,11 +83,17 @@ async fn main() {
         origin_base: origin.base.clone(),
     };
     let upstream = Arc::new(OriginUpstream::new(&origin.base, options.link_latency));
-    let r = run(upstream, origin.client.clone(), &filter, EDGE_SECRET, options).await;
+    let r = run(upstream, origin.client.clone(), &filters, EDGE_SECRET, options).await;
+    for filter in &filters {
+        // A run's filters are its own: leave no keyspace behind for the next run to list.
+        let _ = origin.client.drop_filter(filter, DropKeys::Delete).await;
+    }
     let secs = args.seconds as f64;
     let report = serde_json::json!({
         "isolates": args.isolates,
         "pops": args.pops,
+        "filters": filters.len(),
+        "width_ms": args.width_ms,
         "upper_tier": args.upper_tier,
         "seconds": args.seconds,
         "writes": r.writes,
@@ -91,6 +103,7 @@ async fn main() {
         "examples": r.examples,
         "cold_starts": r.cold_starts,
         "fallbacks": r.fallbacks,
+        "lag_ms": { "samples": r.lags_ms.len(), "p50": r.lag_quantile_ms(0.5), "p90": r.lag_quantile_ms(0.9), "p99": r.lag_quantile_ms(0.99), "max": r.lags_ms.last() },
         "protocol": if args.per_isolate { "per-isolate" } else { "shared" },
         "origin_feed_requests": r.cdn.upstream + r.per_isolate_polls,
         "origin_feed_requests_per_sec": (r.cdn.upstream + r.per_isolate_polls) as f64 / secs,

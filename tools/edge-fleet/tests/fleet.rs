@@ -44,8 +44,13 @@ pub async fn fleet_run(hostile: Hostile) -> FleetReport {
     let create = CreateFilter { segment_bytes: 4096, ..CreateFilter::new(50_000, 0.01) };
     origin.client.create_filter(&filter, &create).await.unwrap_or_else(|e| panic!("create {filter}: {e}"));
     let upstream = Arc::new(OriginUpstream::new(&origin.base, Duration::from_millis(30)));
-    let report = run(upstream, origin.client.clone(), &filter, EDGE_SECRET, small_fleet(hostile, &origin.base)).await;
-    eprintln!("{hostile:?}: {report:?}");
+    let options = small_fleet(hostile, &origin.base);
+    let report = run(upstream, origin.client.clone(), &[filter], EDGE_SECRET, options).await;
+    let (p50, p99) = (report.lag_quantile_ms(0.5), report.lag_quantile_ms(0.99));
+    eprintln!(
+        "{hostile:?}: lag p50 {p50:?} p99 {p99:?} ms; {:?}",
+        FleetReport { lags_ms: Vec::new(), ..report.clone() }
+    );
     report
 }
 
