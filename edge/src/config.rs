@@ -49,6 +49,21 @@ pub const FLEET_POINT_SECS: &str = "FLEET_POINT_SECS";
 /// The range `FLEET_POINT_SECS` accepts: an hour at most, so no isolate goes unseen for long.
 pub const FLEET_POINT_SECS_RANGE: core::ops::RangeInclusive<u32> = 1..=3600;
 
+/// Name of the optional switch for following the shared feed (`true` or `false`, default
+/// `false`): sealed chunks through the CDN's cache, answers counted from the chunk
+/// (docs/design.md, "The edge at many isolates"). Off until every origin of the deployment
+/// records Redis clock steps (each add does from this version on).
+pub const SHARED_FEED: &str = "SHARED_FEED";
+/// Name of the optional variable: the shared feed's chunk width Δ, ms.
+pub const FEED_CHUNK_MS: &str = "FEED_CHUNK_MS";
+/// Default Δ.
+pub const DEFAULT_FEED_CHUNK_MS: u64 = 250;
+/// Name of the optional variable: ε, the most Redis's clock may read ahead of the isolate's, ms.
+pub const FEED_CLOCK_BOUND_MS: &str = "FEED_CLOCK_BOUND_MS";
+/// Default ε: well above what synchronised clocks differ by; a page that proves more sends the
+/// isolate back to its own path.
+pub const DEFAULT_FEED_CLOCK_BOUND_MS: u64 = 100;
+
 /// Typed configuration of the edge worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EdgeConfig {
@@ -72,6 +87,17 @@ pub struct EdgeConfig {
     pub log_requests: bool,
     /// Seconds between the isolate's data points for the fleet (when the dataset is bound).
     pub fleet_point_secs: u32,
+    /// The shared feed, if followed: Δ and ε.
+    pub shared_feed: Option<FeedSettings>,
+}
+
+/// How the shared feed is followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedSettings {
+    /// Chunks of this many ms (what the isolates of a deployment share: one value for all).
+    pub chunk_ms: u64,
+    /// ε, ms.
+    pub clock_bound_ms: u64,
 }
 
 /// A setting that is missing or malformed.
@@ -143,6 +169,7 @@ impl EdgeConfig {
                 })?
             }
         };
+        let shared_feed = feed_settings(&lookup, freshness_secs)?;
         Ok(Self {
             origin_url,
             edge_secret,
@@ -152,8 +179,35 @@ impl EdgeConfig {
             max_batch,
             log_requests,
             fleet_point_secs,
+            shared_feed,
         })
     }
+}
+
+/// The shared feed's settings when `SHARED_FEED` is on; ε must leave a "no" some time to stand
+/// (less than S).
+fn feed_settings(
+    lookup: &impl Fn(&str) -> Option<String>,
+    freshness_secs: u32,
+) -> Result<Option<FeedSettings>, ConfigError> {
+    if !switch(lookup, SHARED_FEED, false)? {
+        return Ok(None);
+    }
+    let number = |name: &'static str, default: u64, ok: &dyn Fn(u64) -> bool, reason: &'static str| match lookup(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().ok().filter(|n| ok(*n)).ok_or(ConfigError::Invalid { name, reason }),
+    };
+    let bounds = bloomgate_filter::sealed_chunk::MIN_CHUNK_MS..=bloomgate_filter::sealed_chunk::MAX_CHUNK_MS;
+    let chunk_ms =
+        number(FEED_CHUNK_MS, DEFAULT_FEED_CHUNK_MS, &|n| bounds.contains(&n), "must be whole ms from 100 to 1000")?;
+    let s_ms = u64::from(freshness_secs) * 1000;
+    let clock_bound_ms = number(
+        FEED_CLOCK_BOUND_MS,
+        DEFAULT_FEED_CLOCK_BOUND_MS,
+        &|n| n < s_ms / 2,
+        "must be whole ms under half the freshness bound S",
+    )?;
+    Ok(Some(FeedSettings { chunk_ms, clock_bound_ms }))
 }
 
 /// `EDGE_MAX_HELD_BYTES`, else `MEMORY_CACHE_MB` (MiB), else the default.
@@ -278,6 +332,24 @@ mod tests {
             let err = with(bad).unwrap_err();
             assert!(matches!(err, ConfigError::Invalid { name: FLEET_POINT_SECS, .. }), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_shared_feed_is_off_unless_switched_on_and_its_bounds_are_checked() {
+        let with = |pairs: &[(&str, &str)]| parse(&[DEV, pairs].concat());
+        assert_eq!(parse(DEV).unwrap().shared_feed, None);
+        let on = with(&[(SHARED_FEED, "true")]).unwrap().shared_feed.unwrap();
+        assert_eq!((on.chunk_ms, on.clock_bound_ms), (DEFAULT_FEED_CHUNK_MS, DEFAULT_FEED_CLOCK_BOUND_MS));
+        let set = with(&[(SHARED_FEED, "1"), (FEED_CHUNK_MS, "500"), (FEED_CLOCK_BOUND_MS, "0")]).unwrap();
+        assert_eq!(set.shared_feed, Some(FeedSettings { chunk_ms: 500, clock_bound_ms: 0 }));
+        assert_eq!(with(&[(FEED_CHUNK_MS, "5")]).unwrap().shared_feed, None, "read only when on");
+        for (name, bad) in
+            [(FEED_CHUNK_MS, "99"), (FEED_CHUNK_MS, "1001"), (FEED_CLOCK_BOUND_MS, "1000"), (FEED_CLOCK_BOUND_MS, "x")]
+        {
+            let err = with(&[(SHARED_FEED, "true"), (name, bad)]).unwrap_err();
+            assert!(matches!(err, ConfigError::Invalid { name: n, .. } if n == name), "{name}={bad}: {err}");
+        }
+        assert!(matches!(with(&[(SHARED_FEED, "yes")]), Err(ConfigError::Invalid { name: SHARED_FEED, .. })));
     }
 
     #[test]

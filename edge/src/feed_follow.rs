@@ -18,7 +18,7 @@
 use bloomgate_filter::feed_current::{slot_of, FeedCurrent};
 use bloomgate_filter::sealed_chunk::{answer_no_until_ms, within_clock_bound, ChunkClock};
 use bloomgate_filter::sealed_page::decode_page;
-use bloomgate_filter::{decode_segment, BloomFilter, KeyFormat, KeyHash, Params};
+use bloomgate_filter::{decode_segment, hash_key, BloomFilter, KeyFormat, KeyHash, Params};
 use std::collections::BTreeSet;
 
 /// What the follower needs next.
@@ -65,6 +65,42 @@ pub enum Refused {
     Unsealable,
     /// 410: the chunk's entries are gone.
     Gone,
+}
+
+impl Refused {
+    /// The refusal an answer's status means; None for one that is no refusal of the feed's (a
+    /// 5xx, a timeout's: try again later, nothing changes). A 404 (a token the origin no longer
+    /// takes, a filter dropped) is read as gone: a cold start asks what is current.
+    pub fn of_status(status: u16) -> Option<Refused> {
+        match status {
+            425 => Some(Refused::NotYet),
+            409 => Some(Refused::Unsealable),
+            410 | 404 => Some(Refused::Gone),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a filter of `bits` bytes may be followed whole by an isolate whose followers hold
+/// `others` bytes, under its `budget`: at most a quarter of it for one filter, half for all, so
+/// the segment copies of the isolate's own path keep the rest.
+pub fn fits(bits: u64, others: usize, budget: usize) -> bool {
+    let bits = usize::try_from(bits).unwrap_or(usize::MAX);
+    bits <= budget / 4 && others.saturating_add(bits) <= budget / 2
+}
+
+/// What the copy followed says of a key now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedAnswer {
+    /// Certainly never stored, and the copy is fresh: answer "not seen" here.
+    NotSeen {
+        /// The generation that says so.
+        generation: u64,
+    },
+    /// The copy is fresh and has the key's bits: only the origin knows.
+    Maybe,
+    /// No fresh copy (or the key is not one the filter's format reads): the feed cannot say.
+    Unknown,
 }
 
 /// Why an answer was not taken (the follower is unchanged).
@@ -260,6 +296,30 @@ impl Follower {
         matches!(&self.phase, Phase::Following { bits, .. } if bits.may_contain_hash(hash))
     }
 
+    /// What the copy says of `key` (as given: normalised here by the filter's key format) at
+    /// `now_ms`.
+    pub fn answer(&self, key: &[u8], now_ms: u64) -> FeedAnswer {
+        let Phase::Following { generation, params, key_format, bits, .. } = &self.phase else {
+            return FeedAnswer::Unknown;
+        };
+        let fresh = self.answers_until_ms().is_some_and(|until| now_ms < until);
+        let Ok(normalized) = key_format.normalize(key) else { return FeedAnswer::Unknown };
+        match (fresh, bits.may_contain_hash(&hash_key(&normalized, params.seed))) {
+            (false, _) => FeedAnswer::Unknown,
+            (true, true) => FeedAnswer::Maybe,
+            (true, false) => FeedAnswer::NotSeen { generation: *generation },
+        }
+    }
+
+    /// Bytes the follower holds (the copy's bits, or those it is loading).
+    pub fn held_bytes(&self) -> usize {
+        match &self.phase {
+            Phase::Loading { current, .. } => current.params.total_bytes() as usize,
+            Phase::Following { params, .. } => params.total_bytes() as usize,
+            _ => 0,
+        }
+    }
+
     /// The params and key format of the generation followed, if any: what a key's hash is
     /// taken under.
     pub fn keys(&self) -> Option<(Params, KeyFormat)> {
@@ -275,7 +335,7 @@ mod tests {
     use super::*;
     use bloomgate_filter::feed_current::FEED_CURRENT_FORMAT;
     use bloomgate_filter::sealed_page::{encode_page, PageHeader};
-    use bloomgate_filter::{encode_segment, hash_key, KeyFormat, SizingOptions};
+    use bloomgate_filter::{encode_segment, KeyFormat, SizingOptions};
 
     const WIDTH: u64 = 250;
     const S: u64 = 2_000;
@@ -363,6 +423,24 @@ mod tests {
         f.on_page(&page(EPOCH + 1, 0, 1, &[], None), until + 5_000).unwrap();
         assert_eq!(f.answers_until_ms(), Some(until + WIDTH));
         assert_eq!(f.verdict(&absent, until + 5_000), Verdict::Forward);
+    }
+
+    #[test]
+    fn a_keys_answer_says_no_only_from_a_fresh_copy_without_its_bits() {
+        let mut cold = Follower::new(ChunkClock::new(WIDTH).unwrap(), S, EPSILON);
+        assert_eq!(cold.answer(b"a", 0), FeedAnswer::Unknown, "nothing followed");
+        cold.on_current(current()).unwrap();
+        assert_eq!(cold.held_bytes(), params().total_bytes() as usize, "loading holds the bits");
+        let f = following(&["a"]);
+        let until = (EPOCH + 1) * WIDTH + S - EPSILON;
+        assert_eq!(f.answer(b"a", until - 1), FeedAnswer::Maybe);
+        assert_eq!(f.answer(b"never written", until - 1), FeedAnswer::NotSeen { generation: GENERATION });
+        assert_eq!(f.answer(b"never written", until), FeedAnswer::Unknown, "stale: the feed cannot say");
+        assert_eq!(Refused::of_status(425), Some(Refused::NotYet));
+        assert_eq!(Refused::of_status(404), Some(Refused::Gone));
+        assert_eq!(Refused::of_status(503), None);
+        assert!(fits(25, 0, 100) && !fits(26, 0, 100), "a quarter of the budget for one");
+        assert!(fits(25, 25, 100) && !fits(25, 26, 100), "half for all");
     }
 
     #[test]

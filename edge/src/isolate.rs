@@ -41,6 +41,9 @@ pub(crate) struct Isolate {
     pub segment_flights: Flights<(SegmentKey, Wanted), Option<SegmentCopy>>,
     pub manifest_flights: Flights<String, ManifestFetch>,
     pub catch_up_flights: Flights<CatchUpKey, ()>,
+    /// The shared feed's followers, by filter, and their runs (`SHARED_FEED`).
+    pub feeds: HashMap<String, crate::feed::Feed>,
+    pub feed_flights: Flights<String, ()>,
     pub counts: IsolateCounts,
     pub cpu: CpuSpent,
     pub write_backs: WriteBacks,
@@ -66,6 +69,8 @@ pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) 
             segment_flights: Flights::default(),
             manifest_flights: Flights::default(),
             catch_up_flights: Flights::default(),
+            feeds: HashMap::new(),
+            feed_flights: Flights::default(),
             counts: IsolateCounts::default(),
             cpu: CpuSpent::default(),
             write_backs: WriteBacks::default(),
@@ -78,6 +83,14 @@ pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) 
         });
         f(isolate)
     })
+}
+
+/// Counts what is held outside the store (manifests, the shared feed's copies) against its
+/// budget.
+pub(crate) fn reserve_held(iso: &mut Isolate) {
+    let manifests: usize = iso.manifests.values().map(|(m, _)| crate::manifest::bytes_of(m)).sum();
+    let feeds: usize = iso.feeds.values().map(crate::feed::Feed::held_bytes).sum();
+    iso.store.reserve(manifests + feeds);
 }
 
 pub(crate) fn now_ms() -> f64 {

@@ -29,7 +29,7 @@
 //! - [`report`]: the isolate's report on itself; the log lines when wasm memory grows and when
 //!   a Cache API entry is refused.
 //! - [`feed_follow`]: following the shared feed (current document, segments at an epoch,
-//!   sealed chunks) without I/O, and until when its "no" stands; not wired to the worker yet.
+//!   sealed chunks) without I/O, and until when its "no" stands.
 //! - [`fleet_counts`]: the isolate's counts as Analytics Engine data points: when one is due,
 //!   what it carries (deltas since the last), what those written add up to.
 //! - [`flight`]: one fetch at a time per missing manifest, segment or catch-up, without sharing
@@ -40,6 +40,7 @@
 //! wasm32 only (the Workers runtime):
 //! - `glue`: the `#[event]` entry points, routing, the isolate report.
 //! - `lookup`: the lookup handlers, single and batch.
+//! - `feed`: the shared feed's followers, advanced through the CDN's cache (`SHARED_FEED`).
 //! - `manifest_fetch`: a manifest from isolate memory, the journal alone, or the origin.
 //! - `segments`: a usable copy from isolate memory, the Cache API or the origin.
 //! - `journal_sync`: journal requests: refreshes, catch-ups, the tail.
@@ -75,6 +76,8 @@ mod testing;
 
 #[cfg(target_arch = "wasm32")]
 mod body;
+#[cfg(target_arch = "wasm32")]
+mod feed;
 #[cfg(target_arch = "wasm32")]
 mod glue;
 #[cfg(target_arch = "wasm32")]

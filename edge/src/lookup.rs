@@ -11,6 +11,8 @@ use crate::batch_body::{self, BatchBodyError};
 use crate::body::{json, problem, relay_not_found, request_bounded};
 use crate::config::EdgeConfig;
 use crate::decide::{self, Decision};
+use crate::feed;
+use crate::feed_follow::FeedAnswer;
 use crate::isolate::{now_ms, with_isolate};
 use crate::manifest::ManifestFetch;
 use crate::manifest_fetch;
@@ -103,6 +105,16 @@ pub(crate) async fn handle_lookup(
         Ok(key) => key,
         Err(e) => return problem(&answer::bad_request(e.to_string())),
     };
+    if let Some(settings) = config.shared_feed {
+        match feed::answer(config, settings, ctx, filter, key_text.as_bytes()) {
+            FeedAnswer::NotSeen { generation } => {
+                with_isolate(config, |iso| iso.counts.feed_no += 1);
+                return not_seen(config, &sw, filter, &key_text, generation);
+            }
+            FeedAnswer::Maybe => return forwarded(config, req, &mut sw).await,
+            FeedAnswer::Unknown => {}
+        }
+    }
     let (manifest, asked_at) = match manifest(config, ctx, filter, &mut sw).await {
         ManifestFetch::Found(m, asked_at) => (m, asked_at),
         ManifestFetch::Unknown(body) => return relay_not_found(&body),
@@ -113,22 +125,30 @@ pub(crate) async fn handle_lookup(
         Err(e) => return problem(&answer::bad_request(e.to_string())),
     };
     match key_decision(config, ctx, &manifest, asked_at, &key, &mut sw).await {
-        Decision::NotSeen => {
-            let not_seen = answer::not_seen(filter, &key_text);
-            let r = json(&not_seen, 404, answer::JSON)?;
-            r.headers().set(headers::ANSWERED_BY, not_seen.answered_by.as_str())?;
-            r.headers().set(headers::GENERATION, &manifest.generation.to_string())?;
-            account(config, &sw, 1, |cpu| &mut cpu.edge_no);
-            with_isolate(config, |iso| iso.counts.edge_no += 1);
-            Ok(r)
-        }
+        Decision::NotSeen => not_seen(config, &sw, filter, &key_text, manifest.generation),
         Decision::ForwardMaybe | Decision::ForwardNoSegment | Decision::ForwardStale => {
-            let relayed = sw.wait(upstream::forward(config, req)).await;
-            account(config, &sw, 1, |cpu| &mut cpu.forwarded);
-            with_isolate(config, |iso| iso.counts.forwarded += 1);
-            relayed
+            forwarded(config, req, &mut sw).await
         }
     }
+}
+
+/// 404 "not seen", answered here under `generation`.
+fn not_seen(config: &EdgeConfig, sw: &Stopwatch, filter: &str, key_text: &str, generation: u64) -> Result<Response> {
+    let not_seen = answer::not_seen(filter, key_text);
+    let r = json(&not_seen, 404, answer::JSON)?;
+    r.headers().set(headers::ANSWERED_BY, not_seen.answered_by.as_str())?;
+    r.headers().set(headers::GENERATION, &generation.to_string())?;
+    account(config, sw, 1, |cpu| &mut cpu.edge_no);
+    with_isolate(config, |iso| iso.counts.edge_no += 1);
+    Ok(r)
+}
+
+/// The lookup forwarded to the origin, its answer relayed.
+async fn forwarded(config: &EdgeConfig, req: &Request, sw: &mut Stopwatch) -> Result<Response> {
+    let relayed = sw.wait(upstream::forward(config, req)).await;
+    account(config, sw, 1, |cpu| &mut cpu.forwarded);
+    with_isolate(config, |iso| iso.counts.forwarded += 1);
+    relayed
 }
 
 /// Adds a warm request's own time, over `units` (keys), to the figure `figure` picks. A lookup's

@@ -95,8 +95,7 @@ async fn fetch_and_keep(config: EdgeConfig, filter: String) -> ManifestFetch {
         with_isolate(&config, |iso| {
             if replaces(kept_at(iso), *asked_at) {
                 iso.manifests.insert(filter.clone(), (m.clone(), *asked_at));
-                let bytes = iso.manifests.values().map(|(m, _)| crate::manifest::bytes_of(m)).sum();
-                iso.store.reserve(bytes);
+                crate::isolate::reserve_held(iso);
             }
         });
     }

@@ -16,7 +16,7 @@ use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response, Result};
+use worker::{AbortController, CfProperties, Delay, Fetch, Headers, Method, Request, RequestInit, Response, Result};
 
 /// The origin's answer, read whole.
 pub(crate) struct Reply {
@@ -78,6 +78,19 @@ async fn call<B: FnOnce(usize) -> Vec<u8>>(
     timeout_ms: u32,
     sink: Sink<B>,
 ) -> std::result::Result<Reply, Failure> {
+    call_via(method, url, headers, body, None, timeout_ms, sink).await
+}
+
+/// [`call`], with the CDN cache options `cf` (the shared feed's).
+async fn call_via<B: FnOnce(usize) -> Vec<u8>>(
+    method: Method,
+    url: &str,
+    headers: Headers,
+    body: Option<String>,
+    cf: Option<CfProperties>,
+    timeout_ms: u32,
+    sink: Sink<B>,
+) -> std::result::Result<Reply, Failure> {
     let controller = AbortController::default();
     let signal = controller.signal();
     let exchange = async {
@@ -85,6 +98,9 @@ async fn call<B: FnOnce(usize) -> Vec<u8>>(
         init.with_method(method).with_headers(headers);
         if let Some(body) = body {
             init.with_body(Some(body.into()));
+        }
+        if let Some(cf) = cf {
+            init.with_cf_properties(cf);
         }
         let response = Fetch::Request(Request::new_with_init(url, &init)?).send_with_signal(&signal).await?;
         if let Some(max) = sink.max_body {
@@ -122,6 +138,19 @@ pub(crate) async fn edge_get<B: FnOnce(usize) -> Vec<u8>>(
     let sent = Headers::new();
     sent.set(headers::EDGE_SECRET, &config.edge_secret).map_err(Failure::Fetch)?;
     call(Method::Get, url, sent, None, timeout_ms, sink).await
+}
+
+/// GET of a shared feed URL (no secret: its path carries the token) through the CDN's cache:
+/// cached as the origin's `Cache-Control` says (immutable pages and segments, a current
+/// document for its slot), refusals never (a 404 for a wrong token, a 425 for a chunk not
+/// sealed yet are each asked again). Only these requests get cache options.
+pub(crate) async fn feed_get(url: &str, timeout_ms: u32) -> std::result::Result<Reply, Failure> {
+    let cf = CfProperties {
+        cache_everything: Some(true),
+        cache_ttl_by_status: Some([("400-599".to_owned(), -1)].into_iter().collect()),
+        ..CfProperties::default()
+    };
+    call_via(Method::Get, url, Headers::new(), None, Some(cf), timeout_ms, any_body()).await
 }
 
 /// Forwards a lookup (GET or HEAD, same path and query) to the origin and relays its answer.

@@ -242,13 +242,9 @@ impl Isolate {
 
     /// A refusal, by status, fed to the follower.
     fn refused(&self, status: u16) {
-        let refused = match status {
-            425 => Refused::NotYet,
-            409 => Refused::Unsealable,
-            410 | 404 => Refused::Gone,
-            _ => return,
-        };
-        self.follower().on_refused(refused);
+        if let Some(refused) = Refused::of_status(status) {
+            self.follower().on_refused(refused);
+        }
     }
 
     /// The follower's answer for `key` at `now_ms`; None while it follows nothing.

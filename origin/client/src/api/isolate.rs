@@ -114,6 +114,17 @@ pub struct IsolateCounts {
     pub buffers_reused: u64,
     /// Segment buffers newly allocated.
     pub buffers_allocated: u64,
+    /// Of `edge_no`, answered from the shared feed's copy (`SHARED_FEED`). Read as 0 from
+    /// older edges, as are the two below.
+    #[serde(default)]
+    pub feed_no: u64,
+    /// Requests of the shared feed (current documents, segments at an epoch, sealed pages),
+    /// through the CDN's cache; their bytes are in `origin_bytes`.
+    #[serde(default)]
+    pub feed_requests: u64,
+    /// Times a follower of the shared feed fell back to the isolate's own path.
+    #[serde(default)]
+    pub feed_fallbacks: u64,
 }
 
 /// CPU time by kind of work, from the isolate's clock around work that does no I/O. Under
