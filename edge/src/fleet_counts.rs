@@ -8,16 +8,20 @@
 //! by `_sample_interval`, so `SUM(_sample_interval * doubleN)` estimates a fleet's total only if
 //! every point counts something once. Two columns are gauges (wasm memory, held bytes), read
 //! with a weighted quantile or a maximum. Every point names its layout in `blob1`
-//! ([`POINT_FORMAT`]): a later layout gets a new name, and the queries select by it, so points
-//! of two versions mid-deploy are never summed together as one.
+//! ([`COUNTS`], and [`FEED`] beside it when the shared feed is followed: a point has at most 20
+//! doubles): a later layout gets a new name, and the queries select by it, so points of two
+//! versions mid-deploy are never summed together as one.
 
 use bloomgate_client::api::{FleetPoints, IsolateCounts};
+use std::collections::BTreeMap;
 
 /// The binding the worker writes through (`[[analytics_engine_datasets]]` in wrangler.toml).
 /// Unbound, the worker writes nothing and its report says so.
 pub const BINDING: &str = "EDGE_COUNTS";
-/// The layout of a point, in its `blob1`.
+/// The layout of the isolate's counts, in its points' `blob1`.
 pub const POINT_FORMAT: &str = "bloomgate-edge-counts/1";
+/// The layout of the shared feed's counts, in its points' `blob1`.
+pub const FEED_POINT_FORMAT: &str = "bloomgate-edge-feed/1";
 /// Default seconds between an isolate's points (`FLEET_POINT_SECS`).
 pub const DEFAULT_POINT_SECS: u32 = 60;
 
@@ -30,29 +34,84 @@ pub enum Kind {
     Gauge,
 }
 
-/// The point's doubles, in order: `double1` is the first. The names are the isolate report's.
-pub const COLUMNS: [(&str, Kind); 20] = [
-    ("requests", Kind::Delta),
-    ("edge_no", Kind::Delta),
-    ("forwarded", Kind::Delta),
-    ("batches", Kind::Delta),
-    ("batch_keys", Kind::Delta),
-    ("batch_keys_forwarded", Kind::Delta),
-    ("cache_reads", Kind::Delta),
-    ("cache_hits", Kind::Delta),
-    ("cache_refused", Kind::Delta),
-    ("cache_puts", Kind::Delta),
-    ("cache_write_backs", Kind::Delta),
-    ("origin_manifests", Kind::Delta),
-    ("origin_segments", Kind::Delta),
-    ("origin_journal", Kind::Delta),
-    ("origin_bytes", Kind::Delta),
-    ("local_catch_ups", Kind::Delta),
-    ("dropped_by_switch", Kind::Delta),
-    ("span_ms", Kind::Delta),
-    ("wasm_bytes", Kind::Gauge),
-    ("held_bytes", Kind::Gauge),
-];
+/// A point's layout: its name (`blob1`), its doubles in order (`double1` first; the names are
+/// the isolate report's) and how each is read from a sample (deltas as running totals).
+#[derive(Debug)]
+pub struct Layout {
+    /// In `blob1`.
+    pub format: &'static str,
+    /// The doubles.
+    pub columns: &'static [(&'static str, Kind)],
+    /// Their levels in a sample, given when the isolate started (ms).
+    levels: fn(&Sample, u64) -> Vec<u64>,
+}
+
+/// The isolate's counts.
+pub const COUNTS: Layout = Layout {
+    format: POINT_FORMAT,
+    columns: &[
+        ("requests", Kind::Delta),
+        ("edge_no", Kind::Delta),
+        ("forwarded", Kind::Delta),
+        ("batches", Kind::Delta),
+        ("batch_keys", Kind::Delta),
+        ("batch_keys_forwarded", Kind::Delta),
+        ("cache_reads", Kind::Delta),
+        ("cache_hits", Kind::Delta),
+        ("cache_refused", Kind::Delta),
+        ("cache_puts", Kind::Delta),
+        ("cache_write_backs", Kind::Delta),
+        ("origin_manifests", Kind::Delta),
+        ("origin_segments", Kind::Delta),
+        ("origin_journal", Kind::Delta),
+        ("origin_bytes", Kind::Delta),
+        ("local_catch_ups", Kind::Delta),
+        ("dropped_by_switch", Kind::Delta),
+        ("span_ms", Kind::Delta),
+        ("wasm_bytes", Kind::Gauge),
+        ("held_bytes", Kind::Gauge),
+    ],
+    levels: |s, started_ms| {
+        let c = &s.counts;
+        vec![
+            c.requests,
+            c.edge_no,
+            c.forwarded,
+            c.batches,
+            c.batch_keys,
+            c.batch_keys_forwarded,
+            c.cache_reads,
+            c.cache_hits,
+            c.cache_refused,
+            c.cache_puts,
+            c.cache_write_backs,
+            c.origin_manifests,
+            c.origin_segments,
+            c.origin_journal,
+            c.origin_bytes,
+            c.local_catch_ups,
+            c.dropped_by_switch,
+            s.at_ms.saturating_sub(started_ms),
+            s.wasm_bytes,
+            s.held_bytes,
+        ]
+    },
+};
+
+/// The shared feed's counts (`SHARED_FEED`), written beside [`COUNTS`] at the same moments.
+pub const FEED: Layout = Layout {
+    format: FEED_POINT_FORMAT,
+    columns: &[
+        ("feed_no", Kind::Delta),
+        ("feed_requests", Kind::Delta),
+        ("feed_fallbacks", Kind::Delta),
+        ("span_ms", Kind::Delta),
+    ],
+    levels: |s, started_ms| {
+        let c = &s.counts;
+        vec![c.feed_no, c.feed_requests, c.feed_fallbacks, s.at_ms.saturating_sub(started_ms)]
+    },
+};
 
 /// What the isolate reads of itself when a point is due.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -67,55 +126,35 @@ pub struct Sample {
     pub at_ms: u64,
 }
 
-/// A data point: its doubles in [`COLUMNS`] order (its blobs and index are the glue's: the
-/// format, the isolate, the data centre).
-pub type Point = [f64; COLUMNS.len()];
+/// A data point's doubles, in its layout's order (its blobs and index are the glue's: the
+/// layout, the data centre, the isolate).
+pub type Point = Vec<f64>;
 
-/// The totals of a sample, in [`COLUMNS`] order; deltas are running totals here.
-fn levels(s: &Sample, started_ms: u64) -> Point {
-    let c = &s.counts;
-    let counted = [
-        c.requests,
-        c.edge_no,
-        c.forwarded,
-        c.batches,
-        c.batch_keys,
-        c.batch_keys_forwarded,
-        c.cache_reads,
-        c.cache_hits,
-        c.cache_refused,
-        c.cache_puts,
-        c.cache_write_backs,
-        c.origin_manifests,
-        c.origin_segments,
-        c.origin_journal,
-        c.origin_bytes,
-        c.local_catch_ups,
-        c.dropped_by_switch,
-        s.at_ms.saturating_sub(started_ms),
-        s.wasm_bytes,
-        s.held_bytes,
-    ];
-    counted.map(|v| v as f64)
-}
-
-/// One isolate's points: when the next is due, and what those written add up to.
+/// One isolate's points of one layout: when the next is due, and what those written add up to.
 #[derive(Debug)]
 pub struct FleetCounts {
+    layout: &'static Layout,
     every_ms: u64,
     started_ms: u64,
     /// Running totals as of the last point written (zero before any).
-    last: Point,
+    last: Vec<f64>,
     last_at_ms: Option<u64>,
     points: u64,
     refused: u64,
 }
 
 impl FleetCounts {
-    /// An isolate started at `started_ms` that writes a point at most every `every_secs`.
-    pub fn new(every_secs: u32, started_ms: u64) -> FleetCounts {
+    /// An isolate started at `started_ms` that writes a point of `layout` at most every
+    /// `every_secs`.
+    pub fn new(layout: &'static Layout, every_secs: u32, started_ms: u64) -> FleetCounts {
         let every_ms = u64::from(every_secs) * 1000;
-        FleetCounts { every_ms, started_ms, last: [0.0; COLUMNS.len()], last_at_ms: None, points: 0, refused: 0 }
+        let last = vec![0.0; layout.columns.len()];
+        FleetCounts { layout, every_ms, started_ms, last, last_at_ms: None, points: 0, refused: 0 }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &'static Layout {
+        self.layout
     }
 
     /// Whether a point is due at `now_ms`: the first request's, then one per interval.
@@ -127,13 +166,14 @@ impl FleetCounts {
     /// written: call [`refused`](Self::refused) if the write then fails, and those deltas go
     /// into the next point.
     pub fn point(&mut self, sample: &Sample) -> Point {
-        let now = levels(sample, self.started_ms);
-        let mut point = now;
-        for (i, (_, kind)) in COLUMNS.iter().enumerate() {
-            if *kind == Kind::Delta {
-                point[i] = now[i] - self.last[i];
-            }
-        }
+        let now: Vec<f64> = (self.layout.levels)(sample, self.started_ms).into_iter().map(|v| v as f64).collect();
+        let point = self
+            .layout
+            .columns
+            .iter()
+            .zip(now.iter().zip(&self.last))
+            .map(|((_, kind), (now, last))| if *kind == Kind::Delta { now - last } else { *now })
+            .collect();
         self.last = now;
         self.last_at_ms = Some(sample.at_ms);
         self.points += 1;
@@ -153,7 +193,7 @@ impl FleetCounts {
     }
 
     fn take_back(&mut self, point: &Point) {
-        for (i, (_, kind)) in COLUMNS.iter().enumerate() {
+        for (i, (_, kind)) in self.layout.columns.iter().enumerate() {
             if *kind == Kind::Delta {
                 self.last[i] -= point[i];
             }
@@ -161,23 +201,39 @@ impl FleetCounts {
         self.points -= 1;
     }
 
-    /// What the isolate report says of the points: how many, refusals, and what their delta
-    /// columns add up to (equal to the counts as of the last point).
-    pub fn report(&self, bound: bool) -> FleetPoints {
-        let sent = COLUMNS
-            .iter()
-            .zip(self.last)
-            .filter(|((_, kind), _)| *kind == Kind::Delta)
-            .map(|((name, _), total)| ((*name).to_owned(), total as u64))
-            .collect();
-        FleetPoints {
-            bound,
-            format: POINT_FORMAT.to_owned(),
-            every_secs: self.every_ms / 1000,
-            points: self.points,
-            refused: self.refused,
-            sent,
+    /// Points written, and writes refused.
+    pub fn written(&self) -> (u64, u64) {
+        (self.points, self.refused)
+    }
+
+    /// What the written points' counting columns add up to, by name (those `sent` has already
+    /// are left: the same moments' span, from another layout).
+    pub fn add_sent(&self, sent: &mut BTreeMap<String, u64>) {
+        for ((name, kind), total) in self.layout.columns.iter().zip(&self.last) {
+            if *kind == Kind::Delta {
+                sent.entry((*name).to_owned()).or_insert(*total as u64);
+            }
         }
+    }
+}
+
+/// What the isolate report says of the points: whether the dataset is bound, how many points
+/// of [`COUNTS`] (and of [`FEED`]), refusals, and what their counting columns add up to (equal
+/// to the counts as of the last point).
+pub fn report(bound: bool, counts: &FleetCounts, feed: &FleetCounts) -> FleetPoints {
+    let mut sent = BTreeMap::new();
+    counts.add_sent(&mut sent);
+    if feed.points > 0 {
+        feed.add_sent(&mut sent);
+    }
+    FleetPoints {
+        bound,
+        format: POINT_FORMAT.to_owned(),
+        every_secs: counts.every_ms / 1000,
+        points: counts.points,
+        feed_points: feed.points,
+        refused: counts.refused + feed.refused,
+        sent,
     }
 }
 
@@ -186,63 +242,70 @@ mod tests {
     use super::*;
 
     fn sample(requests: u64, edge_no: u64, wasm_bytes: u64, at_ms: u64) -> Sample {
-        let counts = IsolateCounts { requests, edge_no, ..IsolateCounts::default() };
+        let counts = IsolateCounts { requests, edge_no, feed_no: edge_no, ..IsolateCounts::default() };
         Sample { counts, wasm_bytes, held_bytes: 7, at_ms }
     }
 
-    fn column(name: &str) -> usize {
-        COLUMNS.iter().position(|(n, _)| *n == name).unwrap()
+    fn column(layout: &Layout, name: &str) -> usize {
+        layout.columns.iter().position(|(n, _)| *n == name).unwrap()
     }
 
     #[test]
     fn points_carry_what_changed_and_add_up_to_the_counts() {
-        let mut fleet = FleetCounts::new(60, 1_000);
+        let c = |name| column(&COUNTS, name);
+        let mut fleet = FleetCounts::new(&COUNTS, 60, 1_000);
+        let mut feed = FleetCounts::new(&FEED, 60, 1_000);
         assert!(fleet.due(1_000), "the first request writes one");
         let first = fleet.point(&sample(3, 2, 1 << 20, 1_500));
-        assert_eq!((first[column("requests")], first[column("edge_no")]), (3.0, 2.0));
-        assert_eq!(first[column("span_ms")], 500.0);
+        assert_eq!((first[c("requests")], first[c("edge_no")]), (3.0, 2.0));
+        assert_eq!(first[c("span_ms")], 500.0);
         assert!(!fleet.due(60_000) && fleet.due(61_500), "then one a minute");
         let second = fleet.point(&sample(10, 2, 2 << 20, 61_500));
-        assert_eq!((second[column("requests")], second[column("edge_no")]), (7.0, 0.0), "deltas");
-        assert_eq!(second[column("wasm_bytes")], f64::from(2 << 20), "a gauge is the level now");
-        assert_eq!(second[column("held_bytes")], 7.0);
-        assert_eq!(first[column("span_ms")] + second[column("span_ms")], 60_500.0);
-        let report = fleet.report(true);
-        assert_eq!((report.points, report.sent["requests"], report.sent["edge_no"]), (2, 10, 2));
-        assert!(!report.sent.contains_key("wasm_bytes"), "gauges are not summed");
+        assert_eq!((second[c("requests")], second[c("edge_no")]), (7.0, 0.0), "deltas");
+        assert_eq!(second[c("wasm_bytes")], f64::from(2 << 20), "a gauge is the level now");
+        assert_eq!(second[c("held_bytes")], 7.0);
+        assert_eq!(first[c("span_ms")] + second[c("span_ms")], 60_500.0);
+        let r = report(true, &fleet, &feed);
+        assert_eq!((r.points, r.feed_points, r.sent["requests"], r.sent["edge_no"]), (2, 0, 10, 2));
+        assert!(!r.sent.contains_key("wasm_bytes"), "gauges are not summed");
+        assert!(!r.sent.contains_key("feed_no"), "no feed point written");
+        let f = feed.point(&sample(10, 2, 0, 61_500));
+        assert_eq!(f[column(&FEED, "feed_no")], 2.0);
+        let r = report(true, &fleet, &feed);
+        assert_eq!((r.feed_points, r.sent["feed_no"], r.sent["span_ms"]), (1, 2, 60_500));
     }
 
     #[test]
     fn a_refused_write_carries_its_deltas_into_the_next_point() {
-        let mut fleet = FleetCounts::new(1, 0);
+        let c = |name| column(&COUNTS, name);
+        let (mut fleet, feed) = (FleetCounts::new(&COUNTS, 1, 0), FleetCounts::new(&FEED, 1, 0));
         let lost = fleet.point(&sample(4, 1, 0, 10));
         fleet.refused(&lost);
         assert!(!fleet.due(500) && fleet.due(1_010), "tried again an interval later");
         let next = fleet.point(&sample(5, 1, 0, 1_100));
-        assert_eq!((next[column("requests")], next[column("edge_no")]), (5.0, 1.0));
-        let report = fleet.report(true);
-        assert_eq!((report.points, report.refused, report.sent["requests"]), (1, 1, 5));
+        assert_eq!((next[c("requests")], next[c("edge_no")]), (5.0, 1.0));
+        let r = report(true, &fleet, &feed);
+        assert_eq!((r.points, r.refused, r.sent["requests"]), (1, 1, 5));
         let unbound = fleet.point(&sample(9, 1, 0, 2_200));
         fleet.unbound(&unbound);
-        let report = fleet.report(false);
-        assert_eq!(
-            (report.points, report.refused, report.sent["requests"]),
-            (1, 1, 5),
-            "nothing sent, nothing refused"
-        );
+        let r = report(false, &fleet, &feed);
+        assert_eq!((r.points, r.refused, r.sent["requests"]), (1, 1, 5), "nothing sent, nothing refused");
     }
 
     #[test]
     fn the_operations_guide_names_every_column_where_it_is() {
         let guide = include_str!("../../docs/operations.md");
-        for (i, (name, kind)) in COLUMNS.iter().enumerate() {
-            let kind = match kind {
-                Kind::Delta => "count",
-                Kind::Gauge => "level",
-            };
-            let row = format!("| `double{}` | `{name}` | {kind} |", i + 1);
-            assert!(guide.contains(&row), "docs/operations.md lacks the row {row}");
+        for layout in [&COUNTS, &FEED] {
+            assert!(layout.columns.len() <= 20, "Analytics Engine takes 20 doubles a point");
+            for (i, (name, kind)) in layout.columns.iter().enumerate() {
+                let kind = match kind {
+                    Kind::Delta => "count",
+                    Kind::Gauge => "level",
+                };
+                let row = format!("| `{}` | `double{}` | `{name}` | {kind} |", layout.format, i + 1);
+                assert!(guide.contains(&row), "docs/operations.md lacks the row {row}");
+            }
         }
-        assert!(guide.contains(POINT_FORMAT) && guide.contains(BINDING));
+        assert!(guide.contains(BINDING));
     }
 }

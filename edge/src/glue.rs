@@ -5,7 +5,7 @@
 
 use crate::body::{json, problem};
 use crate::config::{self, EdgeConfig};
-use crate::fleet_counts::{self, Sample};
+use crate::fleet_counts::{self, FleetCounts, Layout, Sample};
 use crate::isolate::{now_ms, with_isolate, Isolate};
 use crate::route::{self, Route};
 use crate::{answer, lookup, report};
@@ -118,22 +118,22 @@ fn colo(req: &Request) -> String {
 /// a line when wasm memory passed a threshold since the last.
 fn after_request(config: &EdgeConfig, env: &Env, colo: &str) {
     let wasm = report::wasm_bytes();
-    let (passed, point) = with_isolate(config, |iso| {
+    let (passed, points) = with_isolate(config, |iso| {
         iso.counts.requests += 1;
         let now = now_ms() as u64;
-        let point = iso.fleet.due(now).then(|| {
+        let mut points = Vec::new();
+        if iso.fleet.due(now) {
             let r = isolate_report(iso, config, false);
-            iso.fleet.point(&Sample {
-                counts: r.counts,
-                wasm_bytes: r.wasm_bytes,
-                held_bytes: r.held.total,
-                at_ms: now,
-            })
-        });
-        (iso.growth.passed(wasm).map(|at| (at, isolate_report(iso, config, false))), point)
+            let sample = Sample { counts: r.counts, wasm_bytes: r.wasm_bytes, held_bytes: r.held.total, at_ms: now };
+            points.push((iso.fleet.layout(), iso.fleet.point(&sample)));
+            if config.shared_feed.is_some() {
+                points.push((iso.fleet_feed.layout(), iso.fleet_feed.point(&sample)));
+            }
+        }
+        (iso.growth.passed(wasm).map(|at| (at, isolate_report(iso, config, false))), points)
     });
-    if let Some(point) = point {
-        write_point(config, env, colo, &point);
+    for (layout, point) in points {
+        write_point(config, env, colo, layout, &point);
     }
     if let Some((at, r)) = passed {
         console_warn!(
@@ -154,19 +154,25 @@ fn after_request(config: &EdgeConfig, env: &Env, colo: &str) {
 /// by it), blobs the layout, the data centre and the isolate. Unbound, nothing is written and
 /// the point is taken back (the report says unbound); a write the binding refuses is logged
 /// and its counts go into the next point.
-fn write_point(config: &EdgeConfig, env: &Env, colo: &str, point: &fleet_counts::Point) {
+fn write_point(config: &EdgeConfig, env: &Env, colo: &str, layout: &'static Layout, point: &fleet_counts::Point) {
+    fn of_layout<'a>(iso: &'a mut Isolate, layout: &Layout) -> &'a mut FleetCounts {
+        match layout.format {
+            fleet_counts::FEED_POINT_FORMAT => &mut iso.fleet_feed,
+            _ => &mut iso.fleet,
+        }
+    }
     let Ok(dataset) = env.analytics_engine(fleet_counts::BINDING) else {
-        return with_isolate(config, |iso| iso.fleet.unbound(point));
+        return with_isolate(config, |iso| of_layout(iso, layout).unbound(point));
     };
     let isolate = with_isolate(config, |iso| iso.id.clone());
     let data = AnalyticsEngineDataPointBuilder::new()
         .indexes([colo])
-        .blobs([fleet_counts::POINT_FORMAT, colo, &isolate])
+        .blobs([layout.format, colo, &isolate])
         .doubles(point.iter().copied())
         .build();
     if let Err(err) = dataset.write_data_point(&data) {
         console_error!("fleet counts: the {} binding refused a data point: {err}", fleet_counts::BINDING);
-        with_isolate(config, |iso| iso.fleet.refused(point));
+        with_isolate(config, |iso| of_layout(iso, layout).refused(point));
     }
 }
 
@@ -197,6 +203,6 @@ fn isolate_report(iso: &Isolate, config: &EdgeConfig, bound: bool) -> IsolateRep
         cpu: iso.cpu,
         cache_api: config.cache_api,
         uptime_ms: (now_ms() - iso.started_ms).max(0.0) as u64,
-        fleet: iso.fleet.report(bound),
+        fleet: fleet_counts::report(bound, &iso.fleet, &iso.fleet_feed),
     }
 }

@@ -12,7 +12,7 @@ use crate::cache_entry::EntryKey;
 use crate::config::EdgeConfig;
 use crate::copy::SegmentCopy;
 use crate::decide::Wanted;
-use crate::fleet_counts::FleetCounts;
+use crate::fleet_counts::{self, FleetCounts};
 use crate::flight::{Check, Flights, Role};
 use crate::manifest::ManifestFetch;
 use crate::report::{GrowthLog, RefusalLog};
@@ -49,6 +49,7 @@ pub(crate) struct Isolate {
     pub write_backs: WriteBacks,
     pub growth: GrowthLog,
     pub fleet: FleetCounts,
+    pub fleet_feed: FleetCounts,
     pub refusals: RefusalLog,
     pub entry_key: EntryKey,
     pub started_ms: f64,
@@ -75,7 +76,8 @@ pub(crate) fn with_isolate<T>(config: &EdgeConfig, f: impl FnOnce(&mut Isolate) 
             cpu: CpuSpent::default(),
             write_backs: WriteBacks::default(),
             growth: GrowthLog::default(),
-            fleet: FleetCounts::new(config.fleet_point_secs, now_ms() as u64),
+            fleet: FleetCounts::new(&fleet_counts::COUNTS, config.fleet_point_secs, now_ms() as u64),
+            fleet_feed: FleetCounts::new(&fleet_counts::FEED, config.fleet_point_secs, now_ms() as u64),
             refusals: RefusalLog::default(),
             entry_key: EntryKey::derive(&config.edge_secret),
             started_ms: now_ms(),

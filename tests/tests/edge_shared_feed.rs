@@ -94,4 +94,6 @@ async fn the_worker_answers_from_the_shared_feed_and_keeps_its_promise() {
     );
     assert!(after.feed_requests > before.feed_requests, "the follower kept fetching chunks: {after:?}");
     assert_eq!(after.feed_fallbacks, 0, "{after:?}");
+    let fleet = isolate_report(&http, &edge.base).await.expect("the isolate's report").fleet;
+    assert!(fleet.points >= 1 && fleet.feed_points == fleet.points, "a feed point beside each counts point: {fleet:?}");
 }

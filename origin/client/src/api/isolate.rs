@@ -37,8 +37,11 @@ pub struct FleetPoints {
     pub format: String,
     /// Seconds between the isolate's points (`FLEET_POINT_SECS`).
     pub every_secs: u64,
-    /// Points written.
+    /// Points of the counts written.
     pub points: u64,
+    /// Points of the shared feed's counts written (beside those, when it is followed).
+    #[serde(default)]
+    pub feed_points: u64,
     /// Writes the binding refused (their counts went into the next point).
     pub refused: u64,
     /// What the written points' counting columns add up to, by column name: the isolate's
