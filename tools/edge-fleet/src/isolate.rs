@@ -39,9 +39,10 @@ pub(crate) struct Isolate {
 /// Where a sampled isolate is in its filter's acknowledged writes.
 #[derive(Default)]
 struct LagCursor {
-    /// Since when (ms) its follower has followed a copy; None while it follows none. Writes
-    /// acknowledged before then came with the segments it loaded: their lag is the cold
-    /// start's, not the feed's, and is not counted.
+    /// Since when (ms) its follower has followed a copy caught up with the feed (it asked for
+    /// a chunk not ended yet); None before. Writes acknowledged before then came with the
+    /// segments it loaded or the chunks it caught up on after a cold start: their lag is the
+    /// cold start's, not the feed's, and is not counted.
     following_since: Option<u64>,
     /// The first write not yet seen in its copy.
     next: usize,
@@ -100,6 +101,9 @@ impl Isolate {
         };
         let keys = acknowledged.keys.lock().unwrap_or_else(|p| p.into_inner());
         if cursor.following_since.is_none() {
+            if !matches!(follower.next(now), Next::Wait { .. }) {
+                return;
+            }
             cursor.following_since = Some(now);
             cursor.next = keys.partition_point(|(_, at)| *at < now);
         }

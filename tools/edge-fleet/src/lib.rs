@@ -103,7 +103,8 @@ pub struct FleetReport {
     /// Today's protocol: the isolates' own requests to the origin.
     pub per_isolate_polls: u64,
     /// Freshness lag, ms: from a write's acknowledgement to the moment a sampled isolate's copy
-    /// held it, for writes acknowledged while that isolate followed its filter; sorted.
+    /// held it, for writes acknowledged while that isolate followed its filter caught up (not
+    /// while it loaded or caught up after a cold start); sorted.
     pub lags_ms: Vec<u64>,
 }
 
@@ -170,9 +171,11 @@ pub async fn run(
             let isolate = Isolate::new(index, filter, edge_secret, &per_filter, cdn.clone(), counters.clone())
                 .with_lag(sampled.then(|| acknowledged.clone()));
             let (acknowledged, options) = (acknowledged.clone(), per_filter.clone());
+            // Staggered over ten of an isolate's lookups: isolates do not all start cold at the
+            // same moment (by the isolate's pace, not the slower one of each filter).
+            let stagger = per_filter.lookup_every.mul_f64(rand::random::<f64>() * 10.0 / filters.len() as f64);
             isolates.push(tokio::spawn(async move {
-                // Staggered: isolates do not all start cold at the same moment.
-                tokio::time::sleep(options.lookup_every.mul_f64(rand::random::<f64>() * 10.0)).await;
+                tokio::time::sleep(stagger).await;
                 isolate.live(deadline, |isolate| look_up(isolate, &acknowledged, &options)).await;
             }));
         }
