@@ -158,6 +158,37 @@ pub fn decode_path_key(raw: &str) -> Result<String, PathKeyError> {
     }
 }
 
+/// [`decode_path_key`], appended to `out` (left as it was on an error), for a caller that keeps
+/// the key beside other text in one buffer. A segment without `%` is the key itself: it is
+/// checked and copied, and nothing else is allocated.
+pub fn decode_path_key_into(raw: &str, out: &mut String) -> Result<(), PathKeyError> {
+    if raw.contains('%') {
+        out.push_str(&decode_path_key(raw)?);
+        return Ok(());
+    }
+    if raw.len() > MAX_PATH_KEY_LEN {
+        return Err(PathKeyError::TooLong { len: raw.len() });
+    }
+    // What the decoding loop refuses in a segment without escapes, in the same order.
+    for (position, &byte) in raw.as_bytes().iter().enumerate() {
+        if byte == 0 {
+            return Err(PathKeyError::Nul { position });
+        }
+        if must_escape(byte) {
+            return Err(PathKeyError::Unescaped { position, found: char::from(byte) });
+        }
+    }
+    match raw {
+        "" => Err(PathKeyError::Empty),
+        "." => Err(PathKeyError::DotSegment { key: "." }),
+        ".." => Err(PathKeyError::DotSegment { key: ".." }),
+        _ => {
+            out.push_str(raw);
+            Ok(())
+        }
+    }
+}
+
 /// Whether an ASCII character must arrive `%`-escaped: one a URL parser changes (`\` is `/` in
 /// http(s) URLs) or drops (tab and line breaks anywhere, spaces and controls at the end).
 fn must_escape(byte: u8) -> bool {
@@ -285,6 +316,16 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn decoding_into_a_buffer_reads_every_segment_as_decoding_alone_does(
+            raw in r"[a-zA-Z0-9%. \\\x00-\x1f\x7f\u{e9}\u{2603}+/-]{0,12}"
+        ) {
+            let mut out = String::from("prefix");
+            let into = decode_path_key_into(&raw, &mut out).map(|()| out.clone());
+            prop_assert_eq!(into, decode_path_key(&raw).map(|key| format!("prefix{key}")));
+            prop_assert!(out.starts_with("prefix"));
+        }
+
         #[test]
         fn every_key_round_trips_in_any_mix_of_escaped_and_literal(
             key in "[^\u{0}]{1,48}",

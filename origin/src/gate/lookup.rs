@@ -11,7 +11,7 @@ use super::{normalize_batch, Gate, BATCH_CONCURRENCY};
 use crate::error::AppError;
 use crate::metrics::{Fallthrough, FilterRead, Store};
 use crate::store::{FilterUnavailable, Generation, StoreResult};
-use bloomgate_filter::hash_key;
+use bloomgate_filter::{hash_key, MAX_KEY_BYTES};
 use futures::StreamExt;
 use std::time::Instant;
 
@@ -128,8 +128,10 @@ impl Gate {
     pub async fn lookup(&self, name: &str, raw_key: &[u8]) -> Result<Answer, AppError> {
         let started = Instant::now();
         let def = self.def(name).await?;
-        let key = def.key_format.normalize(raw_key)?;
-        let answer = self.lookup_normalized(name, &key).await;
+        // Normalised on the stack: a lookup allocates no copy of its key.
+        let mut key = [0u8; MAX_KEY_BYTES];
+        let len = def.key_format.normalize_into(raw_key, &mut key)?;
+        let answer = self.lookup_normalized(name, &key[..len]).await;
         self.metrics.lookups.observe_single(started.elapsed());
         answer
     }

@@ -42,6 +42,27 @@ fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
     }
 }
 
+/// A [`KeyAnswer`] without a value, borrowed: what every "no" writes, byte for byte as
+/// `KeyAnswer` writes it, into a buffer of about its size, with no copy of the filter or key.
+#[derive(serde::Serialize)]
+struct BareAnswer<'a> {
+    filter: &'a str,
+    key: &'a str,
+    seen: bool,
+    answered_by: bloomgate_client::api::AnsweredBy,
+}
+
+impl BareAnswer<'_> {
+    /// The JSON body. Sized for the fixed fields plus the filter and key as they are (a key
+    /// that needs escapes grows the buffer once).
+    fn to_json(&self) -> axum::body::Body {
+        let mut out = Vec::with_capacity(64 + self.filter.len() + self.key.len());
+        // Writing into a Vec cannot fail, and these fields always serialise.
+        serde_json::to_writer(&mut out, self).expect("a bare answer serialises");
+        axum::body::Body::from(out)
+    }
+}
+
 /// Looks one key up: 200 if it is stored, 404 if not (certain when the filter answered).
 #[utoipa::path(method(get, head), path = paths::KEY, tag = "keys",
     params(("filter" = String, Path), ("key" = String, Path, description = "in the filter's key format, one path segment (percent-encoded)")),
@@ -52,10 +73,17 @@ fn key_answer(filter: &str, key: &str, answer: &Answer) -> KeyAnswer {
         (status = 503, description = "the database could not answer: unknown, not absent; retry after Retry-After", body = Problem, content_type = media::PROBLEM_JSON),
         Busy,
     ))]
-pub(super) async fn lookup(State(s): State<AppState>, KeyPath { filter, key }: KeyPath) -> Result<Response, AppError> {
-    let answer = s.gate.lookup(&filter, key.as_bytes()).await?;
+pub(super) async fn lookup(State(s): State<AppState>, path: KeyPath) -> Result<Response, AppError> {
+    let (filter, key) = (path.filter(), path.key());
+    let answer = s.gate.lookup(filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
-    let mut response = (status, Json(key_answer(&filter, &key, &answer))).into_response();
+    let mut response = match answer.value.as_deref().filter(|v| !v.is_empty()) {
+        None => {
+            let body = BareAnswer { filter, key, seen: answer.seen, answered_by: answer.answered_by };
+            (status, [(header::CONTENT_TYPE, HeaderValue::from_static(media::JSON))], body.to_json()).into_response()
+        }
+        Some(_) => (status, Json(key_answer(filter, key, &answer))).into_response(),
+    };
     let h = response.headers_mut();
     h.insert(headers::ANSWERED_BY, HeaderValue::from_static(answer.answered_by.as_str()));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::LOOKUP));
@@ -101,11 +129,12 @@ pub(super) async fn lookup_batch(
 pub(super) async fn insert(
     _: Writer,
     State(s): State<AppState>,
-    KeyPath { filter, key }: KeyPath,
+    path: KeyPath,
     ValueBody(value): ValueBody,
 ) -> Result<Response, AppError> {
-    s.gate.insert(&filter, key.as_bytes(), &value).await?;
-    Ok((StatusCode::CREATED, Json(KeyStored { filter, key, stored: true })).into_response())
+    let (filter, key) = (path.filter(), path.key());
+    s.gate.insert(filter, key.as_bytes(), &value).await?;
+    Ok((StatusCode::CREATED, Json(KeyStored { filter: filter.into(), key: key.into(), stored: true })).into_response())
 }
 
 /// Stores a batch of keys (without values), all acknowledged or none.
@@ -141,11 +170,29 @@ pub(super) async fn insert_batch(
         NoToken, NotAWriter, Busy,
     ),
     security(("writer_token" = [])))]
-pub(super) async fn delete(
-    _: Writer,
-    State(s): State<AppState>,
-    KeyPath { filter, key }: KeyPath,
-) -> Result<Json<KeyDeleted>, AppError> {
-    let deleted = s.gate.delete(&filter, key.as_bytes()).await?;
-    Ok(Json(KeyDeleted { filter, key, deleted }))
+pub(super) async fn delete(_: Writer, State(s): State<AppState>, path: KeyPath) -> Result<Json<KeyDeleted>, AppError> {
+    let (filter, key) = (path.filter(), path.key());
+    let deleted = s.gate.delete(filter, key.as_bytes()).await?;
+    Ok(Json(KeyDeleted { filter: filter.into(), key: key.into(), deleted }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bloomgate_client::api::AnsweredBy;
+
+    #[tokio::test]
+    async fn a_bare_answer_writes_what_a_key_answer_writes() {
+        let long = "k".repeat(1024);
+        for (filter, key, seen, by) in [
+            ("f", "ab12", false, AnsweredBy::Filter),
+            ("users-2026", "caf\u{e9} \"quoted\" \\ /\n\u{1}", true, AnsweredBy::Database),
+            ("x", long.as_str(), false, AnsweredBy::Edge),
+        ] {
+            let bare = BareAnswer { filter, key, seen, answered_by: by };
+            let body = axum::body::to_bytes(bare.to_json(), usize::MAX).await.unwrap();
+            let whole = KeyAnswer { filter: filter.into(), key: key.into(), seen, answered_by: by, value: None };
+            assert_eq!(body, serde_json::to_vec(&whole).unwrap(), "{key:?}");
+        }
+    }
 }

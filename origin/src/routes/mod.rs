@@ -15,7 +15,7 @@ use crate::gate::Gate;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Request};
 use axum::http::request::Parts;
-use bloomgate_filter::{decode_path_key, validate_filter_name};
+use bloomgate_filter::{decode_path_key_into, validate_filter_name};
 use std::sync::Arc;
 
 /// What every handler gets.
@@ -113,10 +113,22 @@ where
 /// answers "no" about another key than the one the origin stored. Rejections are problem+json
 /// 400s with the reason (malformed `%`-escape, not UTF-8, NUL, `.`/`..`, too long).
 pub struct KeyPath {
-    /// Filter name (checked: no escapes, as at the edge).
-    pub filter: String,
+    /// The filter name, then the decoded key, in one buffer (one allocation a request).
+    text: String,
+    /// Where the key starts in `text`.
+    key_at: usize,
+}
+
+impl KeyPath {
+    /// The filter name (checked: no escapes, as at the edge).
+    pub fn filter(&self) -> &str {
+        &self.text[..self.key_at]
+    }
+
     /// The key, decoded; its UTF-8 bytes are what the key format normalises.
-    pub key: String,
+    pub fn key(&self) -> &str {
+        &self.text[self.key_at..]
+    }
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
@@ -131,8 +143,10 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
             return Err(AppError::BadRequest("the path names no filter and key".into()));
         };
         validate_filter_name(filter)?;
-        let key = decode_path_key(key).map_err(|e| AppError::BadRequest(e.to_string()))?;
-        Ok(KeyPath { filter: filter.to_owned(), key })
+        let mut text = String::with_capacity(filter.len() + key.len());
+        text.push_str(filter);
+        decode_path_key_into(key, &mut text).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        Ok(KeyPath { text, key_at: filter.len() })
     }
 }
 
@@ -150,7 +164,7 @@ mod tests {
     async fn extract(path: &str) -> (StatusCode, String) {
         let app = Router::new().route(
             "/v1/filters/{filter}/keys/{key}",
-            get(|KeyPath { filter, key }: KeyPath| async move { format!("{filter}|{key}") }),
+            get(|path: KeyPath| async move { format!("{}|{}", path.filter(), path.key()) }),
         );
         let response = app.oneshot(Request::get(path).body(Body::empty()).unwrap()).await.into_response();
         let status = response.status();
