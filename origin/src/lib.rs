@@ -82,7 +82,9 @@
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`routes`]: the HTTP API, one file per resource (`keys`, `batch`, `filters`, `edge`,
 //!   `ops`, `status`, `openapi`; `refusals`: the 401/403/429 answers the OpenAPI document
-//!   describes once for every endpoint), and the extractors whose rejections are problem+json.
+//!   describes once for every endpoint; `lookup_lane`: the single-key lookup with its admission
+//!   and request metrics in one handler, no layers), and the extractors whose rejections are
+//!   problem+json.
 //! - This file: the wiring: [`build_state`] derives the caps and connects the stores, [`app`]
 //!   puts the routes behind their layers, [`run`] serves them.
 //!
@@ -331,15 +333,15 @@ pub fn app(state: AppState) -> Router {
 
 /// The API (`/v1`) and liveness: what the public listener serves.
 ///
-/// Single-key lookups, the path every "no" takes, carry only what they need: admission into
-/// their own limiter (apart from writes and batches, so these cannot shed them). No request
-/// timeout (a timer per request): each store call on their path has its own
-/// (`redis_timeout_ms`, `cassandra_timeout_ms`); no trace span. Everything else keeps the
-/// whole stack.
+/// Single-key lookups, the path every "no" takes, carry only what they need, in one handler
+/// (`routes::lookup_lane`): admission into their own limiter (apart from writes and batches,
+/// so these cannot shed them) and the request metrics, without layers. No request timeout (a
+/// timer per request): each store call on their path has its own (`redis_timeout_ms`,
+/// `cassandra_timeout_ms`); no trace span. Everything else keeps the whole stack.
 fn public_app(state: AppState) -> Router {
     let config = state.config.clone();
     let admission = Admission::new(&state.caps, state.gate.metrics.clone(), state.config.max_body_bytes());
-    let lookups = routes::keys::lookup_router().with_state(state.clone()).layer(admission.layer());
+    let lookups = routes::lookup_lane::router(state.clone(), admission.clone());
     let api = Router::new()
         .merge(routes::keys::router())
         .merge(routes::filters::router())
@@ -359,7 +361,9 @@ fn public_app(state: AppState) -> Router {
                 })),
         );
     let tracked = request_metrics::TrackRequestsLayer::new(state.gate.metrics.clone());
-    Router::new().merge(lookups).merge(api).merge(routes::ops::liveness_router()).layer(tracked)
+    // The lookup lane counts its own requests: the rest is layered before it is merged in.
+    let rest = Router::new().merge(api).merge(routes::ops::liveness_router()).layer(tracked);
+    lookups.merge(rest)
 }
 
 /// What the admin listener serves: metrics, readiness, liveness, the OpenAPI document and the

@@ -60,16 +60,9 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let method = method_label(request.method());
         let route = request.extensions().get::<MatchedPath>().map_or("unmatched", |m| route_label(m.as_str()));
-        self.metrics.requests.in_flight.inc();
-        Tracked {
-            inner: self.inner.call(request),
-            started: Instant::now(),
-            method,
-            route,
-            in_flight: InFlight(self.metrics.clone()),
-        }
+        let timer = RequestTimer::start(&self.metrics, request.method(), route);
+        Tracked { inner: self.inner.call(request), timer }
     }
 }
 
@@ -78,10 +71,7 @@ pin_project! {
     pub struct Tracked<F> {
         #[pin]
         inner: F,
-        started: Instant,
-        method: &'static str,
-        route: &'static str,
-        in_flight: InFlight,
+        timer: RequestTimer,
     }
 }
 
@@ -95,20 +85,39 @@ where
         let this = self.project();
         let result = std::task::ready!(this.inner.poll(cx));
         if let Ok(response) = &result {
-            let labels = RequestLabels { method: this.method, route: this.route, status: response.status().as_u16() };
-            this.in_flight.0.requests.observe(&labels, this.started.elapsed());
+            this.timer.answered(response.status().as_u16());
         }
         Poll::Ready(result)
     }
 }
 
-/// Leaves the in-flight gauge when the request ends, however it ends (a client that hangs up
-/// drops the future).
-struct InFlight(Arc<Metrics>);
+/// One request's part in the request metrics: in the in-flight gauge from `start` until dropped
+/// (however the request ends: a client that hangs up drops it), counted and timed by its
+/// status once answered. The layer uses it, and so does the lookup lane, which has no layer.
+pub struct RequestTimer {
+    metrics: Arc<Metrics>,
+    started: Instant,
+    method: &'static str,
+    route: &'static str,
+}
 
-impl Drop for InFlight {
+impl RequestTimer {
+    /// A request of `method` to the route pattern `route` (a static label value) starts now.
+    pub fn start(metrics: &Arc<Metrics>, method: &Method, route: &'static str) -> RequestTimer {
+        metrics.requests.in_flight.inc();
+        RequestTimer { metrics: metrics.clone(), started: Instant::now(), method: method_label(method), route }
+    }
+
+    /// It was answered with `status`.
+    pub fn answered(&self, status: u16) {
+        let labels = RequestLabels { method: self.method, route: self.route, status };
+        self.metrics.requests.observe(&labels, self.started.elapsed());
+    }
+}
+
+impl Drop for RequestTimer {
     fn drop(&mut self) {
-        self.0.requests.in_flight.dec();
+        self.metrics.requests.in_flight.dec();
     }
 }
 

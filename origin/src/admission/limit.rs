@@ -61,6 +61,17 @@ impl Admission {
     }
 
     /// Room for a request of `kind`, or None (the refusal counted).
+    /// A single-key lookup's permit, or None (refused: counted) above the lookups' cap: what
+    /// the lookup lane asks, which has no layer.
+    pub fn admit_lookup(&self) -> Option<OwnedSemaphorePermit> {
+        self.admit(Kind::Lookup)
+    }
+
+    /// The answer to a refused request: 429 once its body (up to the drain limit) is read.
+    pub async fn refused(&self, body: Body) -> Response {
+        refuse(body, self.drain_bytes).await
+    }
+
     fn admit(&self, kind: Kind) -> Option<OwnedSemaphorePermit> {
         let class = class_of(kind);
         let limiter = match class {

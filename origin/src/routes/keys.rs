@@ -15,7 +15,9 @@ use base64::Engine;
 use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
 use bloomgate_client::{caching, headers, media, paths};
 
-/// The single-key lookup, the negative path's route (given its own, lighter layers: see `app`).
+/// The single-key lookup as a plain route. Served through its lane (`lookup_lane`), which adds
+/// admission and the request metrics without layers; the lane's golden test puts this behind
+/// the layers to compare.
 pub fn lookup_router() -> Router<AppState> {
     Router::new().route(paths::KEY, get(lookup))
 }

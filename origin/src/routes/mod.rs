@@ -4,6 +4,7 @@ pub mod batch;
 pub mod edge;
 pub mod filters;
 pub mod keys;
+pub mod lookup_lane;
 pub mod openapi;
 pub mod ops;
 mod refusals;
