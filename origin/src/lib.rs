@@ -78,7 +78,8 @@
 //! - [`request_metrics`]: every request counted, timed and held in the in-flight gauge.
 //! - [`admission`]: the in-flight caps derived from the memory budget (`budget`: the cgroup's
 //!   limit or the setting; `cost`: each kind of request's measured worst case; `caps`: the
-//!   budget divided), and the layer that admits a request or answers 429 (`limit`).
+//!   budget divided), and the layer that admits a request or answers 429 (`limit`; lookups'
+//!   places in flight as one atomic counter, `in_flight`).
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`routes`]: the HTTP API, one file per resource (`keys`, `batch`, `filters`, `edge`,
 //!   `ops`, `status`, `openapi`; `refusals`: the 401/403/429 answers the OpenAPI document

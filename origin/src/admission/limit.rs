@@ -10,6 +10,7 @@
 //! and the client reads "connection reset" instead of the 429 and its Retry-After.
 
 use super::caps::Caps;
+use super::in_flight::{Entered, EnteredOwned, InFlight};
 use crate::error::AppError;
 use crate::metrics::{Class, Kind, Metrics};
 use axum::body::{Body, Bytes, HttpBody};
@@ -26,7 +27,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The limiters of both classes and what each kind takes from its class.
 pub struct Admission {
-    lookups: Arc<Semaphore>,
+    /// Lookups never wait: one atomic counter (see `in_flight`).
+    lookups: Arc<InFlight>,
     writes_and_batches: Arc<Semaphore>,
     weights: [u32; Kind::ALL.len()],
     metrics: Arc<Metrics>,
@@ -47,7 +49,7 @@ impl Admission {
             weights[at] = caps.weight(*kind);
         }
         Arc::new(Admission {
-            lookups: Arc::new(Semaphore::new(caps.permits(Class::Lookup))),
+            lookups: Arc::new(InFlight::new(caps.permits(Class::Lookup))),
             writes_and_batches: Arc::new(Semaphore::new(caps.permits(Class::WriteOrBatch))),
             weights,
             metrics,
@@ -61,10 +63,14 @@ impl Admission {
     }
 
     /// Room for a request of `kind`, or None (the refusal counted).
-    /// A single-key lookup's permit, or None (refused: counted) above the lookups' cap: what
-    /// the lookup lane asks, which has no layer.
-    pub fn admit_lookup(&self) -> Option<OwnedSemaphorePermit> {
-        self.admit(Kind::Lookup)
+    /// A single-key lookup's place in flight, or None (refused: counted) above the lookups'
+    /// cap: what the lookup lane asks, which has no layer.
+    pub fn admit_lookup(&self) -> Option<Entered<'_>> {
+        let entered = self.lookups.enter(self.weight(Kind::Lookup) as usize);
+        if entered.is_none() {
+            self.metrics.admission.refused(Class::Lookup);
+        }
+        entered
     }
 
     /// The answer to a refused request: 429 once its body (up to the drain limit) is read.
@@ -72,19 +78,32 @@ impl Admission {
         refuse(body, self.drain_bytes).await
     }
 
-    fn admit(&self, kind: Kind) -> Option<OwnedSemaphorePermit> {
+    fn weight(&self, kind: Kind) -> u32 {
+        self.weights[Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)]
+    }
+
+    fn admit(&self, kind: Kind) -> Option<Permit> {
         let class = class_of(kind);
-        let limiter = match class {
-            Class::Lookup => &self.lookups,
-            Class::WriteOrBatch => &self.writes_and_batches,
+        let weight = self.weight(kind);
+        let permit = match class {
+            Class::Lookup => self.lookups.enter_owned(weight as usize).map(Permit::Lookup),
+            Class::WriteOrBatch => {
+                self.writes_and_batches.clone().try_acquire_many_owned(weight).ok().map(Permit::WriteOrBatch)
+            }
         };
-        let weight = self.weights[Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)];
-        let permit = limiter.clone().try_acquire_many_owned(weight).ok();
         if permit.is_none() {
             self.metrics.admission.refused(class);
         }
         permit
     }
+}
+
+/// A request's place in its class, given back when dropped (held for that alone).
+#[derive(Debug)]
+#[allow(dead_code)]
+enum Permit {
+    Lookup(EnteredOwned),
+    WriteOrBatch(OwnedSemaphorePermit),
 }
 
 /// The class a kind of request is limited in.
@@ -165,7 +184,7 @@ pin_project! {
     pub struct Admitted<F> {
         #[pin]
         inner: Option<F>,
-        permit: Option<OwnedSemaphorePermit>,
+        permit: Option<Permit>,
         hold_with_body: bool,
         refused: Option<Pin<Box<dyn Future<Output = Response> + Send>>>,
     }
@@ -229,7 +248,7 @@ pin_project! {
     struct HoldingBody {
         #[pin]
         body: Body,
-        _permit: OwnedSemaphorePermit,
+        _permit: Permit,
     }
 }
 

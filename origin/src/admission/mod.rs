@@ -14,6 +14,7 @@
 pub mod budget;
 pub mod caps;
 pub mod cost;
+pub mod in_flight;
 pub mod limit;
 
 pub use budget::MemoryLimit;
