@@ -35,7 +35,13 @@ impl DistinctKeys {
         let register = (hash >> (64 - BITS)) as usize;
         // The rank of the first set bit of the rest, 1-based; the sentinel bit bounds it.
         let rank = ((hash << BITS) | (1 << (BITS - 1))).leading_zeros() as u8 + 1;
-        self.registers[register].fetch_max(rank, Ordering::Relaxed);
+        // Read before writing: once the sketch has settled, nearly every key finds its register
+        // at or above its rank, and a load leaves the cache line shared between cores where a
+        // read-modify-write would take it from the others on every lookup.
+        let slot = &self.registers[register];
+        if slot.load(Ordering::Relaxed) < rank {
+            slot.fetch_max(rank, Ordering::Relaxed);
+        }
     }
 
     /// The estimated number of distinct keys counted.
