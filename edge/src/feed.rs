@@ -19,6 +19,8 @@ use bloomgate_filter::feed_current::FeedCurrent;
 use bloomgate_filter::sealed_chunk::ChunkClock;
 use worker::{console_warn, Context};
 
+/// Most filters an isolate follows; lookups of others take its own path.
+const MAX_FEEDS: usize = 64;
 /// Most fetches in one run: a cold start's document and segments, then chunks; the next
 /// request that finds the follower due starts another.
 const MAX_STEPS: usize = 256;
@@ -58,7 +60,10 @@ fn cold(settings: FeedSettings, freshness_secs: u32) -> Follower {
 }
 
 /// What the feed says of `key` in `filter` now; starts a run in the background when the
-/// follower has something to fetch.
+/// follower has something to fetch. A follower is made only for a filter the isolate holds a
+/// manifest of (one the origin named: the first lookups take the own path anyway while a
+/// follower loads), and for at most [`MAX_FEEDS`]: filter names come from the public, and
+/// each follower is state and subrequests.
 pub(crate) fn answer(
     config: &EdgeConfig,
     settings: FeedSettings,
@@ -68,7 +73,13 @@ pub(crate) fn answer(
 ) -> FeedAnswer {
     let now = now_ms();
     let (answer, due) = with_isolate(config, |iso| {
-        let feed = iso.feeds.entry(filter.to_owned()).or_insert_with(|| Feed::new(settings, config.freshness_secs));
+        if !iso.feeds.contains_key(filter) {
+            if !iso.manifests.contains_key(filter) || iso.feeds.len() >= MAX_FEEDS {
+                return (FeedAnswer::Unknown, false);
+            }
+            iso.feeds.insert(filter.to_owned(), Feed::new(settings, config.freshness_secs));
+        }
+        let Some(feed) = iso.feeds.get_mut(filter) else { return (FeedAnswer::Unknown, false) };
         if feed.fell_back_at_ms.is_some_and(|at| now - at >= FALLBACK_HOLD_MS) {
             (feed.follower, feed.fell_back_at_ms) = (cold(settings, config.freshness_secs), None);
         }
