@@ -195,6 +195,10 @@ fn take(config: &EdgeConfig, filter: &str, next: Next, reply: Reply) -> Step {
         }
         let taken = match next {
             Next::Current { .. } => match serde_json::from_slice::<FeedCurrent>(&reply.body) {
+                // Another filter's document (a cache answering with another URL's body).
+                Ok(current) if current.filter != filter => {
+                    Err(crate::feed_follow::Rejected::Unexpected(format!("the document of {:?}", current.filter)))
+                }
                 Ok(current) if !fits(current.params.total_bytes(), others, budget) => {
                     console_warn!(
                         "shared feed of {filter}: its bits do not fit the budget; the isolate's own path serves it"

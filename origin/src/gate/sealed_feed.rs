@@ -99,7 +99,10 @@ impl Gate {
             )));
         }
         let bits = self.store.edge_feed.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
-        let wire = encode_segment(&meta.params, generation, index, bits.version, &bits.payload)
+        // The header's version is the epoch (higher is newer, as versions are): the body names
+        // the epoch it holds, so a follower handed another epoch's copy of the segment (a cache
+        // answering with another URL's body) can refuse one older than it asked for.
+        let wire = encode_segment(&meta.params, generation, index, epoch, &bits.payload)
             .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
         Ok(Ok(wire))
     }

@@ -196,6 +196,7 @@ impl Isolate {
                 let taken = match fetched.status {
                     200 => serde_json::from_slice::<FeedCurrent>(&fetched.body)
                         .ok()
+                        .filter(|current| current.filter == self.filter)
                         .is_some_and(|current| self.follower().on_current(current).is_ok()),
                     _ => false,
                 };
