@@ -200,12 +200,14 @@ impl Follower {
         if header.generation != current.generation || header.index != index || header.params != current.params {
             return Err(Rejected::Unexpected(format!("segment {} of generation {}", header.index, header.generation)));
         }
-        // A segment's version is the epoch it holds every write through: an older one (a cache
-        // answering with another epoch's URL) lacks writes no chunk after this epoch brings.
-        if header.version < current.epoch {
+        // A segment's version is the end (ms, Redis's clock) of the epoch it holds every write
+        // through: an older one (a cache answering with another epoch's URL, of any chunk
+        // width) lacks writes that no chunk after this epoch brings.
+        let through_ms = self.clock.end_ms(current.epoch);
+        if header.version < through_ms {
             return Err(Rejected::Unexpected(format!(
-                "segment {index} of epoch {}, not {}",
-                header.version, current.epoch
+                "segment {index} holding writes through {} ms, not {through_ms}",
+                header.version
             )));
         }
         if !missing.contains(&index) || !bits.merge_segment_payload(index, view.payload()) {
@@ -396,7 +398,8 @@ mod tests {
             whole.insert_shared(key.as_bytes());
         }
         while let Next::Segment { index, .. } = f.next(0) {
-            let bytes = encode_segment(&params(), GENERATION, index, EPOCH, &whole.segment_payload(index)).unwrap();
+            let through = (EPOCH + 1) * WIDTH;
+            let bytes = encode_segment(&params(), GENERATION, index, through, &whole.segment_payload(index)).unwrap();
             f.on_segment(index, &bytes, 0).unwrap();
         }
         f
@@ -487,9 +490,10 @@ mod tests {
         let mut loading = Follower::new(ChunkClock::new(WIDTH).unwrap(), S, EPSILON);
         loading.on_current(current()).unwrap();
         let payload = BloomFilter::new(params()).segment_payload(0);
-        let older = encode_segment(&params(), GENERATION, 0, EPOCH - 1, &payload).unwrap();
+        let through = (EPOCH + 1) * WIDTH;
+        let older = encode_segment(&params(), GENERATION, 0, through - 1, &payload).unwrap();
         assert!(loading.on_segment(0, &older, 0).is_err(), "a segment of an older epoch lacks its writes");
-        let newer = encode_segment(&params(), GENERATION, 0, EPOCH + 3, &payload).unwrap();
+        let newer = encode_segment(&params(), GENERATION, 0, through + 3 * WIDTH, &payload).unwrap();
         assert!(loading.on_segment(0, &newer, 0).is_ok(), "a newer one holds them all (bits are only set)");
         let mut cold = Follower::new(ChunkClock::new(WIDTH).unwrap(), S, EPSILON);
         let newer = FeedCurrent { format: FEED_CURRENT_FORMAT + 1, ..current() };

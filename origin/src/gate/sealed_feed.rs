@@ -99,10 +99,11 @@ impl Gate {
             )));
         }
         let bits = self.store.edge_feed.segment(name, meta, index).await.map_err(AppError::FilterRead)?;
-        // The header's version is the epoch (higher is newer, as versions are): the body names
-        // the epoch it holds, so a follower handed another epoch's copy of the segment (a cache
-        // answering with another URL's body) can refuse one older than it asked for.
-        let wire = encode_segment(&meta.params, generation, index, epoch, &bits.payload)
+        // The header's version is the epoch's end, ms of Redis's clock (higher is newer, as
+        // versions are, whatever the chunk width): the body says through when it holds every
+        // write, so a follower handed another epoch's copy of the segment (a cache answering
+        // with another URL's body, of any width) can refuse one older than it asked for.
+        let wire = encode_segment(&meta.params, generation, index, clock.end_ms(epoch), &bits.payload)
             .map_err(|e| AppError::FilterRead(FilterUnavailable::Error(e.to_string())))?;
         Ok(Ok(wire))
     }
