@@ -34,83 +34,73 @@ pub enum Kind {
     Gauge,
 }
 
-/// A point's layout: its name (`blob1`), its doubles in order (`double1` first; the names are
-/// the isolate report's) and how each is read from a sample (deltas as running totals).
+/// A point's layout: its name (`blob1`) and its doubles in order (`double1` first).
 #[derive(Debug)]
 pub struct Layout {
     /// In `blob1`.
     pub format: &'static str,
     /// The doubles.
-    pub columns: &'static [(&'static str, Kind)],
-    /// Their levels in a sample, given when the isolate started (ms).
-    levels: fn(&Sample, u64) -> Vec<u64>,
+    pub columns: &'static [Column],
 }
+
+/// One double: its name (the isolate report's), whether it counts or reads a level, and its
+/// level in a sample, given when the isolate started (ms; a delta's running total).
+#[derive(Debug)]
+pub struct Column {
+    /// The name.
+    pub name: &'static str,
+    /// Count or level.
+    pub kind: Kind,
+    read: fn(&Sample, u64) -> u64,
+}
+
+const fn count(name: &'static str, read: fn(&Sample, u64) -> u64) -> Column {
+    Column { name, kind: Kind::Delta, read }
+}
+
+const fn level(name: &'static str, read: fn(&Sample, u64) -> u64) -> Column {
+    Column { name, kind: Kind::Gauge, read }
+}
+
+/// The time a point covers: a count, since the isolate started.
+const SPAN_MS: Column = count("span_ms", |s, started_ms| s.at_ms.saturating_sub(started_ms));
 
 /// The isolate's counts.
 pub const COUNTS: Layout = Layout {
     format: POINT_FORMAT,
     columns: &[
-        ("requests", Kind::Delta),
-        ("edge_no", Kind::Delta),
-        ("forwarded", Kind::Delta),
-        ("batches", Kind::Delta),
-        ("batch_keys", Kind::Delta),
-        ("batch_keys_forwarded", Kind::Delta),
-        ("cache_reads", Kind::Delta),
-        ("cache_hits", Kind::Delta),
-        ("cache_refused", Kind::Delta),
-        ("cache_puts", Kind::Delta),
-        ("cache_write_backs", Kind::Delta),
-        ("origin_manifests", Kind::Delta),
-        ("origin_segments", Kind::Delta),
-        ("origin_journal", Kind::Delta),
-        ("origin_bytes", Kind::Delta),
-        ("local_catch_ups", Kind::Delta),
-        ("dropped_by_switch", Kind::Delta),
-        ("span_ms", Kind::Delta),
-        ("wasm_bytes", Kind::Gauge),
-        ("held_bytes", Kind::Gauge),
+        count("requests", |s, _| s.counts.requests),
+        count("edge_no", |s, _| s.counts.edge_no),
+        count("forwarded", |s, _| s.counts.forwarded),
+        count("batches", |s, _| s.counts.batches),
+        count("batch_keys", |s, _| s.counts.batch_keys),
+        count("batch_keys_forwarded", |s, _| s.counts.batch_keys_forwarded),
+        count("cache_reads", |s, _| s.counts.cache_reads),
+        count("cache_hits", |s, _| s.counts.cache_hits),
+        count("cache_refused", |s, _| s.counts.cache_refused),
+        count("cache_puts", |s, _| s.counts.cache_puts),
+        count("cache_write_backs", |s, _| s.counts.cache_write_backs),
+        count("origin_manifests", |s, _| s.counts.origin_manifests),
+        count("origin_segments", |s, _| s.counts.origin_segments),
+        count("origin_journal", |s, _| s.counts.origin_journal),
+        count("origin_bytes", |s, _| s.counts.origin_bytes),
+        count("local_catch_ups", |s, _| s.counts.local_catch_ups),
+        count("dropped_by_switch", |s, _| s.counts.dropped_by_switch),
+        SPAN_MS,
+        level("wasm_bytes", |s, _| s.wasm_bytes),
+        level("held_bytes", |s, _| s.held_bytes),
     ],
-    levels: |s, started_ms| {
-        let c = &s.counts;
-        vec![
-            c.requests,
-            c.edge_no,
-            c.forwarded,
-            c.batches,
-            c.batch_keys,
-            c.batch_keys_forwarded,
-            c.cache_reads,
-            c.cache_hits,
-            c.cache_refused,
-            c.cache_puts,
-            c.cache_write_backs,
-            c.origin_manifests,
-            c.origin_segments,
-            c.origin_journal,
-            c.origin_bytes,
-            c.local_catch_ups,
-            c.dropped_by_switch,
-            s.at_ms.saturating_sub(started_ms),
-            s.wasm_bytes,
-            s.held_bytes,
-        ]
-    },
 };
 
 /// The shared feed's counts (`SHARED_FEED`), written beside [`COUNTS`] at the same moments.
 pub const FEED: Layout = Layout {
     format: FEED_POINT_FORMAT,
     columns: &[
-        ("feed_no", Kind::Delta),
-        ("feed_requests", Kind::Delta),
-        ("feed_fallbacks", Kind::Delta),
-        ("span_ms", Kind::Delta),
+        count("feed_no", |s, _| s.counts.feed_no),
+        count("feed_requests", |s, _| s.counts.feed_requests),
+        count("feed_fallbacks", |s, _| s.counts.feed_fallbacks),
+        SPAN_MS,
     ],
-    levels: |s, started_ms| {
-        let c = &s.counts;
-        vec![c.feed_no, c.feed_requests, c.feed_fallbacks, s.at_ms.saturating_sub(started_ms)]
-    },
 };
 
 /// What the isolate reads of itself when a point is due.
@@ -166,13 +156,13 @@ impl FleetCounts {
     /// written: call [`refused`](Self::refused) if the write then fails, and those deltas go
     /// into the next point.
     pub fn point(&mut self, sample: &Sample) -> Point {
-        let now: Vec<f64> = (self.layout.levels)(sample, self.started_ms).into_iter().map(|v| v as f64).collect();
+        let now: Vec<f64> = self.layout.columns.iter().map(|c| (c.read)(sample, self.started_ms) as f64).collect();
         let point = self
             .layout
             .columns
             .iter()
             .zip(now.iter().zip(&self.last))
-            .map(|((_, kind), (now, last))| if *kind == Kind::Delta { now - last } else { *now })
+            .map(|(column, (now, last))| if column.kind == Kind::Delta { now - last } else { *now })
             .collect();
         self.last = now;
         self.last_at_ms = Some(sample.at_ms);
@@ -193,8 +183,8 @@ impl FleetCounts {
     }
 
     fn take_back(&mut self, point: &Point) {
-        for (i, (_, kind)) in self.layout.columns.iter().enumerate() {
-            if *kind == Kind::Delta {
+        for (i, column) in self.layout.columns.iter().enumerate() {
+            if column.kind == Kind::Delta {
                 self.last[i] -= point[i];
             }
         }
@@ -209,9 +199,9 @@ impl FleetCounts {
     /// What the written points' counting columns add up to, by name (those `sent` has already
     /// are left: the same moments' span, from another layout).
     pub fn add_sent(&self, sent: &mut BTreeMap<String, u64>) {
-        for ((name, kind), total) in self.layout.columns.iter().zip(&self.last) {
-            if *kind == Kind::Delta {
-                sent.entry((*name).to_owned()).or_insert(*total as u64);
+        for (column, total) in self.layout.columns.iter().zip(&self.last) {
+            if column.kind == Kind::Delta {
+                sent.entry(column.name.to_owned()).or_insert(*total as u64);
             }
         }
     }
@@ -247,7 +237,7 @@ mod tests {
     }
 
     fn column(layout: &Layout, name: &str) -> usize {
-        layout.columns.iter().position(|(n, _)| *n == name).unwrap()
+        layout.columns.iter().position(|c| c.name == name).unwrap()
     }
 
     #[test]
@@ -297,7 +287,7 @@ mod tests {
         let guide = include_str!("../../docs/operations.md");
         for layout in [&COUNTS, &FEED] {
             assert!(layout.columns.len() <= 20, "Analytics Engine takes 20 doubles a point");
-            for (i, (name, kind)) in layout.columns.iter().enumerate() {
+            for (i, Column { name, kind, .. }) in layout.columns.iter().enumerate() {
                 let kind = match kind {
                     Kind::Delta => "count",
                     Kind::Gauge => "level",
