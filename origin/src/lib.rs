@@ -48,7 +48,8 @@
 //!   - `tls`: the stores' TLS configurations, from the configured files.
 //! - [`metrics`]: Prometheus metrics, one file per concern (`lookups`, `edge_feed`, `writes`,
 //!   `requests`, `filters`, `rebuilds`, `recoveries`, `copies`, `leases`, `admission`), each with its
-//!   registration table, and the process's own `process_*` metrics (`process`).
+//!   registration table, and the process's own `process_*` metrics (`process`); the counters,
+//!   gauge and histogram the request path writes, striped per thread (`striped`).
 //! - [`status_history`]: the samples the status page plots.
 //! - [`rebuild`]: online rebuild into a new generation, and the argument why it loses no key:
 //!   the lease (`lease`), then one file per phase (`name`, `fill`, `switch`); a recovery's

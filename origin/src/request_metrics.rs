@@ -7,7 +7,7 @@
 //! 1.2 µs more per "no", of 18, in BENCHMARKS.md), and its labels allocate nothing: methods are
 //! matched to static names and route patterns are interned once each.
 
-use crate::metrics::{Metrics, RequestLabels};
+use crate::metrics::{Metrics, RequestLabels, RequestSeries, Stripe};
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
 use axum::response::Response;
@@ -15,9 +15,9 @@ use pin_project_lite::pin_project;
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The layer: `Router::layer(TrackRequests::layer(metrics))`.
 #[derive(Clone)]
@@ -93,9 +93,11 @@ where
 
 /// One request's part in the request metrics: in the in-flight gauge from `start` until dropped
 /// (however the request ends: a client that hangs up drops it), counted and timed by its
-/// status once answered. The layer uses it, and so does the lookup lane, which has no layer.
+/// status once answered. The layer uses it for every route but the lookup lane's
+/// ([`RouteTimer`]).
 pub struct RequestTimer {
     metrics: Arc<Metrics>,
+    in_flight: Option<Stripe>,
     started: Instant,
     method: &'static str,
     route: &'static str,
@@ -104,8 +106,14 @@ pub struct RequestTimer {
 impl RequestTimer {
     /// A request of `method` to the route pattern `route` (a static label value) starts now.
     pub fn start(metrics: &Arc<Metrics>, method: &Method, route: &'static str) -> RequestTimer {
-        metrics.requests.in_flight.inc();
-        RequestTimer { metrics: metrics.clone(), started: Instant::now(), method: method_label(method), route }
+        let in_flight = Some(metrics.requests.in_flight.raise());
+        RequestTimer {
+            metrics: metrics.clone(),
+            in_flight,
+            started: Instant::now(),
+            method: method_label(method),
+            route,
+        }
     }
 
     /// It was answered with `status`.
@@ -117,7 +125,71 @@ impl RequestTimer {
 
 impl Drop for RequestTimer {
     fn drop(&mut self) {
-        self.metrics.requests.in_flight.dec();
+        if let Some(stripe) = self.in_flight.take() {
+            self.metrics.requests.in_flight.lower(stripe);
+        }
+    }
+}
+
+/// The methods a [`RouteSeries`] holds resolved series for.
+const SERIES_METHODS: [&str; 2] = ["GET", "HEAD"];
+/// The statuses a [`RouteSeries`] holds resolved series for: what a lookup answers.
+const SERIES_STATUSES: [u16; 6] = [200, 400, 404, 429, 500, 503];
+
+/// One route's request series by method and status, each resolved from its family on first use
+/// and read without a lock after: a request on a hot route touches no family map and clones
+/// nothing. Series outside the table go through the families, as the layer's do.
+pub struct RouteSeries {
+    metrics: Arc<Metrics>,
+    route: &'static str,
+    table: [[OnceLock<RequestSeries>; SERIES_STATUSES.len()]; SERIES_METHODS.len()],
+}
+
+impl RouteSeries {
+    /// The series of requests to the route pattern `route` (a static label value).
+    pub fn new(metrics: Arc<Metrics>, route: &'static str) -> RouteSeries {
+        RouteSeries { metrics, route, table: Default::default() }
+    }
+
+    /// A request of `method` starts now.
+    pub fn start(&self, method: &Method) -> RouteTimer<'_> {
+        let in_flight = Some(self.metrics.requests.in_flight.raise());
+        RouteTimer { series: self, in_flight, started: Instant::now(), method: method_label(method) }
+    }
+
+    fn observe(&self, method: &'static str, status: u16, elapsed: Duration) {
+        let row = SERIES_METHODS.iter().position(|m| *m == method);
+        let column = SERIES_STATUSES.iter().position(|s| *s == status);
+        let labels = RequestLabels { method, route: self.route, status };
+        match (row, column) {
+            (Some(row), Some(column)) => {
+                self.table[row][column].get_or_init(|| self.metrics.requests.series(&labels)).observe(elapsed)
+            }
+            _ => self.metrics.requests.observe(&labels, elapsed),
+        }
+    }
+}
+
+/// A [`RequestTimer`] on a [`RouteSeries`], borrowing it.
+pub struct RouteTimer<'a> {
+    series: &'a RouteSeries,
+    in_flight: Option<Stripe>,
+    started: Instant,
+    method: &'static str,
+}
+
+impl RouteTimer<'_> {
+    /// It was answered with `status`.
+    pub fn answered(&self, status: u16) {
+        self.series.observe(self.method, status, self.started.elapsed());
+    }
+}
+
+impl Drop for RouteTimer<'_> {
+    fn drop(&mut self) {
+        if let Some(stripe) = self.in_flight.take() {
+            self.series.metrics.requests.in_flight.lower(stripe);
+        }
     }
 }
 

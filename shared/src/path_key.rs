@@ -15,6 +15,7 @@
 //! drops or trims the others); written as `%5C`, `%20`, … they arrive intact.
 
 use crate::key::{hex_value, MAX_KEY_BYTES};
+use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -162,9 +163,15 @@ pub fn decode_path_key(raw: &str) -> Result<String, PathKeyError> {
 /// the key beside other text in one buffer. A segment without `%` is the key itself: it is
 /// checked and copied, and nothing else is allocated.
 pub fn decode_path_key_into(raw: &str, out: &mut String) -> Result<(), PathKeyError> {
+    out.push_str(&decode_path_key_borrowed(raw)?);
+    Ok(())
+}
+
+/// [`decode_path_key`], borrowing `raw` when it has no `%`: such a segment is the key itself,
+/// so it is only checked, and nothing is allocated.
+pub fn decode_path_key_borrowed(raw: &str) -> Result<Cow<'_, str>, PathKeyError> {
     if raw.contains('%') {
-        out.push_str(&decode_path_key(raw)?);
-        return Ok(());
+        return decode_path_key(raw).map(Cow::Owned);
     }
     if raw.len() > MAX_PATH_KEY_LEN {
         return Err(PathKeyError::TooLong { len: raw.len() });
@@ -182,10 +189,7 @@ pub fn decode_path_key_into(raw: &str, out: &mut String) -> Result<(), PathKeyEr
         "" => Err(PathKeyError::Empty),
         "." => Err(PathKeyError::DotSegment { key: "." }),
         ".." => Err(PathKeyError::DotSegment { key: ".." }),
-        _ => {
-            out.push_str(raw);
-            Ok(())
-        }
+        _ => Ok(Cow::Borrowed(raw)),
     }
 }
 
@@ -324,6 +328,11 @@ mod tests {
             let into = decode_path_key_into(&raw, &mut out).map(|()| out.clone());
             prop_assert_eq!(into, decode_path_key(&raw).map(|key| format!("prefix{key}")));
             prop_assert!(out.starts_with("prefix"));
+            let borrowed = decode_path_key_borrowed(&raw);
+            if let Ok(Cow::Borrowed(key)) = &borrowed {
+                prop_assert!(std::ptr::eq(*key, raw.as_str()), "borrowed is the segment itself");
+            }
+            prop_assert_eq!(borrowed.map(Cow::into_owned), decode_path_key(&raw));
         }
 
         #[test]

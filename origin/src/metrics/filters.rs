@@ -2,10 +2,10 @@
 //! deletes), and the health gauges the recovery check sets (fill, estimated keys, capacity,
 //! target, expected and observed false-positive rates).
 
+use super::StripedCounter;
 use super::{row, FloatGauge, Row};
 use crate::distinct_keys::DistinctKeys;
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
@@ -22,17 +22,17 @@ pub(super) struct FilterLabels {
 /// are the exported ones (clones share the value).
 pub struct FilterCounters {
     /// Lookups the filter answered "no".
-    pub filter_negatives: Counter,
+    pub filter_negatives: StripedCounter,
     /// Lookups the filter answered "maybe".
-    pub filter_maybes: Counter,
+    pub filter_maybes: StripedCounter,
     /// "Maybe" answers the database then answered "absent".
-    pub false_positives: Counter,
+    pub false_positives: StripedCounter,
     /// Keys deleted through this origin (cumulative). Deletes since the build, from every
     /// origin, are counted in the filter store (`StatsStore::deletes`).
-    pub deletes: Counter,
+    pub deletes: StripedCounter,
     /// Lookups the local copy answered "no" under its read lease (for stats; not exported per
     /// filter: `filter_reads_total{via="lease"}` counts them all).
-    pub lease_answers: Counter,
+    pub lease_answers: StripedCounter,
     /// Distinct keys the filter answered "no" for, or "maybe" and the database "absent", since
     /// the generation `sketched` (the automatic false-positive rebuild's denominator).
     pub absent_keys: DistinctKeys,
@@ -97,10 +97,10 @@ pub struct FilterGauges {
 /// The filters' metrics.
 #[derive(Default)]
 pub struct FilterMetrics {
-    negatives: Family<FilterLabels, Counter>,
-    maybes: Family<FilterLabels, Counter>,
-    false_positives: Family<FilterLabels, Counter>,
-    deletes: Family<FilterLabels, Counter>,
+    negatives: Family<FilterLabels, StripedCounter>,
+    maybes: Family<FilterLabels, StripedCounter>,
+    false_positives: Family<FilterLabels, StripedCounter>,
+    deletes: Family<FilterLabels, StripedCounter>,
     fill_ratio: Family<FilterLabels, FloatGauge>,
     estimated_keys: Family<FilterLabels, FloatGauge>,
     capacity: Family<FilterLabels, Gauge>,
@@ -146,7 +146,7 @@ impl FilterMetrics {
             filter_maybes: self.maybes.get_or_create_owned(&label),
             false_positives: self.false_positives.get_or_create_owned(&label),
             deletes: self.deletes.get_or_create_owned(&label),
-            lease_answers: Counter::default(),
+            lease_answers: StripedCounter::default(),
             absent_keys: DistinctKeys::default(),
             false_positive_keys: DistinctKeys::default(),
             sketched: AtomicU64::new(0),

@@ -4,6 +4,7 @@
 //! behind Redis's (a pause it did not count), and the writes whose wait for the lease outlasted
 //! their database write.
 
+use super::StripedCounter;
 use super::{row, Row};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -66,8 +67,8 @@ const WAIT_BUCKETS: [f64; 10] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02,
 /// The read leases' metrics. Every series exists from the start; the lookups' are taken from
 /// their family once, indexed by `FilterRead::ALL`'s order (no family lookup per lookup).
 pub struct LeaseMetrics {
-    reads: Family<ViaLabels, Counter>,
-    read_series: Vec<Counter>,
+    reads: Family<ViaLabels, StripedCounter>,
+    read_series: Vec<StripedCounter>,
     lapses: Counter,
     clock_behind: Counter,
     tails: Family<TailLabels, Counter>,
@@ -77,7 +78,7 @@ pub struct LeaseMetrics {
 
 impl LeaseMetrics {
     pub(super) fn new() -> LeaseMetrics {
-        let reads: Family<ViaLabels, Counter> = Family::default();
+        let reads: Family<ViaLabels, StripedCounter> = Family::default();
         let read_series = FilterRead::ALL.iter().map(|via| reads.get_or_create_owned(&ViaLabels { via: *via }));
         let read_series = read_series.collect();
         let (tails, waits): (Family<TailLabels, Counter>, Family<WaitLabels, Counter>) = Default::default();

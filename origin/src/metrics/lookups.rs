@@ -2,11 +2,10 @@
 //! all), why the filter could not answer, the database reads they cost, and their latency and
 //! the stores'.
 
-use super::{latency_histogram, row, Row};
+use super::striped::{StripedCounter, StripedLatency};
+use super::{row, Row};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -84,37 +83,37 @@ struct StoreLabels {
 
 /// The lookups' metrics.
 pub struct LookupMetrics {
-    answered: Family<AnsweredByLabels, Counter>,
-    fallthroughs: Family<ReasonLabels, Counter>,
+    answered: Family<AnsweredByLabels, StripedCounter>,
+    fallthroughs: Family<ReasonLabels, StripedCounter>,
     /// Database reads made for lookups.
-    pub database_reads: Counter,
+    pub database_reads: StripedCounter,
     /// Lookups that failed because the database failed.
-    pub database_errors: Counter,
-    single_latency: Histogram,
-    batch_latency: Histogram,
-    store_latency: Family<StoreLabels, Histogram, fn() -> Histogram>,
+    pub database_errors: StripedCounter,
+    single_latency: StripedLatency,
+    batch_latency: StripedLatency,
+    store_latency: Family<StoreLabels, StripedLatency>,
     /// The series every lookup touches, taken from their families once (clones share the
     /// value): no family lookup (lock, hash) per lookup.
-    answered_by_filter: Counter,
-    answered_by_database: Counter,
-    redis_seconds: Histogram,
-    local_copy_seconds: Histogram,
-    database_seconds: Histogram,
+    answered_by_filter: StripedCounter,
+    answered_by_database: StripedCounter,
+    redis_seconds: StripedLatency,
+    local_copy_seconds: StripedLatency,
+    database_seconds: StripedLatency,
+    fallthrough_series: Vec<StripedCounter>,
 }
 
 impl LookupMetrics {
     pub(super) fn new() -> LookupMetrics {
-        let answered: Family<AnsweredByLabels, Counter> = Family::default();
-        let fallthroughs: Family<ReasonLabels, Counter> = Family::default();
-        let store_latency: Family<StoreLabels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(latency_histogram);
+        let answered: Family<AnsweredByLabels, StripedCounter> = Family::default();
+        let fallthroughs: Family<ReasonLabels, StripedCounter> = Family::default();
+        let store_latency: Family<StoreLabels, StripedLatency> = Family::default();
         // Every labelled series exists from the start, at zero (see `Metrics::new`).
         for by in ORIGIN_ANSWERERS {
             let _ = answered.get_or_create(&AnsweredByLabels { answered_by: AnsweredByLabel(by) });
         }
-        for reason in Fallthrough::ALL {
-            let _ = fallthroughs.get_or_create(&ReasonLabels { reason: *reason });
-        }
+        let fallthrough_series =
+            Fallthrough::ALL.iter().map(|reason| fallthroughs.get_or_create_owned(&ReasonLabels { reason: *reason }));
+        let fallthrough_series = fallthrough_series.collect();
         let by = |by| answered.get_or_create_owned(&AnsweredByLabels { answered_by: AnsweredByLabel(by) });
         let store = |store| store_latency.get_or_create_owned(&StoreLabels { store });
         LookupMetrics {
@@ -125,10 +124,11 @@ impl LookupMetrics {
             database_seconds: store(Store::Database),
             answered,
             fallthroughs,
-            database_reads: Counter::default(),
-            database_errors: Counter::default(),
-            single_latency: latency_histogram(),
-            batch_latency: latency_histogram(),
+            fallthrough_series,
+            database_reads: StripedCounter::default(),
+            database_errors: StripedCounter::default(),
+            single_latency: StripedLatency::default(),
+            batch_latency: StripedLatency::default(),
             store_latency,
         }
     }
@@ -160,17 +160,20 @@ impl LookupMetrics {
 
     /// Counts a fall-through by its reason.
     pub fn fallthrough(&self, reason: Fallthrough) {
-        self.fallthroughs.get_or_create(&ReasonLabels { reason }).inc();
+        match self.fallthrough_series.get(reason as usize) {
+            Some(series) => series.inc(),
+            None => self.fallthroughs.get_or_create(&ReasonLabels { reason }).inc(),
+        }
     }
 
     /// Records a single-key lookup's latency.
     pub fn observe_single(&self, elapsed: Duration) {
-        self.single_latency.observe(elapsed.as_secs_f64());
+        self.single_latency.observe(elapsed);
     }
 
     /// Records a batch lookup's latency.
     pub fn observe_batch(&self, elapsed: Duration) {
-        self.batch_latency.observe(elapsed.as_secs_f64());
+        self.batch_latency.observe(elapsed);
     }
 
     /// Records a call to a store.
@@ -180,6 +183,6 @@ impl LookupMetrics {
             Store::LocalCopy => &self.local_copy_seconds,
             Store::Database => &self.database_seconds,
         };
-        series.observe(elapsed.as_secs_f64());
+        series.observe(elapsed);
     }
 }

@@ -62,6 +62,7 @@ mod process;
 mod rebuilds;
 mod recoveries;
 mod requests;
+mod striped;
 mod writes;
 
 pub use admission::{AdmissionMetrics, BudgetPart, Class, Kind};
@@ -73,7 +74,8 @@ pub use lookups::{AnsweredBy, Fallthrough, LookupMetrics, Store};
 pub use process::{ProcessCollector, ProcessSample};
 pub use rebuilds::{RebuildGauges, RebuildMetrics};
 pub use recoveries::{CheckpointResult, RecoveryMetrics, RecoverySource};
-pub use requests::{RequestLabels, RequestMetrics};
+pub use requests::{RequestLabels, RequestMetrics, RequestSeries};
+pub use striped::{Stripe, StripedCounter, StripedGauge, StripedLatency};
 pub use writes::WriteMetrics;
 
 /// Upper bounds of the latency histograms, in seconds.

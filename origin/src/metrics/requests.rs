@@ -1,12 +1,10 @@
 //! HTTP requests: counted and timed by method, route and status; those in flight. (Those
 //! refused for overload: `admission`.)
 
-use super::{latency_histogram, row, Row};
+use super::striped::{StripedCounter, StripedGauge, StripedLatency};
+use super::{row, Row};
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use std::time::Duration;
 
 /// An HTTP request's route (the router's pattern, never the raw path: bounded cardinality)
@@ -24,19 +22,31 @@ pub struct RequestLabels {
 
 /// The requests' metrics.
 pub struct RequestMetrics {
-    counted: Family<RequestLabels, Counter>,
-    latency: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    counted: Family<RequestLabels, StripedCounter>,
+    latency: Family<RequestLabels, StripedLatency>,
     /// HTTP requests being handled.
-    pub in_flight: Gauge,
+    pub in_flight: StripedGauge,
+}
+
+/// One series of requests (a method, route and status): its count and latency, resolved from
+/// their families once, so a request that reuses them takes no family lock.
+#[derive(Clone)]
+pub struct RequestSeries {
+    counted: StripedCounter,
+    latency: StripedLatency,
+}
+
+impl RequestSeries {
+    /// Records a finished HTTP request of this series.
+    pub fn observe(&self, elapsed: Duration) {
+        self.counted.inc();
+        self.latency.observe(elapsed);
+    }
 }
 
 impl RequestMetrics {
     pub(super) fn new() -> RequestMetrics {
-        RequestMetrics {
-            counted: Family::default(),
-            latency: Family::new_with_constructor(latency_histogram),
-            in_flight: Gauge::default(),
-        }
+        RequestMetrics { counted: Family::default(), latency: Family::default(), in_flight: StripedGauge::default() }
     }
 
     pub(super) fn rows(&self) -> Vec<Row> {
@@ -50,6 +60,14 @@ impl RequestMetrics {
     /// Records a finished HTTP request.
     pub fn observe(&self, labels: &RequestLabels, elapsed: Duration) {
         self.counted.get_or_create(labels).inc();
-        self.latency.get_or_create(labels).observe(elapsed.as_secs_f64());
+        self.latency.get_or_create(labels).observe(elapsed);
+    }
+
+    /// The series of `labels`, created (at zero) if it was not yet.
+    pub fn series(&self, labels: &RequestLabels) -> RequestSeries {
+        RequestSeries {
+            counted: self.counted.get_or_create_owned(labels),
+            latency: self.latency.get_or_create_owned(labels),
+        }
     }
 }

@@ -7,13 +7,17 @@ use crate::auth::Writer;
 use crate::error::AppError;
 use crate::gate::Answer;
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use base64::Engine;
 use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
 use bloomgate_client::{caching, headers, media, paths};
+
+/// The answered-by header's name, made once: a name given as text is parsed and copied into a
+/// new allocation on every insert.
+const ANSWERED_BY: HeaderName = HeaderName::from_static(headers::ANSWERED_BY);
 
 /// The single-key lookup as a plain route. Served through its lane (`lookup_lane`), which adds
 /// admission and the request metrics without layers; the lane's golden test puts this behind
@@ -55,9 +59,16 @@ struct BareAnswer<'a> {
 }
 
 impl BareAnswer<'_> {
-    /// The JSON body. Sized for the fixed fields plus the filter and key as they are (a key
-    /// that needs escapes grows the buffer once).
+    /// The JSON body, in one allocation of its exact size: written on the stack first (a
+    /// buffer's spare capacity would make the body copy itself into a second allocation),
+    /// or, for a filter and key too long for the stack's buffer, into a growing one.
     fn to_json(&self) -> axum::body::Body {
+        let mut stack = [0u8; 512];
+        let mut cursor = std::io::Cursor::new(&mut stack[..]);
+        if serde_json::to_writer(&mut cursor, self).is_ok() {
+            let written = usize::try_from(cursor.position()).unwrap_or(0);
+            return axum::body::Body::from(axum::body::Bytes::copy_from_slice(&stack[..written]));
+        }
         let mut out = Vec::with_capacity(64 + self.filter.len() + self.key.len());
         // Writing into a Vec cannot fail, and these fields always serialise.
         serde_json::to_writer(&mut out, self).expect("a bare answer serialises");
@@ -76,7 +87,12 @@ impl BareAnswer<'_> {
         Busy,
     ))]
 pub(super) async fn lookup(State(s): State<AppState>, path: KeyPath) -> Result<Response, AppError> {
-    let (filter, key) = (path.filter(), path.key());
+    answer_lookup(&s, path.filter(), path.key()).await
+}
+
+/// What [`lookup`] answers about `key` in `filter`, from borrowed state and path (the lookup
+/// lane's are never cloned or copied).
+pub(super) async fn answer_lookup(s: &AppState, filter: &str, key: &str) -> Result<Response, AppError> {
     let answer = s.gate.lookup(filter, key.as_bytes()).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = match answer.value.as_deref().filter(|v| !v.is_empty()) {
@@ -87,7 +103,7 @@ pub(super) async fn lookup(State(s): State<AppState>, path: KeyPath) -> Result<R
         Some(_) => (status, Json(key_answer(filter, key, &answer))).into_response(),
     };
     let h = response.headers_mut();
-    h.insert(headers::ANSWERED_BY, HeaderValue::from_static(answer.answered_by.as_str()));
+    h.insert(ANSWERED_BY, HeaderValue::from_static(answer.answered_by.as_str()));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static(caching::LOOKUP));
     Ok(response)
 }

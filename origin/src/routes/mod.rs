@@ -16,7 +16,8 @@ use crate::gate::Gate;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Request};
 use axum::http::request::Parts;
-use bloomgate_filter::{decode_path_key_into, validate_filter_name};
+use bloomgate_filter::{decode_path_key_borrowed, validate_filter_name};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// What every handler gets.
@@ -136,18 +137,45 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let route = parts.extensions.get::<MatchedPath>().map_or("", MatchedPath::as_str);
+        let read = KeyPathRef::read(route, parts.uri.path())?;
+        let mut text = String::with_capacity(read.filter.len() + read.key.len());
+        text.push_str(read.filter);
+        text.push_str(&read.key);
+        Ok(KeyPath { text, key_at: read.filter.len() })
+    }
+}
+
+/// A [`KeyPath`] borrowed from the request's path: the key is decoded into a buffer of its own
+/// only when it has escapes, so a lookup that can borrow the request allocates nothing for it.
+pub struct KeyPathRef<'a> {
+    filter: &'a str,
+    key: Cow<'a, str>,
+}
+
+impl<'a> KeyPathRef<'a> {
+    /// The filter and key of `path` (a request's path as sent), matched by the route pattern
+    /// `route`, or the 400 that refuses them.
+    pub fn read(route: &str, path: &'a str) -> Result<KeyPathRef<'a>, AppError> {
         // Route parameters are whole segments, so the raw value sits in the path's segment at
         // the parameter's place in the matched route.
-        let route = parts.extensions.get::<MatchedPath>().map_or("", MatchedPath::as_str);
-        let raw = |param: &str| route.split('/').zip(parts.uri.path().split('/')).find(|(t, _)| *t == param);
-        let (Some((_, filter)), Some((_, key))) = (raw("{filter}"), raw("{key}")) else {
+        let raw = |param: &str| route.split('/').zip(path.split('/')).find(|(t, _)| *t == param).map(|(_, raw)| raw);
+        let (Some(filter), Some(key)) = (raw("{filter}"), raw("{key}")) else {
             return Err(AppError::BadRequest("the path names no filter and key".into()));
         };
         validate_filter_name(filter)?;
-        let mut text = String::with_capacity(filter.len() + key.len());
-        text.push_str(filter);
-        decode_path_key_into(key, &mut text).map_err(|e| AppError::BadRequest(e.to_string()))?;
-        Ok(KeyPath { text, key_at: filter.len() })
+        let key = decode_path_key_borrowed(key).map_err(|e| AppError::BadRequest(e.to_string()))?;
+        Ok(KeyPathRef { filter, key })
+    }
+
+    /// The filter name (checked: no escapes, as at the edge).
+    pub fn filter(&self) -> &str {
+        self.filter
+    }
+
+    /// The key, decoded; its UTF-8 bytes are what the key format normalises.
+    pub fn key(&self) -> &str {
+        &self.key
     }
 }
 
