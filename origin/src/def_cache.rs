@@ -11,8 +11,9 @@
 //! sent shares it: however many made-up names arrive, one listing is in flight, and each request
 //! waits for at most two.
 
+use crate::read_mostly::ReadMostly;
 use crate::store::{Database, DatabaseError, FilterDef};
-use std::collections::HashMap;
+use arc_swap::ArcSwap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,16 +29,15 @@ pub enum Cached {
     Ask,
 }
 
-#[derive(Default)]
-struct Entries {
-    defs: HashMap<String, (Arc<FilterDef>, Instant)>,
-    /// When the last listing that completed was sent.
-    listed_at: Option<Instant>,
-}
+/// One filter's definition and when it was read: replaced whole, never changed in place.
+type Slot = ArcSwap<(Arc<FilterDef>, Instant)>;
 
 /// The cache of definitions.
 pub struct DefCache {
-    entries: Mutex<Entries>,
+    /// A slot per filter that exists, read by every lookup without a lock (`read_mostly`).
+    defs: ReadMostly<Arc<Slot>>,
+    /// When the last listing that completed was sent.
+    listed_at: Mutex<Option<Instant>>,
     listing: tokio::sync::Mutex<()>,
     refresh: Duration,
 }
@@ -45,11 +45,41 @@ pub struct DefCache {
 impl DefCache {
     /// A cache whose entries are trusted for `refresh`.
     pub fn new(refresh: Duration) -> DefCache {
-        DefCache { entries: Mutex::default(), listing: tokio::sync::Mutex::new(()), refresh }
+        DefCache {
+            defs: ReadMostly::default(),
+            listed_at: Mutex::default(),
+            listing: tokio::sync::Mutex::new(()),
+            refresh,
+        }
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, Entries> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    fn listed_at(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.listed_at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `read` of the definition of `name` if it is held and fresh at `now`, borrowed: the
+    /// lookup's path, which needs only the key format, and clones nothing.
+    pub fn read_fresh<R>(&self, name: &str, now: Instant, read: impl FnOnce(&FilterDef) -> R) -> Option<R> {
+        self.defs
+            .read(name, |slot| {
+                let held = slot.load();
+                (now.saturating_duration_since(held.1) < self.refresh).then(|| read(&held.0))
+            })
+            .flatten()
+    }
+
+    /// Puts `def`, read at `at`, in its slot (a new slot for a filter not held).
+    fn put(&self, def: Arc<FilterDef>, at: Instant) {
+        let held = Arc::new((def, at));
+        let name = held.0.name.as_str();
+        if self.defs.read(name, |slot| slot.store(held.clone())).is_none() {
+            self.defs.update(|defs| match defs.get(name) {
+                Some(slot) => slot.store(held.clone()),
+                None => {
+                    defs.insert(name.into(), Arc::new(ArcSwap::new(held.clone())));
+                }
+            });
+        }
     }
 
     /// What is known about `name` at `now` (see [`Cached`]). The first caller to find a
@@ -57,27 +87,33 @@ impl DefCache {
     /// refresh interval reads the database and the others carry on with the definition they had:
     /// without that, every lookup arriving during the read would wait for a read of its own.
     pub fn lookup(&self, name: &str, now: Instant) -> Cached {
-        let mut entries = self.entries();
-        match entries.defs.get_mut(name) {
-            Some((def, at)) if now.duration_since(*at) < self.refresh => Cached::Fresh(def.clone()),
-            Some((def, at)) => {
-                *at = now;
-                Cached::Stale(def.clone())
+        let found = self.defs.read(name, |slot| {
+            let held = slot.load_full();
+            if now.saturating_duration_since(held.1) < self.refresh {
+                return Cached::Fresh(held.0.clone());
             }
-            None => Cached::Ask,
-        }
+            // Re-stamped only if no one else did since it was loaded: one caller is told.
+            let before = slot.compare_and_swap(&held, Arc::new((held.0.clone(), now)));
+            match Arc::ptr_eq(&before, &held) {
+                true => Cached::Stale(held.0.clone()),
+                false => Cached::Fresh(held.0.clone()),
+            }
+        });
+        found.unwrap_or(Cached::Ask)
     }
 
     /// Records a definition just read or written.
     pub fn insert(&self, def: FilterDef) -> Arc<FilterDef> {
         let def = Arc::new(def);
-        self.entries().defs.insert(def.name.clone(), (def.clone(), Instant::now()));
+        self.put(def.clone(), Instant::now());
         def
     }
 
     /// Forgets a name (its definition changed).
     pub fn forget(&self, name: &str) {
-        self.entries().defs.remove(name);
+        if self.defs.read(name, |_| ()).is_some() {
+            self.defs.update(|defs| defs.remove(name));
+        }
     }
 
     /// The definition of `name`, or None if no such filter exists, asking the database as
@@ -122,16 +158,23 @@ impl DefCache {
         arrived: Instant,
     ) -> Result<Option<Arc<FilterDef>>, DatabaseError> {
         let _one = self.listing.lock().await;
-        if self.entries().listed_at.is_none_or(|sent| sent < arrived) {
+        if self.listed_at().is_none_or(|sent| sent < arrived) {
             let sent = Instant::now();
             let all = keys.filters().await?;
-            let mut entries = self.entries();
-            for def in all {
-                entries.defs.insert(def.name.clone(), (Arc::new(def), sent));
-            }
-            entries.listed_at = Some(sent);
+            self.defs.update(|defs| {
+                for def in all {
+                    let held = Arc::new((Arc::new(def), sent));
+                    match defs.get(held.0.name.as_str()) {
+                        Some(slot) => slot.store(held),
+                        None => {
+                            defs.insert(held.0.name.as_str().into(), Arc::new(ArcSwap::new(held)));
+                        }
+                    }
+                }
+            });
+            *self.listed_at() = Some(sent);
         }
-        Ok(self.entries().defs.get(name).map(|(def, _)| def.clone()))
+        Ok(self.defs.read(name, |slot| slot.load().0.clone()))
     }
 }
 
@@ -229,7 +272,7 @@ mod tests {
         // listing (another origin may have acknowledged writes to it already).
         db.defs.lock().unwrap().push(def("f"));
         assert_eq!(cache.get(&db, "f").await.unwrap().map(|d| d.name.clone()), Some("f".into()));
-        assert!(cache.entries().defs.len() == 1, "only filters that exist take memory");
+        assert!(cache.defs.values().len() == 1, "only filters that exist take memory");
     }
 
     #[tokio::test]
@@ -246,7 +289,7 @@ mod tests {
         db.newer.lock().unwrap().push("held".into());
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(matches!(cache.get(&db, "held").await, Err(DatabaseError::UnknownFormat { .. })));
-        assert!(!cache.entries().defs.contains_key("held"));
+        assert!(cache.defs.read("held", |_| ()).is_none());
     }
 
     #[tokio::test]
@@ -260,7 +303,7 @@ mod tests {
         assert!(answers.iter().all(Option::is_none));
         let listings = db.listings.load(std::sync::atomic::Ordering::SeqCst);
         assert!(listings <= 2, "{listings} listings for 200 names asked at once: one is in flight at a time, shared");
-        assert!(cache.entries().defs.is_empty(), "unknown names take no memory");
+        assert!(cache.defs.values().is_empty(), "unknown names take no memory");
     }
 
     #[test]

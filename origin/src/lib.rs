@@ -15,6 +15,7 @@
 //! - [`lease`]: read leases on local copies: the terms a generation records, the reader's check
 //!   and the writer's wait, and the argument why no acknowledged key is missed; the boot clock
 //!   they are timed on (`boot_clock`), and its check against Redis's clock (`clock_check`).
+//! - [`read_mostly`]: a map by filter name that lookups read without a lock or a shared write.
 //! - [`distinct_keys`]: how many distinct keys lookups named, in a kilobyte (a HyperLogLog sketch).
 //! - [`config`]: the settings, their defaults and limits (`config/mod.rs`); loading them from
 //!   defaults, a TOML file, the environment and flags (`load`), refusing unknown
@@ -81,6 +82,7 @@
 //!   limit or the setting; `cost`: each kind of request's measured worst case; `caps`: the
 //!   budget divided), and the layer that admits a request or answers 429 (`limit`; lookups'
 //!   places in flight as one atomic counter, `in_flight`).
+//! - [`connection_watchdog`]: the slow-client defence, one timer per connection.
 //! - [`serve`]: the server loop with connection limits and header-read timeouts.
 //! - [`routes`]: the HTTP API, one file per resource (`keys`, `batch`, `filters`, `edge`,
 //!   `ops`, `status`, `openapi`; `refusals`: the 401/403/429 answers the OpenAPI document
@@ -103,6 +105,7 @@ pub mod build_progress;
 pub mod clock;
 pub mod cluster_version;
 pub mod config;
+pub mod connection_watchdog;
 pub mod def_cache;
 pub mod distinct_keys;
 pub mod error;
@@ -111,6 +114,7 @@ pub mod lease;
 pub mod local_copy;
 pub mod metrics;
 pub mod planted;
+pub mod read_mostly;
 pub mod rebuild;
 pub mod recovery;
 pub mod request_metrics;

@@ -1,11 +1,12 @@
 //! The HTTP server loop: the router on hyper's HTTP/1 server, with the limits `axum::serve`
 //! does not set. A client that opens connections and sends nothing, or sends its request head
-//! a byte at a time, holds a connection for at most `header_read_timeout` (idle keep-alive
-//! connections included), and at most `max_connections` are open at once: the next ones wait
+//! a byte at a time, holds a connection for at most one and a half `header_read_timeout` (idle
+//! keep-alive connections included; `connection_watchdog`, one timer per connection), and at most `max_connections` are open at once: the next ones wait
 //! in the kernel's listen backlog. Neither takes room under an in-flight cap (`admission`).
 
+use crate::connection_watchdog::{expired, Activity, Watched};
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
@@ -39,7 +40,9 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    // The connection's watchdog keeps slow heads out, with no timer per request (see
+    // `connection_watchdog`); hyper's own timeout needs a timer, and none is given.
+    http.header_read_timeout(None);
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -61,10 +64,16 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let activity = Arc::new(Activity::default());
+        let service = Watched::new(TowerToHyperService::new(app.clone()), activity.clone());
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        let timeout = limits.header_read_timeout;
         tokio::spawn(async move {
-            let _ = connection.await;
+            // Dropping the connection closes it.
+            tokio::select! {
+                _ = connection => {}
+                () = expired(&activity, timeout) => {}
+            }
             drop(permit);
         });
     }

@@ -13,6 +13,7 @@ use crate::metrics::{Fallthrough, FilterRead, Store};
 use crate::store::{FilterUnavailable, Generation, StoreResult};
 use bloomgate_filter::{hash_key, MAX_KEY_BYTES};
 use futures::StreamExt;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Who gave the answer (the API's type).
@@ -76,7 +77,7 @@ impl Gate {
     /// the state stops naming it, so reading it falls through (see `store::state`). The cache
     /// is dropped whenever the filter could not answer, so the next lookup reads the state.
     async fn meta(&self, name: &str) -> StoreResult<Generation> {
-        let cached = self.metas.read().unwrap_or_else(|e| e.into_inner()).get(name).copied();
+        let cached = self.metas.read(name, |slot| slot.load().as_deref().copied()).flatten();
         if let Some((meta, at)) = cached {
             if at.elapsed() < self.cache_ttl {
                 return Ok(meta);
@@ -84,16 +85,15 @@ impl Gate {
         }
         let asked = Instant::now();
         let meta = self.store.lookup.state(name).await.and_then(|s| s.readable_or_why());
-        let mut metas = self.metas.write().unwrap_or_else(|e| e.into_inner());
         match &meta {
-            Ok(m) => metas.insert(name.into(), (*m, asked)),
-            Err(_) => metas.remove(name),
+            Ok(m) => self.metas.read_or_insert_with(name, Arc::default, |slot| slot.store(Some(Arc::new((*m, asked))))),
+            Err(_) => self.forget_meta(name),
         };
         meta
     }
 
     pub(super) fn forget_meta(&self, name: &str) {
-        self.metas.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.metas.read(name, |slot| slot.store(None));
     }
 
     /// Asks the filter about `key`: through the local copy when it can answer, else the
@@ -127,10 +127,15 @@ impl Gate {
     /// Looks up one key.
     pub async fn lookup(&self, name: &str, raw_key: &[u8]) -> Result<Answer, AppError> {
         let started = Instant::now();
-        let def = self.def(name).await?;
+        // A fresh definition is read in place (a held name is a valid one); otherwise asked
+        // for as every other path asks.
+        let key_format = match self.defs.read_fresh(name, started, |def| def.key_format) {
+            Some(format) => format,
+            None => self.def(name).await?.key_format,
+        };
         // Normalised on the stack: a lookup allocates no copy of its key.
         let mut key = [0u8; MAX_KEY_BYTES];
-        let len = def.key_format.normalize_into(raw_key, &mut key)?;
+        let len = key_format.normalize_into(raw_key, &mut key)?;
         let answer = self.lookup_normalized(name, &key[..len]).await;
         self.metrics.lookups.observe_single(started.elapsed());
         answer

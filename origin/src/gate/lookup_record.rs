@@ -4,7 +4,7 @@
 
 use super::lookup::{AfterFilter, AnsweredBy};
 use super::Gate;
-use crate::metrics::{FilterRead, Store};
+use crate::metrics::{FilterCounters, FilterRead, Store};
 use std::time::Duration;
 
 /// The filter asked: which store answered (or failed), how long it took, and how the filter
@@ -35,8 +35,11 @@ pub(super) struct LookupTrace {
 impl Gate {
     /// Counts what a lookup of `key` in `name` did.
     pub(super) fn record_lookup(&self, name: &str, key: &[u8], trace: &LookupTrace) {
+        self.metrics.filters.with_counters(name, |counters| self.record_into(counters, key, trace));
+    }
+
+    fn record_into(&self, counters: &FilterCounters, key: &[u8], trace: &LookupTrace) {
         let lookups = &self.metrics.lookups;
-        let counters = self.metrics.filters.counters(name);
         if let Some(asked) = &trace.filter {
             if let Some(via) = asked.via {
                 self.metrics.leases.filter_read(via);

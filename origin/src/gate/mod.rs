@@ -52,10 +52,11 @@ use crate::lease::boot_clock::{BootClock, Clock};
 use crate::lease::LeaseSettings;
 use crate::local_copy::LocalCopies;
 use crate::metrics::Metrics;
+use crate::read_mostly::ReadMostly;
 use crate::store::{Database, FilterDef, FilterStore, FilterStoreRoles, Generation};
+use arc_swap::ArcSwapOption;
 use bloomgate_filter::validate_filter_name;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Lookups of one batch in flight at once against the stores.
@@ -78,7 +79,9 @@ pub struct Gate {
     defs: DefCache,
     /// The filters' bits held in process (None: every lookup asks the filter store).
     copies: Option<LocalCopies>,
-    metas: RwLock<HashMap<String, (Generation, Instant)>>,
+    /// The readable generation of each filter and when it was read (`lookup::meta`): a slot per
+    /// filter, read by every lookup without a lock, replaced once per `cache_ttl`.
+    metas: ReadMostly<Arc<ArcSwapOption<(Generation, Instant)>>>,
     cache_ttl: Duration,
     filter_enabled: bool,
     max_filter_bytes: u64,
@@ -160,7 +163,7 @@ impl Gate {
             recovery_nudge: tokio::sync::Notify::new(),
             cluster: cluster::ClusterView::default(),
             defs: DefCache::new(settings.cache_ttl),
-            metas: RwLock::default(),
+            metas: ReadMostly::default(),
             cache_ttl: settings.cache_ttl,
             filter_enabled: settings.filter_enabled,
             max_filter_bytes: settings.max_filter_bytes,

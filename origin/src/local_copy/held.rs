@@ -180,25 +180,34 @@ impl HeldCopy {
     /// renewed it. Err: why it could not answer (None: the copy is stale or the round was
     /// abandoned: ask the store).
     pub async fn may_contain(&self, hash: &KeyHash) -> Result<CopyAnswer, Option<FilterUnavailable>> {
-        // Negative control (test builds only): no barrier, no lease.
-        if crate::planted::active(crate::planted::Bug::SkipReadBarrier) {
-            return Ok(CopyAnswer { maybe: self.bits.may_contain_hash(hash), via: FilterRead::Barrier });
-        }
-        // Written only when it changes: lookups on every core read it, the tail clears it.
-        if !self.used.load(Ordering::Relaxed) {
-            self.used.store(true, Ordering::Relaxed);
+        if let Some(answer) = self.answer_at_once(hash) {
+            return Ok(answer);
         }
         if self.closed.load(Ordering::Acquire) {
             return Err(None);
-        }
-        if let Some(answer) = self.answer_from_memory(hash) {
-            return Ok(answer);
         }
         if self.lease.is_some() {
             self.metrics.leases.lapse();
             self.lapse.notify_one();
         }
         self.behind_barrier(hash).await
+    }
+
+    /// The answer the copy gives without waiting, if it can: what [`HeldCopy::may_contain`]
+    /// answers first (synchronous, so a lookup can ask it without holding the copy).
+    pub fn answer_at_once(&self, hash: &KeyHash) -> Option<CopyAnswer> {
+        // Negative control (test builds only): no barrier, no lease.
+        if crate::planted::active(crate::planted::Bug::SkipReadBarrier) {
+            return Some(CopyAnswer { maybe: self.bits.may_contain_hash(hash), via: FilterRead::Barrier });
+        }
+        // Written only when it changes: lookups on every core read it, the tail clears it.
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.answer_from_memory(hash)
     }
 
     /// The answer the copy can give without a round: "maybe" when the key's bits are all set,

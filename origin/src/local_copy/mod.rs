@@ -24,6 +24,7 @@ pub mod tail;
 
 use crate::lease::boot_clock::{BootClock, Clock};
 use crate::metrics::{CopyLoad, CopyLookup, Metrics};
+use crate::read_mostly::ReadMostly;
 use crate::store::{CopySource, Generation, StoreResult};
 use bloomgate_filter::KeyHash;
 use held::{CopyAnswer, HeldCopy};
@@ -65,6 +66,9 @@ struct CopyTable {
     store: Arc<dyn CopySource>,
     max_bytes: u64,
     entries: Mutex<HashMap<String, CopyEntry>>,
+    /// The held copies of `entries`, published after every change to them: what a lookup
+    /// answered under a lease reads, without the table's lock (`read_mostly`).
+    held: ReadMostly<Arc<HeldCopy>>,
     metrics: Arc<Metrics>,
     /// How often a leased copy in use reads its journal (h).
     tail_every: Duration,
@@ -92,8 +96,8 @@ impl LocalCopies {
         tail_every: Duration,
         clock: Arc<dyn Clock>,
     ) -> LocalCopies {
-        let entries = Mutex::default();
-        LocalCopies { shared: Arc::new(CopyTable { store, max_bytes, entries, metrics, tail_every, clock }) }
+        let (entries, held) = (Mutex::default(), ReadMostly::default());
+        LocalCopies { shared: Arc::new(CopyTable { store, max_bytes, entries, held, metrics, tail_every, clock }) }
     }
 
     /// Whether the key with `hash` may be in generation `meta` of `filter`, answered from the
@@ -101,6 +105,12 @@ impl LocalCopies {
     /// yet, or it is stale): ask the store. A store failure during the barrier is the lookup's answer too, as it
     /// would have been asking the store.
     pub async fn may_contain(&self, filter: &str, meta: Generation, hash: &KeyHash) -> Option<StoreResult<CopyAnswer>> {
+        // Most lookups: the copy is held and answers at once (under its lease, or "maybe").
+        let at_once = self.shared.held.read(filter, |copy| (copy.meta == meta).then(|| copy.answer_at_once(hash)));
+        if let Some(answer) = at_once.flatten().flatten() {
+            self.shared.metrics.copies.lookup(CopyLookup::Answered);
+            return Some(Ok(answer));
+        }
         let Some(copy) = self.held_or_load(filter, meta) else {
             self.shared.metrics.copies.lookup(CopyLookup::NotHeld);
             return None;
@@ -148,7 +158,7 @@ impl LocalCopies {
         if others + meta.params.total_bytes() > self.shared.max_bytes {
             entries.insert(filter.to_owned(), CopyEntry::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
             self.shared.metrics.copies.load(CopyLoad::OverBudget);
-            self.shared.metrics.copies.set_bytes(held_bytes(&entries));
+            self.shared.changed(&entries);
             return None;
         }
         let (ticket, cancelled) = tokio::sync::oneshot::channel();
@@ -157,7 +167,7 @@ impl LocalCopies {
         {
             replaced.close();
         }
-        self.shared.metrics.copies.set_bytes(held_bytes(&entries));
+        self.shared.changed(&entries);
         tokio::spawn(load_and_hold(self.shared.clone(), filter.to_owned(), meta, cancelled));
         None
     }
@@ -187,7 +197,21 @@ impl CopyTable {
         if matches!(entries.get(filter), Some(CopyEntry::Held(held)) if Arc::ptr_eq(held, copy)) {
             entries.remove(filter);
         }
-        self.metrics.copies.set_bytes(held_bytes(&entries));
+        self.changed(&entries);
+    }
+
+    /// After a change to `entries` (made under its lock, still held): the bytes gauge, and the
+    /// held copies published for lookups.
+    fn changed(&self, entries: &HashMap<String, CopyEntry>) {
+        self.metrics.copies.set_bytes(held_bytes(entries));
+        self.held.update(|held| {
+            held.clear();
+            for (filter, entry) in entries {
+                if let CopyEntry::Held(copy) = entry {
+                    held.insert(filter.as_str().into(), copy.clone());
+                }
+            }
+        });
     }
 }
 
@@ -217,13 +241,14 @@ async fn load_and_hold(
                 let copy = Arc::new(HeldCopy::new(&filter, meta, bits, position, store, metrics, clock));
                 entries.insert(filter.clone(), CopyEntry::Held(copy.clone()));
                 shared.metrics.copies.load(CopyLoad::Loaded);
-                shared.metrics.copies.set_bytes(held_bytes(&entries));
+                shared.changed(&entries);
                 copy
             }
             Err(e) => {
                 tracing::warn!(filter, generation = meta.generation, cause = %e, "local copy not loaded; lookups ask the filter store");
                 entries.insert(filter.clone(), CopyEntry::Refused(meta, Instant::now() + RETRY_LOAD_AFTER));
                 shared.metrics.copies.load(CopyLoad::Failed);
+                shared.changed(&entries);
                 return;
             }
         }

@@ -1,6 +1,7 @@
 //! Local copies: lookups offered to them by outcome, loads by result, read-barrier rounds
 //! (lookups answered per round is the amortisation), and the bytes held.
 
+use super::StripedCounter;
 use super::{row, Row};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -62,10 +63,10 @@ struct CopyRoundLabels {
 
 /// The local copies' metrics.
 pub struct CopyMetrics {
-    lookups: Family<CopyLookupLabels, Counter>,
+    lookups: Family<CopyLookupLabels, StripedCounter>,
     /// Every lookup touches one of these: taken from the family once, indexed by
     /// `CopyLookup::ALL`'s order (no family lookup per lookup).
-    lookup_series: Vec<Counter>,
+    lookup_series: Vec<StripedCounter>,
     loads: Family<CopyLoadLabels, Counter>,
     rounds: Family<CopyRoundLabels, Counter>,
     bytes: Gauge,
@@ -73,7 +74,7 @@ pub struct CopyMetrics {
 
 impl CopyMetrics {
     pub(super) fn new() -> CopyMetrics {
-        let lookups: Family<CopyLookupLabels, Counter> = Family::default();
+        let lookups: Family<CopyLookupLabels, StripedCounter> = Family::default();
         let (loads, rounds): (Family<CopyLoadLabels, Counter>, Family<CopyRoundLabels, Counter>) = Default::default();
         let lookup_series =
             CopyLookup::ALL.iter().map(|outcome| lookups.get_or_create_owned(&CopyLookupLabels { outcome: *outcome }));

@@ -5,10 +5,10 @@
 use super::StripedCounter;
 use super::{row, FloatGauge, Row};
 use crate::distinct_keys::DistinctKeys;
+use crate::read_mostly::ReadMostly;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -107,7 +107,7 @@ pub struct FilterMetrics {
     target_fp_rate: Family<FilterLabels, FloatGauge>,
     expected_fp_rate: Family<FilterLabels, FloatGauge>,
     observed_fp_rate: Family<FilterLabels, FloatGauge>,
-    counters: Mutex<HashMap<String, Arc<FilterCounters>>>,
+    counters: ReadMostly<Arc<FilterCounters>>,
 }
 
 impl FilterMetrics {
@@ -136,12 +136,18 @@ impl FilterMetrics {
 
     /// Counters of one filter, created on first use.
     pub fn counters(&self, name: &str) -> Arc<FilterCounters> {
-        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = counters.get(name) {
-            return c.clone();
-        }
+        self.counters.get_or_insert_with(name, || self.new_counters(name))
+    }
+
+    /// `read` of the counters of one filter (created on first use), borrowed: what every
+    /// lookup counts into, without a lock or a clone of the shared handle.
+    pub fn with_counters<R>(&self, name: &str, read: impl FnOnce(&FilterCounters) -> R) -> R {
+        self.counters.read_or_insert_with(name, || self.new_counters(name), |c| read(c))
+    }
+
+    fn new_counters(&self, name: &str) -> Arc<FilterCounters> {
         let label = FilterLabels { filter: name.to_owned() };
-        let c = Arc::new(FilterCounters {
+        Arc::new(FilterCounters {
             filter_negatives: self.negatives.get_or_create_owned(&label),
             filter_maybes: self.maybes.get_or_create_owned(&label),
             false_positives: self.false_positives.get_or_create_owned(&label),
@@ -151,9 +157,7 @@ impl FilterMetrics {
             false_positive_keys: DistinctKeys::default(),
             sketched: AtomicU64::new(0),
             baseline: Mutex::default(),
-        });
-        counters.insert(name.to_owned(), c.clone());
-        c
+        })
     }
 
     /// Exports what the recovery check saw of a filter.
