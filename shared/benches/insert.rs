@@ -32,7 +32,7 @@ fn inserts(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for n in SIZES {
         let params = our_params(n);
-        let mut ours = BloomFilter::new(params);
+        let mut ours = BloomFilter::new_on_ordinary_pages(params);
         group.bench_function(BenchmarkId::new("ours", n), |b| {
             let mut i = 0usize;
             b.iter(|| {

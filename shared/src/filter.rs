@@ -4,6 +4,7 @@
 use crate::block::{probe_mask, Block, BLOCK_BITS, BLOCK_BYTES};
 use crate::hash::{hash_key, KeyHash};
 use crate::memory::prefetch;
+use crate::pages::{try_blocks, Pages};
 use crate::params::Params;
 use alloc::vec::Vec;
 
@@ -23,40 +24,48 @@ pub struct BloomFilter {
 }
 
 impl BloomFilter {
-    /// An empty filter with these parameters. Allocates `params.total_bytes()`.
+    /// An empty filter with these parameters. Allocates `params.total_bytes()`; on Linux, a bit
+    /// array of 16 MiB or more is first advised onto transparent huge pages (see
+    /// [`new_with_huge_pages`](Self::new_with_huge_pages)).
+    ///
+    /// # Panics
+    /// If the memory cannot be had; [`try_new`](Self::try_new) returns an error instead.
     pub fn new(params: Params) -> BloomFilter {
-        let mut blocks = Vec::new();
-        blocks.resize_with(block_count(&params), Block::default);
-        BloomFilter { params, blocks }
+        Self::try_new(params).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Like [`new`](Self::new), but refuses instead of aborting the process when the memory
     /// cannot be had: a filter's size comes from an operator's request, and one too large must
     /// be an error, not a crash (at start-up, again and again).
     pub fn try_new(params: Params) -> Result<BloomFilter, AllocError> {
-        let blocks = try_blocks(&params)?;
-        Ok(BloomFilter { params, blocks })
+        Self::try_new_on(params, Pages::BySize)
     }
 
     /// [`try_new`](Self::try_new) with the huge-page advice of
-    /// [`new_with_huge_pages`](Self::new_with_huge_pages).
+    /// [`new_with_huge_pages`](Self::new_with_huge_pages) whatever the size.
     #[cfg(feature = "std")]
     pub fn try_new_with_huge_pages(params: Params) -> Result<BloomFilter, AllocError> {
-        Ok(BloomFilter { params, blocks: try_blocks_with_huge_pages(params.total_blocks())? })
+        Self::try_new_on(params, Pages::Huge)
     }
 
-    /// Like [`new`](Self::new), but on Linux first advises the kernel to back the bit array
-    /// with transparent huge pages. Worth it for filters of hundreds of MB: each lookup then
-    /// misses the cache once instead of missing the cache *and* the TLB. Elsewhere, or when the
-    /// kernel declines, it is the same as `new`.
+    /// Like [`new`](Self::new), but on Linux advises the kernel to back the bit array with
+    /// transparent huge pages whatever its size. Worth it for filters of hundreds of MB: each
+    /// lookup then misses the cache once instead of missing the cache *and* the TLB. Elsewhere,
+    /// or when the kernel declines, it is the same as `new`.
     #[cfg(feature = "std")]
     pub fn new_with_huge_pages(params: Params) -> BloomFilter {
-        let count = block_count(&params);
-        let mut blocks: Vec<Block> = Vec::with_capacity(count);
-        #[cfg(target_os = "linux")]
-        crate::memory::advise_huge_pages(blocks.as_ptr().cast(), count * BLOCK_BYTES);
-        blocks.resize_with(count, Block::default);
-        BloomFilter { params, blocks }
+        Self::try_new_on(params, Pages::Huge).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`new`](Self::new), but never advises huge pages: the bit array gets the kernel's
+    /// default pages (4 KiB under THP `madvise`). For measuring what the advice is worth, and for
+    /// hosts where a huge-page fault's compaction stall is worse than the page walks.
+    pub fn new_on_ordinary_pages(params: Params) -> BloomFilter {
+        Self::try_new_on(params, Pages::Ordinary).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_new_on(params: Params, pages: Pages) -> Result<BloomFilter, AllocError> {
+        Ok(BloomFilter { params, blocks: try_blocks(params.total_blocks(), pages)? })
     }
 
     /// The parameters this filter was built with.
@@ -75,6 +84,8 @@ impl BloomFilter {
     #[inline]
     pub fn insert_hash(&mut self, hash: &KeyHash) {
         let block = self.params.locate(hash).block as usize;
+        // Fetch the line while the mask is computed (see `may_contain_hash`).
+        prefetch(&self.blocks[block]);
         let mask = probe_mask(hash.probe_bits, self.params.k);
         self.blocks[block].set(&mask);
     }
@@ -102,8 +113,14 @@ impl BloomFilter {
     /// [`may_contain`](Self::may_contain) for a key already hashed with this filter's seed.
     #[inline]
     pub fn may_contain_hash(&self, hash: &KeyHash) -> bool {
-        let block = self.params.locate(hash).block as usize;
-        self.blocks[block].contains(&probe_mask(hash.probe_bits, self.params.k))
+        let block = &self.blocks[self.params.locate(hash).block as usize];
+        // Start the cache miss before computing the mask, so the load that waits for the line
+        // comes last. A waiting load holds up retirement and the reorder buffer fills behind it;
+        // a prefetch does not. So the next call's prefetch issues while this call still waits,
+        // and back-to-back single lookups overlap their misses (measured at 10^8 keys, see
+        // docs/bench/notes/core-filter.md). A hint: it changes no answer.
+        prefetch(block);
+        block.contains(&probe_mask(hash.probe_bits, self.params.k))
     }
 
     /// Looks up many keys at once, writing one answer per key into `out`. Hashes a round of keys
@@ -221,33 +238,6 @@ pub(crate) fn payload_of(blocks: &[Block]) -> Vec<u8> {
         out.extend_from_slice(&block.to_bytes());
     }
     out
-}
-
-/// `count` empty blocks, or an error when the memory cannot be had; with `std` on Linux, the
-/// kernel is first advised to back them with transparent huge pages (see
-/// [`BloomFilter::new_with_huge_pages`]).
-pub(crate) fn try_blocks_with_huge_pages(count: u64) -> Result<Vec<Block>, AllocError> {
-    let error = AllocError { bytes: count * BLOCK_BYTES as u64 };
-    let count = usize::try_from(count).map_err(|_| error)?;
-    let mut blocks: Vec<Block> = Vec::new();
-    blocks.try_reserve_exact(count).map_err(|_| error)?;
-    #[cfg(all(feature = "std", target_os = "linux"))]
-    crate::memory::advise_huge_pages(blocks.as_ptr().cast(), count * BLOCK_BYTES);
-    blocks.resize_with(count, Block::default);
-    Ok(blocks)
-}
-
-fn try_blocks(params: &Params) -> Result<Vec<Block>, AllocError> {
-    let error = AllocError { bytes: params.total_bytes() };
-    let count = usize::try_from(params.total_blocks()).map_err(|_| error)?;
-    let mut blocks: Vec<Block> = Vec::new();
-    blocks.try_reserve_exact(count).map_err(|_| error)?;
-    blocks.resize_with(count, Block::default);
-    Ok(blocks)
-}
-
-fn block_count(params: &Params) -> usize {
-    usize::try_from(params.total_blocks()).expect("filter larger than this target's address space")
 }
 
 #[cfg(test)]

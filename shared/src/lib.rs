@@ -13,6 +13,7 @@ pub mod key;
 mod le;
 pub mod manifest;
 mod memory;
+mod pages;
 pub mod params;
 pub mod path_key;
 pub mod sealed_chunk;

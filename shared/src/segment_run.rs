@@ -5,8 +5,9 @@
 //! gives the same segment payloads as building it whole.
 
 use crate::block::{probe_mask, Block, BLOCK_BYTES};
-use crate::filter::{payload_of, try_blocks_with_huge_pages, AllocError};
+use crate::filter::{payload_of, AllocError};
 use crate::hash::{hash_key, KeyHash};
+use crate::pages::{try_blocks, Pages};
 use crate::params::Params;
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -24,7 +25,7 @@ impl SegmentRun {
     /// cannot be had.
     pub fn try_new(params: Params, segments: Range<u32>) -> Result<SegmentRun, AllocError> {
         let segments = segments.start.min(params.segment_count)..segments.end.min(params.segment_count);
-        let blocks = try_blocks_with_huge_pages(u64::from(segments.end - segments.start) * params.segment_blocks())?;
+        let blocks = try_blocks(u64::from(segments.end - segments.start) * params.segment_blocks(), Pages::Huge)?;
         Ok(SegmentRun { params, segments, blocks })
     }
 
