@@ -143,7 +143,8 @@ pub struct Config {
     /// Open client connections at once; more wait in the listen backlog.
     pub max_connections: usize,
     /// A connection that has not sent a complete request head within this many ms (idle
-    /// keep-alive connections included) is closed.
+    /// keep-alive connections included) is closed, at most half as long again later (its
+    /// watchdog ticks every half of it).
     pub header_read_timeout_ms: u64,
     /// Largest filter, in bytes of bits, that a create, rebuild or automatic resize may ask
     /// for: checked before anything is stored.

@@ -121,6 +121,16 @@ pub async fn preload(name: &str, base: &str, keys: &Arc<Vec<String>>) -> anyhow:
     Ok(filter)
 }
 
+/// Drops the filter each origin target preloaded, with its keys (floors and controls have none
+/// of their own), after the results are written: a run leaves the bench keyspace as it found
+/// it, so a series' origins never list, check and recover the filters of the runs before.
+pub async fn drop_preloaded(targets: &[AbTarget]) -> anyhow::Result<()> {
+    for target in targets.iter().filter(|t| t.filter.starts_with("ab-")) {
+        filters::drop_with_keys(&target.server.base, &target.filter).await?;
+    }
+    Ok(())
+}
+
 impl AbTarget {
     /// A floor (the hello-world) as a target named `name`: no filter, no Redis behind it.
     pub fn floor(name: &str, server: Server) -> AbTarget {

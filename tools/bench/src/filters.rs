@@ -32,6 +32,19 @@ fn setup_client(base: &str) -> anyhow::Result<Client> {
     Ok(Client::builder(base).token(TOKEN).timeout(Duration::from_secs(60)).build()?.with_retries(retries))
 }
 
+/// Drops `filter` and deletes its keys: a run leaves its keyspace as it found it, so the next
+/// run's origins do not list, check and recover the filters of every run before.
+///
+/// A drop that deletes many keys answers 503 while they go and is retried; a retry that finds
+/// the filter gone (404) found the drop done.
+pub async fn drop_with_keys(base: &str, filter: &str) -> anyhow::Result<()> {
+    match setup_client(base)?.drop_filter(filter, bloomgate_client::api::DropKeys::Delete).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.status() == Some(404) => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("drop filter {filter}: {e}")),
+    }
+}
+
 /// Creates the filter and stores `keys` through the origin's batch API, four batches at a time.
 pub async fn preload(base: &str, spec: &FilterSpec<'_>, keys: &Arc<Vec<String>>, progress: bool) -> anyhow::Result<()> {
     let filter = spec.name;

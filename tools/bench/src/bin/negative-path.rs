@@ -38,7 +38,7 @@
 //! target/release/negative-path --keys 100000 --rounds 5 --duration 10 --writes 200
 //! ```
 
-use bloomgate_bench::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
+use bloomgate_bench::ab::{drop_preloaded, measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
 use bloomgate_bench::cpu::CpuGroup;
 use bloomgate_bench::lease_costs::{redis_calls_per_sec, write_run, WriteRun};
 use bloomgate_bench::servers::{start_floor, start_origin, Launch, OriginSettings};
@@ -361,7 +361,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some(out) = &args.ab.out {
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
     }
-    Ok(())
+    drop_preloaded(&targets).await
 }
 
 /// `--writes` writes per origin and round, the origins alternating; a table of medians, with the

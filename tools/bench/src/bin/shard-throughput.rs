@@ -11,7 +11,7 @@
 //! ```
 
 use anyhow::Context as _;
-use bloomgate_bench::ab::{measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
+use bloomgate_bench::ab::{drop_preloaded, measure, medians, AbArgs, AbLoad, AbRun, AbTarget};
 use bloomgate_bench::servers::{start_origin, Launch, OriginSettings};
 use bloomgate_bench::workload::{present_keys, Workload};
 use bloomgate_tests::procs::pids_matching;
@@ -104,5 +104,5 @@ async fn main() -> anyhow::Result<()> {
             "duration_secs": args.ab.duration, "connections": args.connections });
         std::fs::write(out, serde_json::to_string_pretty(&all)?)?;
     }
-    Ok(())
+    drop_preloaded(&targets).await
 }
