@@ -179,6 +179,11 @@ pub struct RouteTimer<'a> {
 }
 
 impl RouteTimer<'_> {
+    /// When the request started (the clock read the rest of its path can share).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     /// It was answered with `status`.
     pub fn answered(&self, status: u16) {
         self.series.observe(self.method, status, self.started.elapsed());

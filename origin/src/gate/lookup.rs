@@ -76,10 +76,14 @@ impl Gate {
     /// takes every add until it is retired, and a retired generation's bits are gone before
     /// the state stops naming it, so reading it falls through (see `store::state`). The cache
     /// is dropped whenever the filter could not answer, so the next lookup reads the state.
-    async fn meta(&self, name: &str) -> StoreResult<Generation> {
+    ///
+    /// Fresh means read less than `cache_ttl` before `now`, the lookup's arrival: a lookup
+    /// reads the clock once for its whole path (an older `now` only keeps an entry longer, and
+    /// every entry is safe to read however old).
+    async fn meta(&self, name: &str, now: Instant) -> StoreResult<Generation> {
         let cached = self.metas.read(name, |slot| slot.load().as_deref().copied()).flatten();
         if let Some((meta, at)) = cached {
-            if at.elapsed() < self.cache_ttl {
+            if now.saturating_duration_since(at) < self.cache_ttl {
                 return Ok(meta);
             }
         }
@@ -99,8 +103,8 @@ impl Gate {
     /// Asks the filter about `key`: through the local copy when it can answer, else the
     /// store; the answer, which store gave it, and how the filter was read (None: it was not,
     /// the readable generation being unknown, or the copy failed).
-    async fn ask_filter(&self, name: &str, key: &[u8]) -> (StoreResult<bool>, Store, Option<FilterRead>) {
-        let meta = match self.meta(name).await {
+    async fn ask_filter(&self, name: &str, key: &[u8], now: Instant) -> (StoreResult<bool>, Store, Option<FilterRead>) {
+        let meta = match self.meta(name, now).await {
             Ok(meta) => meta,
             Err(e) => return (Err(e), Store::Redis, None),
         };
@@ -126,36 +130,59 @@ impl Gate {
 
     /// Looks up one key.
     pub async fn lookup(&self, name: &str, raw_key: &[u8]) -> Result<Answer, AppError> {
-        let started = Instant::now();
+        self.lookup_arrived(name, raw_key, Instant::now()).await
+    }
+
+    /// [`Gate::lookup`] of a request that arrived at `arrived` (the HTTP lane's clock read):
+    /// the one clock read before the filter answers, shared by the definition's and the
+    /// metadata's freshness and the lookup's latency.
+    pub async fn lookup_arrived(&self, name: &str, raw_key: &[u8], arrived: Instant) -> Result<Answer, AppError> {
         // A fresh definition is read in place (a held name is a valid one); otherwise asked
         // for as every other path asks.
-        let key_format = match self.defs.read_fresh(name, started, |def| def.key_format) {
+        let key_format = match self.defs.read_fresh(name, arrived, |def| def.key_format) {
             Some(format) => format,
             None => self.def(name).await?.key_format,
         };
         // Normalised on the stack: a lookup allocates no copy of its key.
         let mut key = [0u8; MAX_KEY_BYTES];
         let len = key_format.normalize_into(raw_key, &mut key)?;
-        let answer = self.lookup_normalized(name, &key[..len]).await;
-        self.metrics.lookups.observe_single(started.elapsed());
+        let (answer, ended) = self.lookup_normalized(name, &key[..len], Some(arrived)).await;
+        self.metrics.lookups.observe_single(ended.saturating_duration_since(arrived));
         answer
     }
 
-    /// Looks up one normalised key, then records what it did (`lookup_record`).
-    async fn lookup_normalized(&self, name: &str, key: &[u8]) -> Result<Answer, AppError> {
+    /// Looks up one normalised key asked at `asked` (None: when it starts running, as a batch's
+    /// keys wait their turn), then records what it did (`lookup_record`); the answer, and when
+    /// it was known.
+    async fn lookup_normalized(
+        &self,
+        name: &str,
+        key: &[u8],
+        asked: Option<Instant>,
+    ) -> (Result<Answer, AppError>, Instant) {
+        let asked = asked.unwrap_or_else(Instant::now);
         let mut trace = LookupTrace::default();
-        let answer = self.decide(name, key, &mut trace).await;
+        let answer = self.decide(name, key, asked, &mut trace).await;
         self.record_lookup(name, key, &trace);
-        answer
+        // A "no" ends when the filter answers (the clock was read then); anything else now.
+        (answer, trace.answered_at.unwrap_or_else(Instant::now))
     }
 
     /// The lookup's decision, top to bottom: the filter, then the database on "maybe" or when
     /// the filter cannot answer. What happened goes into `trace`, for the metrics.
-    async fn decide(&self, name: &str, key: &[u8], trace: &mut LookupTrace) -> Result<Answer, AppError> {
+    async fn decide(
+        &self,
+        name: &str,
+        key: &[u8],
+        asked_at: Instant,
+        trace: &mut LookupTrace,
+    ) -> Result<Answer, AppError> {
         let step = if self.filter_enabled {
-            let asked_at = Instant::now();
-            let (answer, asked, via) = self.ask_filter(name, key).await;
-            trace.filter = Some(FilterAsked { store: asked, took: asked_at.elapsed(), via });
+            let (answer, asked, via) = self.ask_filter(name, key, asked_at).await;
+            let answered_at = Instant::now();
+            trace.filter =
+                Some(FilterAsked { store: asked, took: answered_at.saturating_duration_since(asked_at), via });
+            trace.answered_at = Some(answered_at).filter(|_| matches!(answer, Ok(false)));
             after_filter(&answer)
         } else {
             AfterFilter::AskDatabaseFilterUnavailable(Fallthrough::Disabled)
@@ -189,9 +216,9 @@ impl Gate {
         // Each key is counted as a single lookup is (who answered, store latency); the batch is
         // timed as a whole.
         let started = Instant::now();
-        let lookups: Vec<_> = keys.iter().map(|k| self.lookup_normalized(name, k)).collect();
-        let answers =
-            futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await.into_iter().collect();
+        let lookups: Vec<_> = keys.iter().map(|k| self.lookup_normalized(name, k, None)).collect();
+        let answers = futures::stream::iter(lookups).buffered(BATCH_CONCURRENCY).collect::<Vec<_>>().await;
+        let answers = answers.into_iter().map(|(answer, _)| answer).collect();
         self.metrics.lookups.observe_batch(started.elapsed());
         answers
     }

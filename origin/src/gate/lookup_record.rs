@@ -30,6 +30,8 @@ pub(super) struct LookupTrace {
     pub step: Option<AfterFilter>,
     /// The database read (None: the filter answered, or there was no filter to read for).
     pub database: Option<DatabaseRead>,
+    /// When the filter answered "no", the lookup's end (None: it did not).
+    pub answered_at: Option<std::time::Instant>,
 }
 
 impl Gate {

@@ -14,6 +14,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use bloomgate_client::api::{KeyAnswer, KeyDeleted, KeyStored, Keys, KeysStored, Lookups, Problem, StoredValue};
 use bloomgate_client::{caching, headers, media, paths};
+use std::time::Instant;
 
 /// The answered-by header's name, made once: a name given as text is parsed and copied into a
 /// new allocation on every insert.
@@ -87,13 +88,18 @@ impl BareAnswer<'_> {
         Busy,
     ))]
 pub(super) async fn lookup(State(s): State<AppState>, path: KeyPath) -> Result<Response, AppError> {
-    answer_lookup(&s, path.filter(), path.key()).await
+    answer_lookup(&s, path.filter(), path.key(), Instant::now()).await
 }
 
-/// What [`lookup`] answers about `key` in `filter`, from borrowed state and path (the lookup
-/// lane's are never cloned or copied).
-pub(super) async fn answer_lookup(s: &AppState, filter: &str, key: &str) -> Result<Response, AppError> {
-    let answer = s.gate.lookup(filter, key.as_bytes()).await?;
+/// What [`lookup`] answers about `key` in `filter`, asked at `arrived`, from borrowed state and
+/// path (the lookup lane's are never cloned or copied, and its clock read is reused).
+pub(super) async fn answer_lookup(
+    s: &AppState,
+    filter: &str,
+    key: &str,
+    arrived: Instant,
+) -> Result<Response, AppError> {
+    let answer = s.gate.lookup_arrived(filter, key.as_bytes(), arrived).await?;
     let status = if answer.seen { StatusCode::OK } else { StatusCode::NOT_FOUND };
     let mut response = match answer.value.as_deref().filter(|v| !v.is_empty()) {
         None => {

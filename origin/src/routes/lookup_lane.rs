@@ -54,7 +54,7 @@ async fn lane_handler(State(Lane(lane)): State<Lane>, request: Request) -> Respo
         Some(_permit) => {
             // The lane serves one route, so the path is read against its pattern, borrowed.
             match KeyPathRef::read(paths::KEY, request.uri().path()) {
-                Ok(path) => answer_lookup(&lane.app, path.filter(), path.key()).await.into_response(),
+                Ok(path) => answer_lookup(&lane.app, path.filter(), path.key(), timer.started()).await.into_response(),
                 Err(refused) => refused.into_response(),
             }
         }
