@@ -144,19 +144,49 @@ impl KeyFormat {
     }
 }
 
+/// Each byte's value as a hex digit, or [`NOT_HEX`]: made at compile time from [`hex_value`], so
+/// the table and every other decoder in the crate agree.
+const HEX_TABLE: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        if let Some(value) = hex_value(byte as u8) {
+            table[byte] = value;
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// A table entry for a byte that is no hex digit: the one bit no digit's value (0 to 15) has.
+const NOT_HEX: u8 = 0x10;
+
 fn decode_hex(raw: &[u8], out: &mut [u8; MAX_KEY_BYTES]) -> Result<usize, KeyError> {
-    // Callers checked the length is even and at most 2 * MAX_KEY_BYTES.
-    for (i, pair) in raw.chunks_exact(2).enumerate() {
-        let hi = hex_value(pair[0]).ok_or(KeyError::NotHex { position: 2 * i, byte: pair[0] })?;
-        let lo = hex_value(pair[1]).ok_or(KeyError::NotHex { position: 2 * i + 1, byte: pair[1] })?;
-        out[i] = (hi << 4) | lo;
+    // Callers checked the length is even and at most 2 * MAX_KEY_BYTES. Every lookup decodes
+    // its key here: no branch per digit, one check at the end, and the error's position looked
+    // for only when there is one.
+    let mut seen = 0u8;
+    for (byte, pair) in out.iter_mut().zip(raw.chunks_exact(2)) {
+        let (hi, lo) = (HEX_TABLE[usize::from(pair[0])], HEX_TABLE[usize::from(pair[1])]);
+        seen |= hi | lo;
+        *byte = (hi << 4) | (lo & 0x0f);
+    }
+    if seen & NOT_HEX != 0 {
+        return Err(first_not_hex(raw));
     }
     Ok(raw.len() / 2)
 }
 
+/// The error naming the first byte of `raw` that is no hex digit (there is one).
+#[cold]
+fn first_not_hex(raw: &[u8]) -> KeyError {
+    let position = raw.iter().position(|&b| hex_value(b).is_none()).unwrap_or(0);
+    KeyError::NotHex { position, byte: raw.get(position).copied().unwrap_or(0) }
+}
+
 /// The value of one ASCII hex digit, either case; None for anything else (no signs, no
 /// non-ASCII digits), so every decoder in the crate agrees on what a hex digit is.
-pub(crate) fn hex_value(byte: u8) -> Option<u8> {
+pub(crate) const fn hex_value(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
         b'a'..=b'f' => Some(byte - b'a' + 10),
@@ -235,6 +265,34 @@ impl<'de> serde::Deserialize<'de> for KeyFormat {
 mod tests {
     use super::*;
     use alloc::string::ToString;
+    use proptest::prelude::*;
+
+    /// The decoder before the table: one digit at a time, the first bad one refused.
+    fn decode_hex_digit_by_digit(raw: &[u8], out: &mut [u8; MAX_KEY_BYTES]) -> Result<usize, KeyError> {
+        for (i, pair) in raw.chunks_exact(2).enumerate() {
+            let hi = hex_value(pair[0]).ok_or(KeyError::NotHex { position: 2 * i, byte: pair[0] })?;
+            let lo = hex_value(pair[1]).ok_or(KeyError::NotHex { position: 2 * i + 1, byte: pair[1] })?;
+            out[i] = (hi << 4) | lo;
+        }
+        Ok(raw.len() / 2)
+    }
+
+    proptest! {
+        #[test]
+        fn the_table_decodes_and_refuses_as_digit_by_digit_did(
+            raw in proptest::collection::vec(
+                prop_oneof![8 => proptest::sample::select(b"0123456789abcdefABCDEF".to_vec()), 1 => any::<u8>()],
+                0..40,
+            ).prop_map(|mut v| { v.truncate(v.len() / 2 * 2); v })
+        ) {
+            let (mut fast, mut slow) = ([0u8; MAX_KEY_BYTES], [0u8; MAX_KEY_BYTES]);
+            let (got, want) = (decode_hex(&raw, &mut fast), decode_hex_digit_by_digit(&raw, &mut slow));
+            prop_assert_eq!(&got, &want);
+            if let Ok(len) = got {
+                prop_assert_eq!(&fast[..len], &slow[..len]);
+            }
+        }
+    }
 
     #[test]
     fn hex_is_case_insensitive_and_decoded() {
