@@ -159,8 +159,16 @@ impl<'a> KeyPathRef<'a> {
     pub fn read(route: &str, path: &'a str) -> Result<KeyPathRef<'a>, AppError> {
         // Route parameters are whole segments, so the raw value sits in the path's segment at
         // the parameter's place in the matched route.
-        let raw = |param: &str| route.split('/').zip(path.split('/')).find(|(t, _)| *t == param).map(|(_, raw)| raw);
-        let (Some(filter), Some(key)) = (raw("{filter}"), raw("{key}")) else {
+        // One pass over both (every lookup reads its path here).
+        let (mut filter, mut key) = (None, None);
+        for (pattern, segment) in route.split('/').zip(path.split('/')) {
+            match pattern {
+                "{filter}" => filter = filter.or(Some(segment)),
+                "{key}" => key = key.or(Some(segment)),
+                _ => {}
+            }
+        }
+        let (Some(filter), Some(key)) = (filter, key) else {
             return Err(AppError::BadRequest("the path names no filter and key".into()));
         };
         validate_filter_name(filter)?;
