@@ -9,8 +9,6 @@
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use axum::Router;
 use bloomgate_client::paths;
 use bloomgate_origin::config::Config;
@@ -23,6 +21,9 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceExt;
+
+#[path = "../tests/common/floor.rs"]
+mod floor;
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -68,21 +69,6 @@ async fn origin(dir: &std::path::Path) -> Router {
     bloomgate_origin::app(AppState { gate, config: Arc::new(config), caps })
 }
 
-/// The negative-path bench's floor.
-fn floor() -> Router {
-    async fn not_seen() -> impl IntoResponse {
-        (
-            StatusCode::NOT_FOUND,
-            [
-                ("content-type", HeaderValue::from_static("application/json")),
-                ("x-bloomgate-answered-by", HeaderValue::from_static("floor")),
-            ],
-            r#"{"seen":false}"#,
-        )
-    }
-    Router::new().route(paths::KEY, get(not_seen))
-}
-
 /// One GET of `path`, its body read whole; its status and who answered.
 async fn get_once(app: &Router, path: &str) -> (StatusCode, Option<HeaderValue>) {
     let request = Request::get(path).body(Body::empty()).expect("a request");
@@ -97,7 +83,7 @@ fn lookup_lane(c: &mut Criterion) {
     let dir = std::env::temp_dir().join(format!("bloomgate-bench-lane-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a directory");
     let origin = runtime.block_on(origin(&dir));
-    let floor = floor();
+    let floor = floor::floor();
     let absent = paths::key(FILTER, &key(2));
     // What is measured is a "no" from the filter, not a fall-through or a refusal.
     let (status, by) = runtime.block_on(get_once(&origin, &absent));

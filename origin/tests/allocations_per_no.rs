@@ -13,11 +13,10 @@
 mod common;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::http::{Request, StatusCode};
 use axum::Router;
 use bloomgate_client::paths;
+use common::floor::floor;
 use common::{key, Embedded};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -92,21 +91,6 @@ async fn fewest_allocations(app: &Router, path: &str, rounds: usize) -> (u64, St
         fewest = fewest.min(made);
     }
     (fewest, status)
-}
-
-/// The negative-path bench's floor (`tools/bench/src/servers.rs`).
-fn floor() -> Router {
-    async fn not_seen() -> impl IntoResponse {
-        (
-            StatusCode::NOT_FOUND,
-            [
-                ("content-type", HeaderValue::from_static("application/json")),
-                ("x-bloomgate-answered-by", HeaderValue::from_static("floor")),
-            ],
-            r#"{"seen":false}"#,
-        )
-    }
-    Router::new().route(paths::KEY, get(not_seen))
 }
 
 #[tokio::test(flavor = "current_thread")]

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod floor;
 pub mod hooked;
 
 use axum::body::Body;
