@@ -14,6 +14,7 @@
 use crate::read_mostly::ReadMostly;
 use crate::store::{Database, DatabaseError, FilterDef};
 use arc_swap::ArcSwap;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,17 +69,12 @@ impl DefCache {
             .flatten()
     }
 
-    /// Puts `def`, read at `at`, in its slot (a new slot for a filter not held).
+    /// Puts `def`, read at `at`, in its slot (a new slot for a filter not held: the map is
+    /// copied only then).
     fn put(&self, def: Arc<FilterDef>, at: Instant) {
         let held = Arc::new((def, at));
-        let name = held.0.name.as_str();
-        if self.defs.read(name, |slot| slot.store(held.clone())).is_none() {
-            self.defs.update(|defs| match defs.get(name) {
-                Some(slot) => slot.store(held.clone()),
-                None => {
-                    defs.insert(name.into(), Arc::new(ArcSwap::new(held.clone())));
-                }
-            });
+        if self.defs.read(&held.0.name, |slot| slot.store(held.clone())).is_none() {
+            self.defs.update(|defs| hold(defs, held));
         }
     }
 
@@ -161,20 +157,21 @@ impl DefCache {
         if self.listed_at().is_none_or(|sent| sent < arrived) {
             let sent = Instant::now();
             let all = keys.filters().await?;
-            self.defs.update(|defs| {
-                for def in all {
-                    let held = Arc::new((Arc::new(def), sent));
-                    match defs.get(held.0.name.as_str()) {
-                        Some(slot) => slot.store(held),
-                        None => {
-                            defs.insert(held.0.name.as_str().into(), Arc::new(ArcSwap::new(held)));
-                        }
-                    }
-                }
-            });
+            // One copy of the map for the whole listing.
+            self.defs.update(|defs| all.into_iter().for_each(|def| hold(defs, Arc::new((Arc::new(def), sent)))));
             *self.listed_at() = Some(sent);
         }
         Ok(self.defs.read(name, |slot| slot.load().0.clone()))
+    }
+}
+
+/// Puts `held` in its filter's slot in `defs`, making the slot if there is none.
+fn hold(defs: &mut HashMap<Box<str>, Arc<Slot>>, held: Arc<(Arc<FilterDef>, Instant)>) {
+    match defs.get(held.0.name.as_str()) {
+        Some(slot) => slot.store(held),
+        None => {
+            defs.insert(held.0.name.as_str().into(), Arc::new(ArcSwap::new(held)));
+        }
     }
 }
 
@@ -272,7 +269,7 @@ mod tests {
         // listing (another origin may have acknowledged writes to it already).
         db.defs.lock().unwrap().push(def("f"));
         assert_eq!(cache.get(&db, "f").await.unwrap().map(|d| d.name.clone()), Some("f".into()));
-        assert!(cache.defs.values().len() == 1, "only filters that exist take memory");
+        assert!(cache.defs.len() == 1, "only filters that exist take memory");
     }
 
     #[tokio::test]
@@ -303,7 +300,7 @@ mod tests {
         assert!(answers.iter().all(Option::is_none));
         let listings = db.listings.load(std::sync::atomic::Ordering::SeqCst);
         assert!(listings <= 2, "{listings} listings for 200 names asked at once: one is in flight at a time, shared");
-        assert!(cache.defs.values().is_empty(), "unknown names take no memory");
+        assert!(cache.defs.len() == 0, "unknown names take no memory");
     }
 
     #[test]

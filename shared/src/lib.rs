@@ -27,7 +27,7 @@ pub use journal::{decode_journal, encode_journal, JournalError, JournalPosition,
 pub use key::{KeyError, KeyFormat, MAX_KEY_BYTES};
 pub use manifest::{validate_filter_name, FilterNameError, Manifest, ManifestError, MANIFEST_FORMAT};
 pub use params::{Location, Params, ParamsError, SizingOptions};
-pub use path_key::{decode_path_key, decode_path_key_borrowed, decode_path_key_into, PathKeyError, MAX_PATH_KEY_LEN};
+pub use path_key::{decode_path_key, decode_path_key_borrowed, PathKeyError, MAX_PATH_KEY_LEN};
 pub use segment::{
     decode_segment, encode_segment, encode_segment_at, Segment, SegmentError, SegmentHeader, SegmentView, WrongSegment,
 };

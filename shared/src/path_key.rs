@@ -159,14 +159,6 @@ pub fn decode_path_key(raw: &str) -> Result<String, PathKeyError> {
     }
 }
 
-/// [`decode_path_key`], appended to `out` (left as it was on an error), for a caller that keeps
-/// the key beside other text in one buffer. A segment without `%` is the key itself: it is
-/// checked and copied, and nothing else is allocated.
-pub fn decode_path_key_into(raw: &str, out: &mut String) -> Result<(), PathKeyError> {
-    out.push_str(&decode_path_key_borrowed(raw)?);
-    Ok(())
-}
-
 /// [`decode_path_key`], borrowing `raw` when it has no `%`: such a segment is the key itself,
 /// so it is only checked, and nothing is allocated.
 pub fn decode_path_key_borrowed(raw: &str) -> Result<Cow<'_, str>, PathKeyError> {
@@ -321,13 +313,9 @@ mod tests {
 
     proptest! {
         #[test]
-        fn decoding_into_a_buffer_reads_every_segment_as_decoding_alone_does(
+        fn decoding_borrowed_reads_every_segment_as_decoding_alone_does(
             raw in r"[a-zA-Z0-9%. \\\x00-\x1f\x7f\u{e9}\u{2603}+/-]{0,12}"
         ) {
-            let mut out = String::from("prefix");
-            let into = decode_path_key_into(&raw, &mut out).map(|()| out.clone());
-            prop_assert_eq!(into, decode_path_key(&raw).map(|key| format!("prefix{key}")));
-            prop_assert!(out.starts_with("prefix"));
             let borrowed = decode_path_key_borrowed(&raw);
             if let Ok(Cow::Borrowed(key)) = &borrowed {
                 prop_assert!(std::ptr::eq(*key, raw.as_str()), "borrowed is the segment itself");

@@ -106,8 +106,9 @@ impl LocalCopies {
     /// would have been asking the store.
     pub async fn may_contain(&self, filter: &str, meta: Generation, hash: &KeyHash) -> Option<StoreResult<CopyAnswer>> {
         // Most lookups: the copy is held and answers at once (under its lease, or "maybe").
-        let at_once = self.shared.held.read(filter, |copy| (copy.meta == meta).then(|| copy.answer_at_once(hash)));
-        if let Some(answer) = at_once.flatten().flatten() {
+        let at_once =
+            self.shared.held.read(filter, |copy| (copy.meta == meta).then(|| copy.answer_at_once(hash)).flatten());
+        if let Some(answer) = at_once.flatten() {
             self.shared.metrics.copies.lookup(CopyLookup::Answered);
             return Some(Ok(answer));
         }
